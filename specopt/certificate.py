@@ -1,0 +1,99 @@
+"""What a specopt solve can prove about its answer.
+
+Every route returns a :class:`Certificate`. ``specopt.certificate(prob)`` gives the one of the last
+specopt solve of ``prob``. A status of ``optimal`` is only ever reported together with a dual bound
+or a duality gap (specialized routes) or a conic solver's own optimality certificate (conic route);
+non-convex routes report :data:`STATIONARY` with their monotone objective trace.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+#: Status of a non-convex route that converged to a stationary point (a local solution).
+STATIONARY = "stationary_point"
+
+
+@dataclass
+class Certificate:
+    """Evidence for the quality of a solution, in the user's objective sense.
+
+    Attributes
+    ----------
+    route, backend:
+        Which route ran, and which numerical engine (``"CLARABEL"``, ``"highs+lanczos"``, ...).
+    status:
+        The status written to the problem (a CVXPY status string or :data:`STATIONARY`).
+    objective:
+        Objective value of the returned point, evaluated on the user's problem.
+    bound:
+        A proven bound on the optimal value (lower bound when minimizing, upper when
+        maximizing), or ``None`` when the route has none.
+    gap:
+        Relative gap ``|objective - bound| / max(1, |objective|)`` where a bound is known.
+    max_violation:
+        Largest constraint violation of the returned point, measured on the user's problem
+        (``max_c constraint.violation()``; PSD constraints count ``-lambda_min``).
+    iterations, setup_time, solve_time, total_time:
+        Work done; times in seconds.
+    history:
+        Per-iteration traces (``"objective"``, ``"bound"``, ``"gap"``, ...).
+    is_global:
+        True when the route solves a convex problem (its bound certifies global optimality).
+    extra:
+        Route-specific data (e.g. the factored solution ``theta, U`` of matrix generation).
+    """
+
+    route: str
+    backend: str
+    status: str
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    max_violation: float | None = None
+    iterations: int | None = None
+    setup_time: float | None = None
+    solve_time: float | None = None
+    total_time: float | None = None
+    history: dict[str, list[float]] = field(default_factory=dict)
+    is_global: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data view (arrays in ``extra`` are left out)."""
+        d = asdict(self)
+        d["extra"] = {k: v for k, v in self.extra.items() if isinstance(v, (int, float, str, bool))}
+        return d
+
+    def __str__(self) -> str:
+        def fmt(x: Any) -> str:
+            if x is None:
+                return "-"
+            if isinstance(x, float):
+                return f"{x:.6g}"
+            return str(x)
+
+        rows = [
+            ("route", self.route),
+            ("backend", self.backend),
+            ("status", self.status),
+            ("objective", self.objective),
+            ("bound", self.bound),
+            ("relative gap", self.gap),
+            ("max violation", self.max_violation),
+            ("iterations", self.iterations),
+            ("total time [s]", self.total_time),
+            ("global", self.is_global),
+        ]
+        return "\n".join(f"{k:>15}: {fmt(v)}" for k, v in rows)
+
+
+def relative_gap(objective: float | None, bound: float | None) -> float | None:
+    """``|objective - bound| / max(1, |objective|)``, or None when either is unknown."""
+    if objective is None or bound is None:
+        return None
+    if not (math.isfinite(objective) and math.isfinite(bound)):
+        return math.inf
+    return abs(objective - bound) / max(1.0, abs(objective))
