@@ -1,0 +1,288 @@
+"""Iterated SDP (majorize-minimize) for concave / DC linear-spectral costs. No CVXPY here.
+
+A linear-spectral cost ``g(K) = sum_i alpha_i lambda_i(K)`` (eigenvalues sorted decreasing) splits
+through the breakpoint identity
+
+    g(K) = alpha_n tr(K) + sum_{i<n} c_i f_i(K),   c_i = alpha_i - alpha_{i+1},
+    f_i(K) = lambda_1(K) + ... + lambda_i(K)  (convex),
+
+into a convex part (the terms with ``c_i > 0`` and the trace) and a concave part
+``h(K) = sum_{i<n} min(c_i, 0) f_i(K) = sum_i beta_i lambda_i(K)`` whose weights
+``beta_i = sum_{j >= i, j < n} min(c_j, 0)`` are nondecreasing (:func:`concave_weights`).
+
+For nondecreasing ``beta`` the variational form ``h(K) = min_{V orthonormal} tr(K sum_i beta_i
+v_i v_i^T)`` (Ky Fan) gives the majorizer
+
+    h(K) <= tr(K B_t),   B_t = sum_i beta_i v_i v_i^T,   v_i = eigenvectors of K_t,
+
+tight at ``K = K_t``. Minimizing ``convex part + tr(K B_t)`` over the feasible set (the callback
+``solve_subproblem(B_t)``) therefore never increases the true objective: the trace
+``F(K_1) >= F(K_2) >= ...`` is monotone up to the accuracy of the inner solver. A limit point is a
+stationary point of the non-convex problem (not, in general, a global minimum).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "IteratedSDPResult",
+    "RunResult",
+    "concave_weights",
+    "iterated_sdp",
+    "linear_spectral_value",
+    "linearization",
+    "random_psd",
+]
+
+
+def linear_spectral_value(K: np.ndarray, alpha: np.ndarray) -> float:
+    """``sum_i alpha_i lambda_i(K)`` with eigenvalues sorted decreasing (K symmetrized)."""
+    K = np.asarray(K, dtype=float)
+    lam = np.linalg.eigvalsh(0.5 * (K + K.T))[::-1]
+    return float(np.dot(np.asarray(alpha, dtype=float), lam))
+
+
+def concave_weights(alpha: np.ndarray) -> np.ndarray:
+    """Weights ``beta`` of the concave part of ``g(K) = sum_i alpha_i lambda_i(K)``.
+
+    ``beta_i = sum_{j=i}^{n-1} min(alpha_j - alpha_{j+1}, 0)`` (so ``beta_n = 0``); ``beta`` is
+    nondecreasing and ``alpha - beta`` is nonincreasing: ``g = g_{alpha-beta} + g_beta`` with the
+    first part convex and the second concave. ``beta == 0`` exactly when ``g`` is convex.
+    """
+    alpha = np.asarray(alpha, dtype=float).ravel()
+    c = np.minimum(alpha[:-1] - alpha[1:], 0.0)
+    beta = np.zeros_like(alpha)
+    beta[:-1] = np.cumsum(c[::-1])[::-1]
+    return beta
+
+
+def linearization(K: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """``B = sum_i beta_i v_i v_i^T``, ``v_i`` the eigenvectors of ``K`` (eigenvalues decreasing).
+
+    For nondecreasing ``beta``, ``tr(X B) >= sum_i beta_i lambda_i(X)`` for every symmetric X, with
+    equality at ``X = K``: the linear majorizer of the concave part used by the iteration.
+    """
+    K = np.asarray(K, dtype=float)
+    beta = np.asarray(beta, dtype=float).ravel()
+    if K.ndim != 2 or K.shape[0] != K.shape[1] or K.shape[0] != beta.size:
+        raise ValueError(f"need a square K of size {beta.size}, got shape {K.shape}")
+    _, V = np.linalg.eigh(0.5 * (K + K.T))
+    V = V[:, ::-1]
+    B = (V * beta) @ V.T
+    return 0.5 * (B + B.T)
+
+
+def random_psd(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A random PSD matrix (Wishart, Haar-distributed eigenvectors): a seeded random start."""
+    G = rng.standard_normal((n, n))
+    return G @ G.T / n
+
+
+@dataclass
+class RunResult:
+    """One majorize-minimize run from one start."""
+
+    point: Any
+    K: list[np.ndarray]
+    objective: float
+    iterations: int
+    converged: bool
+    stop_reason: str
+    history: dict[str, list[float]]
+    monotone_violations: list[tuple[int, float]]
+    start: str
+
+
+@dataclass
+class IteratedSDPResult:
+    """Result of :func:`iterated_sdp` (best run over all starts).
+
+    ``history`` is the objective trace of the best run (``objective``, ``rel_change_objective``,
+    ``rel_change_K``); ``monotone`` is False when some iterate increased the objective by more than
+    ``monotone_tol`` (each ``(iteration, increase)`` in ``monotone_violations``; the best iterate
+    is returned regardless). With restarts, ``run_values`` holds every run's final value and
+    ``spread = max - min`` of them.
+    """
+
+    point: Any
+    K: list[np.ndarray]
+    objective: float
+    iterations: int
+    converged: bool
+    stop_reason: str
+    history: dict[str, list[float]]
+    monotone: bool
+    monotone_violations: list[tuple[int, float]]
+    runs: list[RunResult] = field(default_factory=list)
+    run_values: list[float] = field(default_factory=list)
+    spread: float = 0.0
+    best_run: int = 0
+    total_iterations: int = 0
+
+
+def _as_list(K: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
+    if isinstance(K, np.ndarray) and K.ndim == 2:
+        return [K]
+    return [np.asarray(k, dtype=float) for k in K]
+
+
+def _rel_change_K(new: list[np.ndarray], old: list[np.ndarray]) -> float:
+    num = math.sqrt(sum(float(np.sum((a - b) ** 2)) for a, b in zip(new, old, strict=True)))
+    den = math.sqrt(sum(float(np.sum(b**2)) for b in old))
+    return num / max(1.0, den)
+
+
+def _single_run(
+    solve_subproblem: Callable[[Any], Any],
+    objective: Callable[[Any], float],
+    get_K: Callable[[Any], Any],
+    K0: list[np.ndarray],
+    betas: list[np.ndarray],
+    single: bool,
+    tol: float,
+    tol_K: float,
+    max_iters: int,
+    monotone_tol: float,
+    start: str,
+) -> RunResult:
+    K = K0
+    hist: dict[str, list[float]] = {"objective": [], "rel_change_objective": [], "rel_change_K": []}
+    violations: list[tuple[int, float]] = []
+    best_point, best_K, best_val = None, K, math.inf
+    prev_val: float | None = None
+    stop, converged, it = "max_iters", False, 0
+    for it in range(1, max_iters + 1):
+        Bs = [linearization(k, b) for k, b in zip(K, betas, strict=True)]
+        point = solve_subproblem(Bs[0] if single else Bs)
+        K_new = _as_list(get_K(point))
+        val = float(objective(point))
+        if not math.isfinite(val):
+            raise ValueError(f"objective is not finite at iteration {it} ({val})")
+        hist["objective"].append(val)
+        dK = _rel_change_K(K_new, K) if it > 1 else math.inf
+        hist["rel_change_K"].append(dK)
+        if prev_val is None:
+            hist["rel_change_objective"].append(math.inf)
+        else:
+            scale = max(1.0, abs(prev_val))
+            rel = (prev_val - val) / scale
+            hist["rel_change_objective"].append(abs(rel))
+            if -rel > monotone_tol:
+                violations.append((it, val - prev_val))
+        if val < best_val:
+            best_point, best_K, best_val = point, K_new, val
+        K = K_new
+        if prev_val is not None and hist["rel_change_objective"][-1] <= tol and dK <= tol_K:
+            stop, converged = "converged", True
+            prev_val = val
+            break
+        prev_val = val
+    return RunResult(
+        point=best_point,
+        K=best_K,
+        objective=best_val,
+        iterations=it,
+        converged=converged,
+        stop_reason=stop,
+        history=hist,
+        monotone_violations=violations,
+        start=start,
+    )
+
+
+def iterated_sdp(
+    solve_subproblem: Callable[[Any], Any],
+    objective: Callable[[Any], float],
+    K0: np.ndarray | Sequence[np.ndarray],
+    beta: np.ndarray | Sequence[np.ndarray],
+    *,
+    get_K: Callable[[Any], Any] | None = None,
+    tol: float = 1e-6,
+    tol_K: float = 1e-4,
+    max_iters: int = 50,
+    monotone_tol: float = 1e-6,
+    restarts: int = 0,
+    random_start: Callable[[np.random.Generator], Any] | None = None,
+    seed: int | None = 0,
+) -> IteratedSDPResult:
+    """Minimize ``F(K) = convex(K) + sum_j h_j(K_j)`` with ``h_j(K) = sum_i beta_ji lambda_i(K)``.
+
+    Parameters
+    ----------
+    solve_subproblem:
+        ``solve_subproblem(B) -> point``: a minimizer of ``convex(K) + sum_j tr(K_j B_j)`` over the
+        feasible set. ``B`` is one array when a single matrix is linearized, else a list.
+    objective:
+        ``objective(point) -> F`` (the true non-convex objective at the point).
+    K0, beta:
+        Initial matrix (or list of matrices, one per concave term) and the nondecreasing weights
+        of each concave part (:func:`concave_weights`). K0 only supplies the first eigenvectors;
+        it need not be feasible.
+    get_K:
+        Extracts the matrix (or list) from a point; identity by default.
+    tol, tol_K:
+        Stop when ``|F_t - F_{t-1}| / max(1, |F_{t-1}|) <= tol`` and
+        ``||K_t - K_{t-1}||_F / max(1, ||K_{t-1}||_F) <= tol_K``.
+    monotone_tol:
+        Relative increase of ``F`` tolerated as inner-solver inaccuracy; larger increases are
+        recorded in ``monotone_violations`` and ``monotone`` becomes False.
+    restarts, random_start, seed:
+        ``restarts`` extra runs from ``random_start(rng)`` (default: Wishart matrices of each
+        K0's size) with ``rng = np.random.default_rng(seed)``; the best run is returned.
+    """
+    single = isinstance(K0, np.ndarray) and np.ndim(K0) == 2
+    K0_list = _as_list(K0)
+    betas = [np.asarray(beta, dtype=float).ravel()] if single else [
+        np.asarray(b, dtype=float).ravel() for b in beta
+    ]
+    if len(betas) != len(K0_list):
+        raise ValueError(f"{len(K0_list)} start matrices but {len(betas)} weight vectors")
+    for k, b in zip(K0_list, betas, strict=True):
+        if k.ndim != 2 or k.shape != (b.size, b.size):
+            raise ValueError(f"start matrix of shape {k.shape} does not match {b.size} weights")
+        if np.any(np.diff(b) < -1e-12):
+            raise ValueError("concave weights beta must be nondecreasing (see concave_weights)")
+    if max_iters < 1:
+        raise ValueError(f"max_iters must be >= 1, got {max_iters}")
+    if restarts < 0:
+        raise ValueError(f"restarts must be >= 0, got {restarts}")
+    get_K = get_K or (lambda p: p)
+    rng = np.random.default_rng(seed)
+    if random_start is None:
+        def random_start(r: np.random.Generator) -> list[np.ndarray]:
+            return [random_psd(k.shape[0], r) for k in K0_list]
+
+    runs: list[RunResult] = []
+    for r in range(restarts + 1):
+        start = K0_list if r == 0 else _as_list(random_start(rng))
+        runs.append(
+            _single_run(
+                solve_subproblem, objective, get_K, start, betas, single,
+                tol, tol_K, max_iters, monotone_tol, "initial" if r == 0 else f"random {r}",
+            )
+        )
+    values = [run.objective for run in runs]
+    best = int(np.argmin(values))
+    b = runs[best]
+    return IteratedSDPResult(
+        point=b.point,
+        K=b.K,
+        objective=b.objective,
+        iterations=b.iterations,
+        converged=b.converged,
+        stop_reason=b.stop_reason,
+        history=b.history,
+        monotone=not b.monotone_violations,
+        monotone_violations=b.monotone_violations,
+        runs=runs,
+        run_values=values,
+        spread=float(max(values) - min(values)),
+        best_run=best,
+        total_iterations=sum(run.iterations for run in runs),
+    )

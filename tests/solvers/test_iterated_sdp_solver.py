@@ -1,0 +1,173 @@
+"""Majorize-minimize loop of specopt.solvers.iterated_sdp on closed-form numpy subproblems.
+
+Model problem: F(K) = 0.5 ||K - A||_F^2 + sum_i beta_i lambda_i(K) over PSD K, beta
+nondecreasing (concave part). The linearized subproblem min 0.5||K - A||^2 + tr(K B) over PSD K
+has the closed form K = proj_PSD(A - B).
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specopt.solvers.iterated_sdp import (
+    concave_weights,
+    iterated_sdp,
+    linear_spectral_value,
+    linearization,
+)
+
+
+def proj_psd(M):
+    w, V = np.linalg.eigh(0.5 * (M + M.T))
+    return (V * np.maximum(w, 0)) @ V.T
+
+
+def model(A, beta):
+    def solve(B):
+        return proj_psd(A - B)
+
+    def objective(K):
+        return 0.5 * np.sum((K - A) ** 2) + linear_spectral_value(K, beta)
+
+    return solve, objective
+
+
+def random_sym(rng, n):
+    G = rng.standard_normal((n, n))
+    return 0.5 * (G + G.T)
+
+
+def test_concave_weights_split():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        alpha = rng.standard_normal(6)
+        beta = concave_weights(alpha)
+        assert np.all(np.diff(beta) >= -1e-12)  # concave part: nondecreasing
+        assert np.all(np.diff(alpha - beta) <= 1e-12)  # convex part: nonincreasing
+        assert beta[-1] == 0.0
+        K = random_sym(rng, 6)
+        total = linear_spectral_value(K, alpha - beta) + linear_spectral_value(K, beta)
+        assert total == pytest.approx(linear_spectral_value(K, alpha), abs=1e-10)
+    assert np.all(concave_weights(np.array([3.0, 2.0, 2.0, -1.0])) == 0.0)  # convex: none
+    mve = concave_weights(np.array([-1.0, -1.0, 1.0, 1.0, 1.0]))
+    assert np.allclose(mve, [-2, -2, 0, 0, 0])  # mve = tr(K) - 2 f_d(K)
+
+
+def test_linearization_majorizes_and_is_tight():
+    rng = np.random.default_rng(1)
+    beta = np.sort(rng.standard_normal(5))  # nondecreasing
+    K = random_sym(rng, 5)
+    B = linearization(K, beta)
+    assert np.trace(K @ B) == pytest.approx(linear_spectral_value(K, beta), abs=1e-10)
+    for _ in range(20):
+        X = random_sym(rng, 5)
+        assert np.trace(X @ B) >= linear_spectral_value(X, beta) - 1e-10
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 7), d=st.integers(1, 2))
+def test_monotone_trace_and_stationary_fixed_point(seed, n, d):
+    rng = np.random.default_rng(seed)
+    A = random_sym(rng, n) + n * np.eye(n) * 0.3
+    alpha = np.r_[-np.ones(d), np.ones(n - d)] * rng.uniform(0.1, 2.0)
+    beta = concave_weights(alpha)
+    solve, objective = model(A, alpha)  # convex part: tr term folded into objective below
+    # convex part of alpha is alpha - beta = c * I (a trace): fold it into the subproblem
+    shift = (alpha - beta)[-1] * np.eye(n)
+
+    def solve_sub(B):
+        return solve(B + shift)
+
+    res = iterated_sdp(solve_sub, objective, A, beta, tol=1e-12, tol_K=1e-9, max_iters=500)
+    obj = res.history["objective"]
+    assert res.monotone and not res.monotone_violations
+    assert np.all(np.diff(obj) <= 1e-9 * max(1.0, abs(obj[0])))
+    assert res.objective == pytest.approx(min(obj))
+    if res.converged:
+        # one more linearized solve from the fixed point does not improve beyond tol
+        K = res.K[0]
+        K_next = solve_sub(linearization(K, beta))
+        assert objective(K_next) >= res.objective - 1e-8 * max(1.0, abs(res.objective))
+
+
+def test_stops_on_relative_change_and_max_iters():
+    rng = np.random.default_rng(3)
+    A = random_sym(rng, 5) + 2 * np.eye(5)
+    alpha = np.array([-1.0, 1, 1, 1, 1])
+    beta = concave_weights(alpha)
+    solve, objective = model(A, alpha)
+    res = iterated_sdp(lambda B: solve(B + np.eye(5)), objective, A, beta, tol=1e-10, tol_K=1e-8)
+    assert res.converged and res.stop_reason == "converged"
+    assert res.history["rel_change_objective"][-1] <= 1e-10
+    assert res.history["rel_change_K"][-1] <= 1e-8
+    res2 = iterated_sdp(lambda B: solve(B + np.eye(5)), objective, A, beta, max_iters=1)
+    assert res2.iterations == 1 and not res2.converged and res2.stop_reason == "max_iters"
+
+
+def test_violation_is_reported_not_hidden():
+    """An inner solver that returns worse points is caught: the trace is not monotone."""
+    calls = {"n": 0}
+    n = 4
+    beta = concave_weights(np.array([-1.0, 1, 1, 1]))
+    good = np.diag([3.0, 1.0, 0.5, 0.1])
+
+    def bad_solve(B):
+        calls["n"] += 1
+        return good * (1 + 0.5 * calls["n"])  # objective changes every call
+
+    def objective(K):
+        return float(np.trace(K))  # increases with every call
+
+    res = iterated_sdp(bad_solve, objective, np.eye(n), beta, max_iters=4)
+    assert not res.monotone
+    assert [it for it, _ in res.monotone_violations] == [2, 3, 4]
+    assert all(inc > 0 for _, inc in res.monotone_violations)
+    assert res.objective == pytest.approx(np.trace(good) * 1.5)  # best iterate kept
+
+
+def test_restarts_seeded_best_and_spread():
+    rng = np.random.default_rng(5)
+    n = 5
+    A = random_sym(rng, n) + 2 * np.eye(n)
+    alpha = np.array([-1.0, 1, 1, 1, 1])  # d = 1
+    beta = concave_weights(alpha)
+    solve, objective = model(A, alpha)
+
+    def sub(B):
+        return solve(B + np.eye(n))
+
+    r1 = iterated_sdp(sub, objective, A, beta, restarts=4, seed=7, tol=1e-12, tol_K=1e-9,
+                      max_iters=300)
+    r2 = iterated_sdp(sub, objective, A, beta, restarts=4, seed=7, tol=1e-12, tol_K=1e-9,
+                      max_iters=300)
+    assert len(r1.run_values) == 5 and r1.run_values == r2.run_values  # seeded
+    assert r1.objective == pytest.approx(min(r1.run_values))
+    assert r1.spread == pytest.approx(max(r1.run_values) - min(r1.run_values))
+    assert [run.start for run in r1.runs][:2] == ["initial", "random 1"]
+    # d = 1: every start reaches the same value
+    assert r1.spread <= 1e-6 * max(1.0, abs(r1.objective))
+
+
+def test_several_matrices_and_bad_input():
+    rng = np.random.default_rng(8)
+    A1, A2 = random_sym(rng, 3) + 2 * np.eye(3), random_sym(rng, 4) + 2 * np.eye(4)
+    b1 = concave_weights(np.array([-1.0, 1, 1]))
+    b2 = concave_weights(np.array([-1.0, -1, 1, 1]))
+
+    def sub(Bs):
+        assert isinstance(Bs, list) and len(Bs) == 2
+        return [proj_psd(A1 - Bs[0] - np.eye(3)), proj_psd(A2 - Bs[1] - np.eye(4))]
+
+    def objective(Ks):
+        return (0.5 * np.sum((Ks[0] - A1) ** 2) + linear_spectral_value(Ks[0], [-1, 1, 1])
+                + 0.5 * np.sum((Ks[1] - A2) ** 2) + linear_spectral_value(Ks[1], [-1, -1, 1, 1]))
+
+    res = iterated_sdp(sub, objective, [A1, A2], [b1, b2], tol=1e-10, tol_K=1e-8)
+    assert res.converged and res.monotone and len(res.K) == 2
+    with pytest.raises(ValueError, match="nondecreasing"):
+        iterated_sdp(sub, objective, A1, np.array([0.0, -1.0, 0.0]))
+    with pytest.raises(ValueError, match="does not match"):
+        iterated_sdp(sub, objective, A1, np.zeros(4))
+    with pytest.raises(ValueError, match="max_iters"):
+        iterated_sdp(sub, objective, A1, b1, max_iters=0)
