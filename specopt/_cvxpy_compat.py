@@ -31,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - only on unsupported versions
     ) from exc
 
 import cvxpy.atoms as _cvxpy_atoms
+from cvxpy.lin_ops import lin_utils as _lu
 from cvxpy.problems.problem import SolverStats
 from cvxpy.reductions.dcp2cone.dcp2cone import Dcp2Cone
 from cvxpy.reductions.inverse_data import InverseData
@@ -87,8 +88,40 @@ def register_solve_method(name: str, func: Callable[..., Any]) -> None:
     cp.Problem.register_solve(name, func)
 
 
+def install_dcp_hint(hint_for: Callable[[cp.Problem], str | None]) -> None:
+    """Make a plain ``prob.solve()`` that fails the DCP check say how specopt can help.
+
+    Wraps ``Problem._solve`` (what ``solve()`` calls without ``method=``): on ``DCPError``, if
+    ``hint_for(problem)`` returns a hint, the error is re-raised with the hint appended.
+    Idempotent.
+    """
+    original = cp.Problem._solve
+    if getattr(original, "_specopt_wrapped", False):
+        return
+
+    def _solve(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        except cp.error.DCPError as exc:
+            hint = hint_for(self)
+            if hint is None:
+                raise
+            raise cp.error.DCPError(f"{exc}\n\n{hint}") from exc
+
+    _solve._specopt_wrapped = True  # type: ignore[attr-defined]
+    _solve.__wrapped__ = original  # type: ignore[attr-defined]
+    cp.Problem._solve = _solve
+
+
 def is_registered(atom_type: type) -> bool:
     return atom_type in CANON_METHODS
+
+
+def linop_const_times_vec(const: np.ndarray, arg_obj, out_shape: tuple[int, ...]):
+    """Linear operator ``const @ vec(arg)`` (column-major vec) for an affine atom's graph."""
+    flat = _lu.reshape(arg_obj, (int(np.prod(arg_obj.shape)),))
+    lhs = _lu.create_const(const, const.shape)
+    return _lu.mul_expr(lhs, flat, out_shape)
 
 
 # --------------------------------------------------------------------------------------------
@@ -120,6 +153,45 @@ def affine_coefficients(
         coeffs[v.id] = sp.csr_array(full[:, start : start + v.size])
     offset = full[:, [inverse.x_length]].toarray().ravel()
     return coeffs, offset
+
+
+# --------------------------------------------------------------------------------------------
+# Conic solve without touching the user's problem
+# --------------------------------------------------------------------------------------------
+def conic_solve(
+    problem: cp.Problem, solver: str, verbose: bool = False, warm_start: bool = False,
+    **solver_opts: Any,
+) -> tuple[Solution, dict[str, Any]]:
+    """Compile ``problem`` for ``solver``, solve, and invert to a ``Solution`` (not unpacked).
+
+    Returns the solution (in the user's variables) and ``info`` with ``compile_time``,
+    ``solve_time``, ``setup_time``, ``iterations`` and, where the solver reports them, the
+    canonical primal/dual objectives ``pobj``/``dobj`` (their difference is the duality gap).
+    """
+    import time
+
+    t0 = time.perf_counter()
+    data, chain, inverse_data = problem.get_problem_data(
+        solver, verbose=False, solver_opts=dict(solver_opts)
+    )
+    t1 = time.perf_counter()
+    raw = chain.solve_via_data(problem, data, warm_start, verbose, solver_opts)
+    t2 = time.perf_counter()
+    solution = chain.invert(raw, inverse_data)
+    info: dict[str, Any] = {"compile_time": t1 - t0, "wall_solve_time": t2 - t1}
+    attr = solution.attr or {}
+    info["solve_time"] = attr.get(cp.settings.SOLVE_TIME, t2 - t1)
+    info["setup_time"] = attr.get(cp.settings.SETUP_TIME)
+    info["iterations"] = attr.get(cp.settings.NUM_ITERS)
+    if isinstance(raw, dict) and isinstance(raw.get("info"), dict):  # SCS
+        info["pobj"] = raw["info"].get("pobj")
+        info["dobj"] = raw["info"].get("dobj")
+        info["iterations"] = info["iterations"] or raw["info"].get("iter")
+    elif hasattr(raw, "obj_val") and hasattr(raw, "obj_val_dual"):  # Clarabel
+        info["pobj"] = float(raw.obj_val)
+        info["dobj"] = float(raw.obj_val_dual)
+        info["iterations"] = info["iterations"] or getattr(raw, "iterations", None)
+    return solution, info
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from .registry import get_route, register_route, route_names, routes_in_order
 
 ROUTE_MODULES: tuple[str, ...] = (
     "conic",
+    "iterated_sdp",
 )
 
 for _module in ROUTE_MODULES:

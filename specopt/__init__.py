@@ -1,0 +1,66 @@
+"""specopt: spectral and PSD matrix atoms for CVXPY, with specialized fast routes.
+
+Importing specopt registers its atoms with CVXPY (conic forms, cone detection) and the solve
+method ``prob.solve(method="specopt", route="auto", solver=None, ...)``.
+"""
+
+from __future__ import annotations
+
+from . import _cvxpy_compat
+from .atoms import (
+    burg_div,
+    eigengap,
+    from_rank_one,
+    in_spectraplex,
+    linear_spectral,
+    logdet_div,
+    mve_cost,
+    rank_one_decomposition,
+    row_quad_forms,
+    spectraplex,
+)
+from .backends import available_backends, default_backend, mosek_licensed
+from .certificate import STATIONARY, Certificate
+from .reductions import route_names
+from .reductions.canonicalize import register_canonicalizers
+from .solve import _solve_method, certificate, dcp_hint, explain, solve
+
+__version__ = "0.1.0"
+
+register_canonicalizers()
+_cvxpy_compat.register_solve_method("specopt", _solve_method)
+_cvxpy_compat.install_dcp_hint(dcp_hint)
+
+last_certificate = certificate
+
+
+def compare(problem, backends=("CLARABEL", "SCS", "MOSEK", "specopt"), **opts):
+    """Run ``problem`` through several backends/routes; see :func:`specopt.compare.compare`."""
+    from .compare import compare as _compare
+
+    return _compare(problem, backends=backends, **opts)
+
+
+__all__ = [
+    "STATIONARY",
+    "Certificate",
+    "available_backends",
+    "burg_div",
+    "certificate",
+    "compare",
+    "default_backend",
+    "eigengap",
+    "explain",
+    "from_rank_one",
+    "in_spectraplex",
+    "last_certificate",
+    "linear_spectral",
+    "logdet_div",
+    "mosek_licensed",
+    "mve_cost",
+    "rank_one_decomposition",
+    "route_names",
+    "row_quad_forms",
+    "solve",
+    "spectraplex",
+]

@@ -1,0 +1,110 @@
+"""The conic route: compile the (DCP) problem with specopt's graph forms and solve it with a
+generic conic solver (MOSEK when licensed, else Clarabel or SCS by size; see ``backends``).
+
+Certificate: the solver's own. Its status says whether its primal/dual residuals and duality
+gap met its tolerances; where the solver reports primal and dual objectives (Clarabel, SCS) the
+absolute gap ``|pobj - dobj|`` gives the bound ``objective -/+ gap`` in the user's sense.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cvxpy as cp
+
+from .. import _cvxpy_compat as compat
+from .._tree import walk
+from ..backends import backend_status, default_backend
+from ..certificate import relative_gap
+from .base import Match, Route, RouteResult
+from .registry import register_route
+
+
+class ConicRoute(Route):
+    name = "conic"
+    priority = 1000  # the fallback: asked last by route="auto"
+
+    def recognize(self, problem: cp.Problem) -> Match:
+        if problem.is_dcp():
+            return Match(True, "the problem is DCP: it compiles to a conic program")
+        return Match.no(_non_dcp_reason(problem))
+
+    def solve(
+        self,
+        problem: cp.Problem,
+        match: Match,
+        *,
+        solver: str | None = None,
+        verbose: bool = False,
+        **opts: Any,
+    ) -> RouteResult:
+        backend = (solver or default_backend(problem)).upper()
+        usable, why = backend_status(backend)
+        if not usable:
+            raise cp.error.SolverError(f"backend {backend} is not usable: {why}")
+        warm_start = bool(opts.pop("warm_start", False))
+        solution, info = compat.conic_solve(problem, backend, verbose, warm_start, **opts)
+        status = solution.status
+        if status in cp.settings.ERROR:
+            raise cp.error.SolverError(
+                f"{backend} failed (status {status}); try another solver or verbose=True"
+            )
+        objective = None
+        bound = None
+        if status in compat.SOLUTION_PRESENT:
+            objective = _objective_value(problem, solution.primal_vars)
+            pobj, dobj = info.get("pobj"), info.get("dobj")
+            if objective is not None and pobj is not None and dobj is not None:
+                abs_gap = abs(float(pobj) - float(dobj))
+                sense = 1.0 if isinstance(problem.objective, cp.Minimize) else -1.0
+                bound = objective - sense * abs_gap
+        else:
+            objective = solution.opt_val
+        return RouteResult(
+            status=status,
+            primal=dict(solution.primal_vars),
+            dual=dict(solution.dual_vars),
+            objective=objective,
+            backend=backend,
+            bound=bound,
+            gap=relative_gap(objective, bound),
+            iterations=info.get("iterations"),
+            setup_time=info["compile_time"],
+            solve_time=info["wall_solve_time"],
+            extra={"solver_reported_solve_time": info.get("solve_time")},
+        )
+
+
+def _objective_value(problem: cp.Problem, primal: dict) -> float | None:
+    """Evaluate the user's objective at ``primal`` without touching the variables."""
+    from ..solve import evaluate_at
+
+    return evaluate_at(problem, primal)
+
+
+def _non_dcp_reason(problem: cp.Problem) -> str:
+    from ..atoms import LinearSpectral
+
+    culprits = []
+    obj = problem.objective
+    if not obj.is_dcp():
+        for node in walk(obj.expr):
+            if isinstance(node, LinearSpectral) and not (
+                node.is_atom_convex() or node.is_atom_concave()
+            ):
+                culprits.append("a linear_spectral term with non-monotone alpha (DC)")
+            elif isinstance(node, LinearSpectral):
+                wrong = "minimized concave" if isinstance(obj, cp.Minimize) else "maximized convex"
+                if (node.is_atom_concave() and isinstance(obj, cp.Minimize)) or (
+                    node.is_atom_convex() and isinstance(obj, cp.Maximize)
+                ):
+                    culprits.append(f"a {wrong} linear_spectral term")
+        if not culprits:
+            culprits.append("the objective is not DCP")
+    bad = [c for c in problem.constraints if not c.is_dcp()]
+    if bad:
+        culprits.append(f"{len(bad)} constraint(s) are not DCP")
+    return "not DCP (" + "; ".join(dict.fromkeys(culprits)) + "): no conic form exists"
+
+
+register_route(ConicRoute())

@@ -1,0 +1,309 @@
+"""``method="specopt"``: analyze -> choose a route -> solve -> unpack, plus ``explain``.
+
+The user's problem is only written to at the very end, through ``Problem.unpack``; if anything
+fails before, every variable and dual value is restored and the error propagates.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+
+from . import _cvxpy_compat as compat
+from .certificate import STATIONARY, Certificate, relative_gap
+from .reductions import Match, Route, RouteResult, get_route, routes_in_order
+
+_CERTIFICATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+# --------------------------------------------------------------------------------------------
+# Snapshots and evaluation at a point
+# --------------------------------------------------------------------------------------------
+def _snapshot(problem: cp.Problem) -> dict:
+    return {
+        "vars": [(v, None if v.value is None else np.array(v.value)) for v in problem.variables()],
+        "duals": [
+            (dv, None if dv.value is None else np.array(dv.value))
+            for c in problem.constraints
+            for dv in c.dual_variables
+        ],
+    }
+
+
+def _restore(snapshot: dict) -> None:
+    for v, val in snapshot["vars"]:
+        v.save_value(val)
+    for dv, val in snapshot["duals"]:
+        dv.save_value(val)
+
+
+@contextmanager
+def values_set(problem: cp.Problem, primal: dict[int, Any]):
+    """Temporarily give the problem's variables the values in ``primal``."""
+    snap = _snapshot(problem)
+    try:
+        for v in problem.variables():
+            if v.id in primal:
+                v.save_value(primal[v.id])
+        yield
+    finally:
+        _restore(snap)
+
+
+def evaluate_at(problem: cp.Problem, primal: dict[int, Any]) -> float | None:
+    """The user's objective at ``primal`` (variables are left as they were)."""
+    with values_set(problem, primal):
+        val = problem.objective.value
+    return None if val is None else float(val)
+
+
+def max_violation_at(problem: cp.Problem, primal: dict[int, Any]) -> float | None:
+    """``max_c constraint.violation()`` at ``primal`` (0 for an unconstrained problem)."""
+    worst = 0.0
+    with values_set(problem, primal):
+        for con in problem.constraints:
+            try:
+                viol = con.violation()
+            except (ValueError, TypeError):
+                return None
+            if viol is None:
+                return None
+            worst = max(worst, float(np.max(np.abs(viol))) if np.size(viol) else 0.0)
+    return worst
+
+
+# --------------------------------------------------------------------------------------------
+# Route choice and explanation
+# --------------------------------------------------------------------------------------------
+@dataclass
+class RouteVerdict:
+    route: str
+    matches: bool
+    reason: str
+    chosen_by_auto: bool = False
+    pays_off: bool | None = None
+    pays_off_reason: str = ""
+
+
+@dataclass
+class Explanation:
+    """What ``specopt.explain`` returns; ``str()`` gives the explanation in words."""
+
+    verdicts: list[RouteVerdict]
+
+    @property
+    def auto_route(self) -> str | None:
+        return next((v.route for v in self.verdicts if v.chosen_by_auto), None)
+
+    def verdict(self, route: str) -> RouteVerdict:
+        return next(v for v in self.verdicts if v.route == route)
+
+    def __str__(self) -> str:
+        lines = []
+        for v in self.verdicts:
+            mark = "matches" if v.matches else "does not match"
+            line = f"- {v.route}: {mark}: {v.reason}"
+            if v.matches and v.pays_off is not None and v.route != "conic":
+                line += f"; auto would {'use' if v.pays_off else 'skip'} it ({v.pays_off_reason})"
+            lines.append(line)
+        auto = self.auto_route
+        lines.append(
+            f"route='auto' picks: {auto}" if auto else "route='auto' has no route for this problem"
+        )
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def explain(problem: cp.Problem) -> Explanation:
+    """Which routes match ``problem`` and why the others don't (``print(specopt.explain(p))``)."""
+    verdicts: list[RouteVerdict] = []
+    chosen = None
+    for route in routes_in_order():
+        match = _recognize(route, problem)
+        verdict = RouteVerdict(route.name, match.ok, match.reason)
+        if match.ok:
+            verdict.pays_off, verdict.pays_off_reason = route.pays_off(problem, match)
+            if chosen is None and verdict.pays_off:
+                chosen = verdict
+        verdicts.append(verdict)
+    if chosen is not None:
+        chosen.chosen_by_auto = True
+    return Explanation(verdicts)
+
+
+def _recognize(route: Route, problem: cp.Problem) -> Match:
+    try:
+        return route.recognize(problem)
+    except Exception as exc:  # a recognizer bug must not hide the other routes
+        return Match.no(f"recognizer failed: {type(exc).__name__}: {exc}")
+
+
+def choose_route(problem: cp.Problem, route: str = "auto") -> tuple[Route, Match]:
+    """Resolve ``route`` to a route and its match; a named route that does not match raises."""
+    if route != "auto":
+        chosen = get_route(route)
+        match = _recognize(chosen, problem)
+        if not match.ok:
+            from .reductions import RouteMismatch
+
+            raise RouteMismatch(f"route {route!r} does not apply: {match.reason}")
+        return chosen, match
+    fallback = None
+    for candidate in routes_in_order():
+        match = _recognize(candidate, problem)
+        if not match.ok:
+            continue
+        pays, _ = candidate.pays_off(problem, match)
+        if pays:
+            return candidate, match
+        fallback = fallback or (candidate, match)
+    if fallback is not None:
+        return fallback
+    raise cp.error.DCPError(
+        "no specopt route can solve this problem:\n" + str(explain(problem))
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Solve
+# --------------------------------------------------------------------------------------------
+def run_route(
+    problem: cp.Problem,
+    route: str = "auto",
+    solver: str | None = None,
+    verbose: bool = False,
+    **opts: Any,
+) -> tuple[RouteResult, Certificate]:
+    """Solve without writing into ``problem``; returns the route's result and its certificate."""
+    if not isinstance(problem, cp.Problem):
+        raise TypeError(f"expected a cvxpy.Problem, got {type(problem).__name__}")
+    t0 = time.perf_counter()
+    chosen, match = choose_route(problem, route)
+    snap = _snapshot(problem)
+    try:
+        result = chosen.solve(problem, match, solver=solver, verbose=verbose, **opts)
+    finally:
+        _restore(snap)  # routes must not leave values behind, whatever happened
+    total = time.perf_counter() - t0
+    if result.status in cp.settings.ERROR:
+        raise cp.error.SolverError(f"route {chosen.name} failed with status {result.status}")
+    has_point = result.status in compat.SOLUTION_PRESENT or result.status == STATIONARY
+    if has_point:
+        missing = [v.name() for v in problem.variables() if v.id not in result.primal]
+        if missing:
+            raise cp.error.SolverError(
+                f"route {chosen.name} returned no value for variable(s) {', '.join(missing)}"
+            )
+        objective = evaluate_at(problem, result.primal)
+        violation = max_violation_at(problem, result.primal)
+    else:
+        objective, violation = result.objective, None
+    bound = result.bound
+    cert = Certificate(
+        route=chosen.name,
+        backend=result.backend,
+        status=result.status,
+        objective=objective,
+        bound=bound,
+        gap=result.gap if result.gap is not None else relative_gap(objective, bound),
+        max_violation=violation,
+        iterations=result.iterations,
+        setup_time=result.setup_time,
+        solve_time=result.solve_time,
+        total_time=total,
+        history=result.history,
+        is_global=chosen.is_global,
+        extra=result.extra,
+    )
+    return result, cert
+
+
+def apply_result(problem: cp.Problem, result: RouteResult, cert: Certificate) -> None:
+    """Write a route's result into ``problem`` (values, duals, status, stats, certificate)."""
+    status = result.status
+    cvxpy_status = cp.OPTIMAL_INACCURATE if status == STATIONARY else status
+    attr = {
+        cp.settings.SOLVE_TIME: cert.solve_time,
+        cp.settings.SETUP_TIME: cert.setup_time,
+        cp.settings.NUM_ITERS: cert.iterations,
+        cp.settings.EXTRA_STATS: {"route": cert.route, "certificate": cert},
+    }
+    primal = {v.id: result.primal.get(v.id) for v in problem.variables()}
+    compat.unpack_result(
+        problem,
+        cvxpy_status,
+        primal,
+        result.dual,
+        cert.objective,
+        f"specopt:{cert.route}:{cert.backend}",
+        attr,
+        reported_status=status if status == STATIONARY else None,
+    )
+    if cert.setup_time is not None:
+        compat.set_compilation_time(problem, cert.setup_time)
+    _CERTIFICATES[problem] = cert
+
+
+def solve(
+    problem: cp.Problem,
+    route: str = "auto",
+    solver: str | None = None,
+    verbose: bool = False,
+    **opts: Any,
+) -> float:
+    """Solve ``problem`` with specopt; the same as ``problem.solve(method="specopt", ...)``.
+
+    ``route`` is ``"auto"`` (the first specialized route whose structure matches and that is
+    expected to pay off, else the conic route) or a route name (``specopt.route_names()``).
+    ``solver`` picks the conic backend (conic route, and inner solves of iterated routes).
+    Returns the optimal value (or the value at the stationary point for non-convex routes).
+    """
+    result, cert = run_route(problem, route, solver, verbose, **opts)
+    apply_result(problem, result, cert)
+    if verbose:
+        print(cert)
+    return problem.value
+
+
+def certificate(problem: cp.Problem) -> Certificate:
+    """The certificate of the last specopt solve of ``problem``."""
+    try:
+        return _CERTIFICATES[problem]
+    except KeyError:
+        raise ValueError(
+            "this problem has not been solved with method='specopt' yet"
+        ) from None
+
+
+def _solve_method(problem: cp.Problem, *args: Any, **kwargs: Any) -> float:
+    if args:
+        raise TypeError("method='specopt' takes keyword arguments only (route=, solver=, ...)")
+    return solve(problem, **kwargs)
+
+
+def dcp_hint(problem: cp.Problem) -> str | None:
+    """Hint appended to CVXPY's DCPError when specopt can solve the problem."""
+    from ._tree import problem_nodes
+    from .atoms import SPECOPT_ATOM_TYPES
+
+    if not any(isinstance(n, SPECOPT_ATOM_TYPES) for n in problem_nodes(problem)):
+        return None
+    try:
+        chosen, _ = choose_route(problem, "auto")
+    except Exception:
+        return (
+            "specopt atoms are in this problem: try prob.solve(method=\"specopt\"); "
+            "specopt.explain(prob) says which specopt routes apply and why"
+        )
+    kind = "a local solution (stationary point)" if not chosen.is_global else "a solution"
+    return (
+        f"specopt can find {kind} of this problem: "
+        f"prob.solve(method=\"specopt\")  (route {chosen.name!r}; see specopt.explain(prob))"
+    )
