@@ -1,0 +1,706 @@
+"""LogDet (ITML) problems by cyclic Bregman projections: linear, kernel and low-rank forms.
+
+Problem (linear form; points are columns, v_c = x_i - x_j, distances are SQUARED)::
+
+    min_{W > 0, xi > 0}  D_ld(W, W0) + gamma * sum_c (xi_c/xi0_c - log(xi_c/xi0_c) - 1)
+    s.t.  delta_c * (v_c^T W v_c - xi_c) <= 0          delta_c = +1 (similar, xi0 = u)
+                                                       delta_c = -1 (dissimilar, xi0 = l)
+
+with D_ld(W, W0) = tr(W W0^{-1}) - log det(W W0^{-1}) - d. gamma = inf means hard constraints
+(xi = xi0). One Bregman projection on constraint c (Algorithm 1 of Jain et al., JMLR 2012, as
+corrected in the implementer's notes)::
+
+    p     = v^T W v
+    alpha = min(lam_c, delta * gamma/(gamma+1) * (1/p - 1/xi_c))     (gamma/(gamma+1) := 1 if inf)
+    beta  = delta*alpha / (1 - delta*alpha*p)
+    xi_c  = gamma*xi_c / (gamma + delta*alpha*xi_c)                  (frozen if gamma = inf)
+    lam_c = lam_c - alpha
+    W     = W + beta (W v)(W v)^T
+
+which keeps W^{-1} = W0^{-1} + sum_c delta_c lam_c v_c v_c^T and 1/xi = 1/xi0 - delta lam/gamma.
+
+Certificate. The Lagrangian minimizer for multipliers lam >= 0 is exactly the iterate, and the
+dual function is ::
+
+    g(lam) = log det(I + W0 C(lam)) + gamma * sum_c log(1 - delta_c lam_c xi0_c / gamma),
+    C(lam) = sum_c delta_c lam_c v_c v_c^T      (gamma = inf: the last sum is -sum delta lam xi0)
+
+a lower bound on the optimum for every feasible lam, non-decreasing along the sweeps. We stop when
+the relative gap |P - g| / max(1, |P|) and the maximum relative violation
+max_c max(0, delta_c (p_c - xi_c)) / xi_c are both below ``tol``; g is computed from lam directly
+(not from the iterate), so the bound is honest even after rounding drift.
+
+Kernel form (Theorem 3.1): with K0 = X^T W0 X and v = e_i - e_j, the same projection acts on K
+(O(n^2)), and W = W0 + W0 X M X^T W0 is tracked through M (w = v + M K0 v, M += beta w w^T),
+never inverting K0 or C(lam). Only the points that appear in a constraint matter (C and M vanish
+elsewhere), so the sweep runs on that support S: K_SS = K0_SS + K0_SS M K0_SS, and new points use
+k(z1, z2) = k0(z1, z2) + k0(z1, x_S) M k0(x_S, z2).
+
+Low-rank form (Sec. 3.6): W = W0^{1/2}(I + U L U^T)W0^{1/2} with orthonormal U (d x k) reduces to a
+k x k ITML on v' = U^T v with shifted bounds b - ||(I - U U^T) v||^2; equivalent to the
+restricted problem only with hard constraints, so slack is refused.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.linalg as sla
+from numba import njit
+
+__all__ = [
+    "BregmanResult",
+    "itml_linear",
+    "itml_kernel",
+    "itml_lowrank",
+    "logdet_objective",
+]
+
+#: Relative tolerances of the infeasibility (Farkas ray) test for hard constraints.
+_RAY_EIG_TOL = 1e-10
+_RAY_SLACK_TOL = 1e-6
+
+
+# --------------------------------------------------------------------------------------------
+# Compiled sweeps
+# --------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _sweeps_linear(A, V, delta, xi, lam, gamma, n_sweeps):  # pragma: no cover - compiled
+    """``n_sweeps`` cyclic Bregman sweeps of the linear form; A, xi, lam updated in place."""
+    m, d = V.shape
+    hard = math.isinf(gamma)
+    ratio = 1.0 if hard else gamma / (gamma + 1.0)
+    Av = np.empty(d)
+    for _ in range(n_sweeps):
+        for c in range(m):
+            p = 0.0
+            for i in range(d):
+                acc = 0.0
+                for j in range(d):
+                    acc += A[i, j] * V[c, j]
+                Av[i] = acc
+                p += V[c, i] * acc
+            dl = delta[c]
+            alpha = dl * ratio * (1.0 / p - 1.0 / xi[c])
+            if lam[c] < alpha:
+                alpha = lam[c]
+            if alpha == 0.0:
+                continue
+            beta = dl * alpha / (1.0 - dl * alpha * p)
+            if not hard:
+                xi[c] = gamma * xi[c] / (gamma + dl * alpha * xi[c])
+            lam[c] -= alpha
+            for i in range(d):
+                bi = beta * Av[i]
+                for j in range(d):
+                    A[i, j] += bi * Av[j]
+
+
+@njit(cache=True)
+def _sweeps_kernel(K, M, K0, I, J, delta, xi, lam, gamma, n_sweeps):  # pragma: no cover
+    """Cyclic sweeps of the kernel form on the support; K, M, xi, lam updated in place."""
+    m = I.shape[0]
+    s = K.shape[0]
+    hard = math.isinf(gamma)
+    ratio = 1.0 if hard else gamma / (gamma + 1.0)
+    Kv = np.empty(s)
+    w = np.empty(s)
+    K0v = np.empty(s)
+    for _ in range(n_sweeps):
+        for c in range(m):
+            i = I[c]
+            j = J[c]
+            p = K[i, i] + K[j, j] - 2.0 * K[i, j]
+            dl = delta[c]
+            alpha = dl * ratio * (1.0 / p - 1.0 / xi[c])
+            if lam[c] < alpha:
+                alpha = lam[c]
+            if alpha == 0.0:
+                continue
+            beta = dl * alpha / (1.0 - dl * alpha * p)
+            if not hard:
+                xi[c] = gamma * xi[c] / (gamma + dl * alpha * xi[c])
+            lam[c] -= alpha
+            for a in range(s):
+                Kv[a] = K[i, a] - K[j, a]
+                K0v[a] = K0[i, a] - K0[j, a]
+            for a in range(s):
+                acc = 0.0
+                for b in range(s):
+                    acc += M[a, b] * K0v[b]
+                w[a] = acc
+            w[i] += 1.0
+            w[j] -= 1.0
+            for a in range(s):
+                ka = beta * Kv[a]
+                wa = beta * w[a]
+                for b in range(s):
+                    K[a, b] += ka * Kv[b]
+                    M[a, b] += wa * w[b]
+
+
+# --------------------------------------------------------------------------------------------
+# Result
+# --------------------------------------------------------------------------------------------
+@dataclass
+class BregmanResult:
+    """Outcome of a Bregman-projection run.
+
+    ``status`` is ``"optimal"`` (gap and violation below tol), ``"inaccurate"`` (stopped by
+    ``max_sweeps`` / ``time_limit``) or ``"infeasible"`` (hard constraints; a Farkas ray
+    ``r >= 0`` with ``C(r)`` PSD and ``sum delta r xi0 < 0`` was found, stored in ``extra``).
+    ``W`` is the learned matrix (linear / low-rank forms), ``K`` and ``M`` the learned kernel on
+    the training points and the kernel coefficients (kernel form). ``lam`` and ``xi`` are indexed
+    like the constraints given by the caller (dropped ones have lam = 0, xi = xi0).
+    ``primal`` is the objective at the returned point, ``dual`` = g(lam) a lower bound,
+    ``gap = |primal - dual| / max(1, |primal|)``, ``max_violation`` the largest relative
+    violation ``max(0, delta (p - xi)) / xi``.
+    """
+
+    status: str
+    form: str
+    lam: np.ndarray
+    xi: np.ndarray
+    primal: float
+    dual: float
+    gap: float
+    max_violation: float
+    iterations: int
+    solve_time: float
+    W: np.ndarray | None = None
+    K: np.ndarray | None = None
+    M: np.ndarray | None = None
+    support: np.ndarray | None = None
+    dropped: np.ndarray | None = None
+    history: dict[str, list[float]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def converged(self) -> bool:
+        return self.status == "optimal"
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks
+# --------------------------------------------------------------------------------------------
+def _check_common(bounds, delta, gamma, m):
+    bounds = np.asarray(bounds, dtype=float).ravel()
+    delta = np.asarray(delta, dtype=float).ravel()
+    if bounds.shape != (m,) or delta.shape != (m,):
+        raise ValueError(
+            f"need one bound and one side per constraint: {m} constraints, "
+            f"{bounds.size} bounds, {delta.size} sides"
+        )
+    if not np.all(np.isfinite(bounds)):
+        raise ValueError("bounds must be finite")
+    if np.any(bounds <= 0):
+        bad = np.flatnonzero(bounds <= 0)[:5].tolist()
+        raise ValueError(
+            f"bounds must be > 0 (the slack divergence needs xi0 > 0); bad constraints: {bad}"
+        )
+    if not np.all(np.isin(delta, (-1.0, 1.0))):
+        raise ValueError("sides must be +1 (similar, <= u) or -1 (dissimilar, >= l)")
+    gamma = float(gamma)
+    if not (gamma > 0):
+        raise ValueError(f"gamma must be > 0 (or inf for hard constraints), got {gamma}")
+    return bounds, delta, gamma
+
+
+def _drop_warning(n_drop: int) -> None:
+    warnings.warn(
+        f"dropped {n_drop} constraint(s) whose two points coincide (x_i = x_j): "
+        "their distance is 0 under every W",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def _slack_terms(lam, delta, xi0, gamma):
+    """gamma * sum log(1 - delta lam xi0 / gamma) (its limit -sum delta lam xi0 for inf)."""
+    if math.isinf(gamma):
+        return -float(np.sum(delta * lam * xi0))
+    t = 1.0 - delta * lam * xi0 / gamma
+    if np.any(t <= 0):
+        return -math.inf
+    return gamma * float(np.sum(np.log(t)))
+
+
+def _burg(xi, xi0):
+    r = xi / xi0
+    return float(np.sum(r - np.log(r) - 1.0))
+
+
+def _logdet_pd(S: np.ndarray) -> float:
+    """log det of a symmetric matrix, -inf if not positive definite."""
+    try:
+        L = np.linalg.cholesky(S)
+    except np.linalg.LinAlgError:
+        return -math.inf
+    return 2.0 * float(np.sum(np.log(np.diag(L))))
+
+
+def logdet_objective(W: np.ndarray, W0: np.ndarray) -> float:
+    """D_ld(W, W0) = tr(W W0^{-1}) - log det(W W0^{-1}) - d (inf if W is not PD)."""
+    L0 = np.linalg.cholesky(W0)
+    Z = sla.solve_triangular(L0, W, lower=True)
+    Z = sla.solve_triangular(L0, Z.T, lower=True)
+    ld = _logdet_pd(W)
+    if not math.isfinite(ld):
+        return math.inf
+    return float(np.trace(Z)) - ld + 2.0 * float(np.sum(np.log(np.diag(L0)))) - W.shape[0]
+
+
+def _ray_infeasible(D: np.ndarray, r: np.ndarray, delta, xi0) -> bool:
+    """Farkas test for hard constraints: C(r) = sum delta r d d^T PSD and sum delta r xi0 < 0.
+
+    ``D`` has rows d_c = R^T v_c (any congruence of C). If both hold, no W > 0 satisfies the
+    constraints: feasibility gives 0 <= tr(W C(r)) <= sum delta r xi0 < 0. Tolerances are
+    relative to sum r xi0 and to sum r ||d_c||^2.
+    """
+    slack = float(np.sum(delta * r * xi0))
+    if not (slack < -_RAY_SLACK_TOL * float(np.sum(r * xi0))):
+        return False
+    ev = np.linalg.eigvalsh((D.T * (delta * r)) @ D)
+    scale = float(np.sum(r * np.einsum("ij,ij->i", D, D)))
+    return bool(ev[0] >= -_RAY_EIG_TOL * scale)
+
+
+def _ray_candidates(lam: np.ndarray, last: list[np.ndarray]) -> list[np.ndarray]:
+    """Candidate Farkas rays: lam itself and the growth of lam since the previous check.
+
+    When hard constraints are infeasible, lam diverges along a ray; the growth direction
+    converges to it much faster than lam / ||lam|| does.
+    """
+    out = []
+    step = np.maximum(lam - last[0], 0.0)
+    last[0] = lam.copy()
+    for r in (step, lam):
+        tot = float(r.sum())
+        if tot > 0 and np.isfinite(tot):
+            out.append(r / tot)
+    return out
+
+
+class _Loop:
+    """Shared outer loop: sweeps in chunks, cheap violation test, expensive certificate."""
+
+    def __init__(self, tol, max_sweeps, time_limit, check_every, history_every_check):
+        self.tol = float(tol)
+        self.max_sweeps = int(max_sweeps)
+        self.time_limit = time_limit
+        self.check_every = check_every
+        self.full_history = history_every_check
+        self.hist: dict[str, list[float]] = {
+            "sweep": [],
+            "dual": [],
+            "primal": [],
+            "gap": [],
+            "max_violation": [],
+        }
+
+    def run(self, sweep, violation, certificate, infeasible):
+        """Returns (status, sweeps, primal, dual, gap, viol, ray)."""
+        t0 = time.perf_counter()
+        done = 0
+        chunk = 1 if self.check_every is None else int(self.check_every)
+        next_full = 1
+        primal = dual = gap = math.nan
+        viol = math.inf
+        while True:
+            n = min(chunk, self.max_sweeps - done)
+            if n > 0:
+                sweep(n)
+                done += n
+            viol = violation()
+            full = self.check_every is not None or viol <= self.tol or done >= next_full
+            out_of_budget = done >= self.max_sweeps or (
+                self.time_limit is not None and time.perf_counter() - t0 > self.time_limit
+            )
+            if full or out_of_budget:
+                primal, dual = certificate()
+                gap = abs(primal - dual) / max(1.0, abs(primal))
+                for k, v in zip(
+                    ("sweep", "dual", "primal", "gap", "max_violation"),
+                    (done, dual, primal, gap, viol),
+                    strict=True,
+                ):
+                    self.hist[k].append(float(v))
+                if gap <= self.tol and viol <= self.tol:
+                    return "optimal", done, primal, dual, gap, viol, None
+                if self.check_every is None:
+                    next_full = max(2 * done, done + 1)
+                ray = infeasible()
+                if ray is not None:
+                    return "infeasible", done, primal, dual, gap, viol, ray
+            if out_of_budget:
+                return "inaccurate", done, primal, dual, gap, viol, None
+
+
+# --------------------------------------------------------------------------------------------
+# Linear form
+# --------------------------------------------------------------------------------------------
+def itml_linear(
+    V: np.ndarray,
+    bounds: np.ndarray,
+    delta: np.ndarray,
+    W0: np.ndarray | None = None,
+    gamma: float = 1.0,
+    *,
+    tol: float = 1e-8,
+    max_sweeps: int = 100_000,
+    time_limit: float | None = None,
+    check_every: int | None = None,
+) -> BregmanResult:
+    """Solve the linear-form ITML problem (module docstring) by cyclic Bregman projections.
+
+    Parameters
+    ----------
+    V : (m, d) array, row c is v_c = x_i - x_j.
+    bounds : (m,) xi0 (u for similar, l for dissimilar), squared-distance units, > 0.
+    delta : (m,) +1 similar (v^T W v <= u), -1 dissimilar (v^T W v >= l).
+    W0 : (d, d) symmetric positive definite prior (identity if None).
+    gamma : slack weight, ``np.inf`` for hard constraints.
+    tol : relative gap and relative violation to reach.
+    check_every : compute the full certificate every this many sweeps (default: adaptive,
+        whenever the violation is below tol and at sweeps 1, 2, 4, 8, ...).
+    """
+    V = np.ascontiguousarray(np.asarray(V, dtype=float))
+    if V.ndim != 2:
+        raise ValueError(f"V must be (m, d), got shape {V.shape}")
+    m, d = V.shape
+    xi0, delta, gamma = _check_common(bounds, delta, gamma, m)
+    if W0 is None:
+        W0 = np.eye(d)
+    W0 = np.asarray(W0, dtype=float)
+    if W0.shape != (d, d):
+        raise ValueError(f"W0 must be {d} x {d}, got {W0.shape}")
+    if not np.allclose(W0, W0.T, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(W0).max())):
+        raise ValueError("W0 must be symmetric")
+    W0 = 0.5 * (W0 + W0.T)
+    try:
+        L0 = np.linalg.cholesky(W0)
+    except np.linalg.LinAlgError:
+        raise ValueError("W0 must be positive definite") from None
+    logdet_W0 = 2.0 * float(np.sum(np.log(np.diag(L0))))
+
+    norms = np.sqrt(np.einsum("ij,ij->i", V, V))
+    scale = max(float(norms.max(initial=0.0)), 1e-300)
+    keep = norms > 1e-14 * scale
+    dropped = np.flatnonzero(~keep)
+    if dropped.size:
+        _drop_warning(dropped.size)
+    Vk = np.ascontiguousarray(V[keep])
+    dk, x0k = delta[keep], xi0[keep]
+    mk = Vk.shape[0]
+
+    A = W0.copy()
+    lam = np.zeros(mk)
+    xi = x0k.copy()
+    VL = Vk @ L0  # rows L0^T v: C congruent to L0^T C L0 = VL^T diag VL
+
+    def sweep(n):
+        _sweeps_linear(A, Vk, dk, xi, lam, gamma, n)
+
+    def p_all():
+        return np.einsum("ij,ij->i", Vk @ A, Vk)
+
+    def violation():
+        if mk == 0:
+            return 0.0
+        return float(np.max(np.maximum(0.0, dk * (p_all() - xi)) / xi))
+
+    def certificate():
+        As = 0.5 * (A + A.T)
+        primal = logdet_objective(As, W0)
+        if not math.isinf(gamma):
+            primal += gamma * _burg(xi, x0k)
+        S = np.eye(d) + (VL.T * (dk * lam)) @ VL
+        dual = _logdet_pd(S) + _slack_terms(lam, dk, x0k, gamma)
+        return primal, dual
+
+    last = [np.zeros(mk)]
+
+    def infeasible():
+        if not math.isinf(gamma):
+            return None
+        for r in _ray_candidates(lam, last):
+            if _ray_infeasible(VL, r, dk, x0k):
+                return r
+        return None
+
+    t0 = time.perf_counter()
+    loop = _Loop(tol, max_sweeps, time_limit, check_every, True)
+    if mk == 0:
+        status, it, primal, dual, gap, viol, ray = "optimal", 0, 0.0, 0.0, 0.0, 0.0, None
+    else:
+        status, it, primal, dual, gap, viol, ray = loop.run(
+            sweep, violation, certificate, infeasible
+        )
+    lam_full = np.zeros(m)
+    lam_full[keep] = lam
+    xi_full = xi0.copy()
+    xi_full[keep] = xi
+    res = BregmanResult(
+        status=status,
+        form="linear",
+        lam=lam_full,
+        xi=xi_full,
+        primal=primal,
+        dual=dual,
+        gap=gap,
+        max_violation=viol,
+        iterations=it,
+        solve_time=time.perf_counter() - t0,
+        W=0.5 * (A + A.T),
+        dropped=dropped,
+        history=loop.hist,
+        extra={"logdet_W0": logdet_W0},
+    )
+    if ray is not None:
+        ray_full = np.zeros(m)
+        ray_full[keep] = ray
+        res.extra["farkas_ray"] = ray_full
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel form
+# --------------------------------------------------------------------------------------------
+def _psd_factor(K: np.ndarray) -> np.ndarray:
+    """R with K = R R^T (eigenvalues clipped at 0; tiny ones dropped), for certificates only."""
+    ev, U = np.linalg.eigh(0.5 * (K + K.T))
+    keep = ev > 1e-14 * max(float(ev[-1]), 1e-300)
+    return U[:, keep] * np.sqrt(ev[keep])
+
+
+def itml_kernel(
+    K0: np.ndarray,
+    pairs: np.ndarray,
+    bounds: np.ndarray,
+    delta: np.ndarray,
+    gamma: float = 1.0,
+    *,
+    tol: float = 1e-8,
+    max_sweeps: int = 100_000,
+    time_limit: float | None = None,
+    check_every: int | None = None,
+    full_kernel: bool = True,
+) -> BregmanResult:
+    """Kernel-form ITML: min D_ld(K, K0) [+ gamma burg(xi, xi0)], delta (K_ii+K_jj-2K_ij - xi) <= 0.
+
+    ``K0`` (n x n) is the prior kernel X^T W0 X, PSD, possibly singular; ``pairs`` (m, 2) holds
+    indices (i, j). Returns ``M`` on the support ``S`` (the points used by some constraint): the
+    learned kernel is K = K0 + K0[:, S] M K0[S, :] (returned as ``K`` when ``full_kernel``) and
+    the learned feature-space metric W = W0 + W0 X_S M X_S^T W0. Primal objective in kernel form:
+    D_ld(W, W0) = tr(M K0_SS) - log det(I + M K0_SS); dual g = log det(I + K0 C(lam)) + slack terms.
+    """
+    K0 = np.asarray(K0, dtype=float)
+    n = K0.shape[0]
+    if K0.ndim != 2 or K0.shape != (n, n):
+        raise ValueError(f"K0 must be square, got shape {K0.shape}")
+    if not np.allclose(K0, K0.T, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(K0).max())):
+        raise ValueError("K0 must be symmetric")
+    pairs = np.asarray(pairs)
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or not np.issubdtype(pairs.dtype, np.integer):
+        raise ValueError("pairs must be an (m, 2) integer array of point indices")
+    m = pairs.shape[0]
+    if m and (pairs.min() < 0 or pairs.max() >= n):
+        raise ValueError(f"pair indices must lie in [0, {n})")
+    xi0, delta, gamma = _check_common(bounds, delta, gamma, m)
+    pi, pj = pairs[:, 0], pairs[:, 1]
+    p0 = K0[pi, pi] + K0[pj, pj] - 2 * K0[pi, pj]
+    kscale = max(float(np.abs(np.diag(K0)).max(initial=0.0)), 1e-300)
+    keep = (pi != pj) & (p0 > 1e-14 * kscale)
+    dropped = np.flatnonzero(~keep)
+    if dropped.size:
+        _drop_warning(dropped.size)
+    pk = pairs[keep]
+    dk, x0k = delta[keep], xi0[keep]
+    mk = pk.shape[0]
+    support, inv = np.unique(pk.ravel(), return_inverse=True)
+    inv = inv.reshape(-1, 2)
+    I = np.ascontiguousarray(inv[:, 0]).astype(np.int64)
+    J = np.ascontiguousarray(inv[:, 1]).astype(np.int64)
+    K0s = K0[np.ix_(support, support)]
+    K0s = np.ascontiguousarray(0.5 * (K0s + K0s.T))
+    s = support.size
+    K = K0s.copy()
+    M = np.zeros((s, s))
+    lam = np.zeros(mk)
+    xi = x0k.copy()
+    R_cache: list[np.ndarray] = []
+
+    def R():
+        if not R_cache:
+            R_cache.append(_psd_factor(K0s))
+        return R_cache[0]
+
+    def sweep(nn):
+        _sweeps_kernel(K, M, K0s, I, J, dk, xi, lam, gamma, nn)
+
+    def violation():
+        p = K[I, I] + K[J, J] - 2 * K[I, J]
+        return float(np.max(np.maximum(0.0, dk * (p - xi)) / xi)) if mk else 0.0
+
+    def C_congruent(weights):
+        D = R()[I] - R()[J]  # rows R^T (e_i - e_j)
+        return (D.T * (dk * weights)) @ D
+
+    def certificate():
+        Rm = R()
+        r = Rm.shape[1]
+        Ms = 0.5 * (M + M.T)
+        G = np.eye(r) + Rm.T @ Ms @ Rm  # I + R^T M R, same spectrum as I + M K0 (plus ones)
+        ld = _logdet_pd(G)
+        primal = float(np.sum(Ms * K0s)) - ld if math.isfinite(ld) else math.inf
+        if not math.isinf(gamma):
+            primal += gamma * _burg(xi, x0k)
+        dual = _logdet_pd(np.eye(r) + C_congruent(lam)) + _slack_terms(lam, dk, x0k, gamma)
+        return primal, dual
+
+    last = [np.zeros(mk)]
+
+    def infeasible():
+        if not math.isinf(gamma):
+            return None
+        for rr in _ray_candidates(lam, last):
+            if _ray_infeasible(R()[I] - R()[J], rr, dk, x0k):
+                return rr
+        return None
+
+    t0 = time.perf_counter()
+    loop = _Loop(tol, max_sweeps, time_limit, check_every, True)
+    if mk == 0:
+        status, it, primal, dual, gap, viol, ray = "optimal", 0, 0.0, 0.0, 0.0, 0.0, None
+    else:
+        status, it, primal, dual, gap, viol, ray = loop.run(
+            sweep, violation, certificate, infeasible
+        )
+    lam_full = np.zeros(m)
+    lam_full[keep] = lam
+    xi_full = xi0.copy()
+    xi_full[keep] = xi
+    Ms = 0.5 * (M + M.T)
+    Kfull = None
+    if full_kernel:
+        B = K0[:, support]
+        Kfull = K0 + B @ Ms @ B.T
+        Kfull = 0.5 * (Kfull + Kfull.T)
+    res = BregmanResult(
+        status=status,
+        form="kernel",
+        lam=lam_full,
+        xi=xi_full,
+        primal=primal,
+        dual=dual,
+        gap=gap,
+        max_violation=viol,
+        iterations=it,
+        solve_time=time.perf_counter() - t0,
+        K=Kfull,
+        M=Ms,
+        support=support,
+        dropped=dropped,
+        history=loop.hist,
+        extra={"K_support": 0.5 * (K + K.T)},
+    )
+    if ray is not None:
+        ray_full = np.zeros(m)
+        ray_full[keep] = ray
+        res.extra["farkas_ray"] = ray_full
+    return res
+
+
+# --------------------------------------------------------------------------------------------
+# Identity-plus-low-rank form
+# --------------------------------------------------------------------------------------------
+def itml_lowrank(
+    V: np.ndarray,
+    bounds: np.ndarray,
+    delta: np.ndarray,
+    U: np.ndarray,
+    W0: np.ndarray | None = None,
+    gamma: float = math.inf,
+    **opts: Any,
+) -> BregmanResult:
+    """ITML restricted to W = W0^{1/2} (I + U L U^T) W0^{1/2}, hard constraints only.
+
+    With W0 = R R^T (Cholesky) and F = I_k + L: D_ld(W, W0) = D_ld(F, I_k) and
+    v^T W v = v'^T F v' + ||(I - U U^T) R^T v||^2 with v' = U^T R^T v, so the problem is a k x k
+    ITML with bounds b - ||(I - U U^T) R^T v||^2 (``U`` is orthonormalized here). Equivalent to
+    the restricted problem only for hard constraints: ``gamma`` must be inf. A shifted similarity
+    bound <= 0 makes the problem infeasible; a shifted dissimilarity bound <= 0 is always met
+    (the constraint is dropped). Returns ``W`` (d x d) and ``extra["F"]``, ``extra["U"]``.
+    """
+    if not math.isinf(float(gamma)):
+        raise ValueError(
+            "the identity-plus-low-rank form is only equivalent to the restricted problem with "
+            "hard constraints (gamma = inf); with slack it is a different problem and shifted "
+            "bounds can become <= 0. Use itml_linear / itml_kernel for slack problems."
+        )
+    V = np.asarray(V, dtype=float)
+    if V.ndim != 2:
+        raise ValueError(f"V must be (m, d), got shape {V.shape}")
+    m, d = V.shape
+    xi0, delta, _ = _check_common(bounds, delta, math.inf, m)
+    norms = np.sqrt(np.einsum("ij,ij->i", V, V))
+    nonzero = norms > 1e-14 * max(float(norms.max(initial=0.0)), 1e-300)
+    if not np.all(nonzero):
+        _drop_warning(int(np.sum(~nonzero)))
+    U = np.asarray(U, dtype=float)
+    if U.ndim != 2 or U.shape[0] != d or U.shape[1] > d or U.shape[1] < 1:
+        raise ValueError(f"U must be d x k with 1 <= k <= d = {d}, got {U.shape}")
+    Q, Rq = np.linalg.qr(U)
+    if np.min(np.abs(np.diag(Rq))) < 1e-12 * np.max(np.abs(np.diag(Rq))):
+        raise ValueError("U must have full column rank")
+    if W0 is None:
+        L0 = np.eye(d)
+    else:
+        L0 = np.linalg.cholesky(np.asarray(W0, dtype=float))
+    Vt = V @ L0  # rows R^T v
+    Vp = Vt @ Q  # rows U^T R^T v
+    resid = np.einsum("ij,ij->i", Vt, Vt) - np.einsum("ij,ij->i", Vp, Vp)
+    resid = np.maximum(resid, 0.0)
+    b = xi0 - resid
+    vnorm = np.sqrt(np.einsum("ij,ij->i", Vp, Vp))
+    tiny = vnorm <= 1e-12 * max(float(np.sqrt(np.einsum("ij,ij->i", Vt, Vt)).max()), 1e-300)
+    scale_b = 1e-12 * xi0
+    # constant constraints (v' = 0) and those always met
+    tiny &= nonzero
+    viol_const = tiny & (delta * b < -scale_b)  # similar: resid > u; dissimilar: resid < l
+    infeasible_sim = (~tiny) & (delta > 0) & (b <= scale_b)
+    if np.any(viol_const) or np.any(infeasible_sim):
+        bad = np.flatnonzero(viol_const | infeasible_sim)[:5].tolist()
+        res = BregmanResult(
+            status="infeasible",
+            form="lowrank",
+            lam=np.zeros(m),
+            xi=xi0.copy(),
+            primal=math.inf,
+            dual=math.inf,
+            gap=math.inf,
+            max_violation=math.inf,
+            iterations=0,
+            solve_time=0.0,
+            extra={"reason": f"constraints {bad} cannot hold for any W in the low-rank family"},
+        )
+        return res
+    active = nonzero & (~tiny) & ~((delta < 0) & (b <= scale_b))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sub = itml_linear(Vp[active], b[active], delta[active], None, math.inf, **opts)
+    F = sub.W
+    W = L0 @ (np.eye(d) + Q @ (F - np.eye(F.shape[0])) @ Q.T) @ L0.T
+    lam = np.zeros(m)
+    lam[active] = sub.lam
+    sub.form = "lowrank"
+    sub.lam = lam
+    sub.xi = xi0.copy()
+    sub.W = 0.5 * (W + W.T)
+    sub.extra.update({"F": F, "U": Q, "shifted_bounds": b, "active": active})
+    return sub

@@ -1,0 +1,241 @@
+"""Tests of the Bregman-projection ITML solver (linear, kernel, low-rank forms)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specopt.solvers.bregman import itml_kernel, itml_linear, itml_lowrank, logdet_objective
+
+
+def _instance(seed, d=4, n=15, m=25, lo=10, hi=90):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((d, n))
+    P = rng.integers(0, n, (3 * m, 2))
+    P = P[P[:, 0] != P[:, 1]][:m]
+    V = (X[:, P[:, 0]] - X[:, P[:, 1]]).T
+    dist = np.sum(V**2, axis=1)
+    delta = np.where(np.arange(len(P)) % 2 == 0, 1.0, -1.0)
+    u, l = np.percentile(dist, lo), np.percentile(dist, hi)
+    b = np.where(delta > 0, u, l)
+    return X, P, V, b, delta
+
+
+def _planted(seed, d=4, n=15, m=25):
+    """Hard-constraint instance feasible by construction: bounds from a planted W*."""
+    X, P, V, _, delta = _instance(seed, d, n, m)
+    rng = np.random.default_rng(seed + 100)
+    B = rng.standard_normal((d, d))
+    Ws = B @ B.T + 0.5 * np.eye(d)
+    p = np.einsum("ij,jk,ik->i", V, Ws, V)
+    b = np.where(delta > 0, 1.1 * p, p / 1.1)
+    return X, P, V, b, delta
+
+
+def _check_invariants(res, V, b, delta, W0, gamma):
+    lam = res.lam
+    assert np.all(lam >= 0)
+    C = (V.T * (delta * lam)) @ V
+    lhs = np.linalg.inv(res.W)
+    rhs = np.linalg.inv(W0) + C
+    assert np.linalg.norm(lhs - rhs) <= 1e-8 * np.linalg.norm(rhs)
+    if not math.isinf(gamma):
+        np.testing.assert_allclose(1 / res.xi, 1 / b - delta * lam / gamma, rtol=1e-9)
+    g = np.array(res.history["dual"])
+    assert np.all(np.diff(g) >= -1e-9 * np.maximum(1, np.abs(g[1:])))
+
+
+@pytest.mark.parametrize("gamma", [1.0, 10.0, math.inf])
+def test_invariants_and_certificate(gamma):
+    X, P, V, b, delta = _planted(0) if math.isinf(gamma) else _instance(0)
+    rng = np.random.default_rng(3)
+    B = rng.standard_normal((4, 4))
+    W0 = B @ B.T + np.eye(4)
+    res = itml_linear(V, b, delta, W0, gamma, check_every=1)
+    assert res.status == "optimal"
+    assert res.gap <= 1e-8 and res.max_violation <= 1e-8
+    _check_invariants(res, V, b, delta, W0, gamma)
+    # the primal value reported is the objective at W
+    prim = logdet_objective(res.W, W0)
+    if not math.isinf(gamma):
+        r = res.xi / b
+        prim += gamma * np.sum(r - np.log(r) - 1)
+    assert abs(prim - res.primal) <= 1e-9 * max(1, abs(prim))
+    # KKT: complementary slackness at the solution
+    p = np.einsum("ij,jk,ik->i", V, res.W, V)
+    assert np.all(res.lam * np.abs(p - res.xi) <= 1e-6 * res.xi * max(1, res.lam.max()))
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), gamma=st.sampled_from([0.1, 1.0, 100.0]))
+def test_random_instances_monotone_dual(seed, gamma):
+    _, _, V, b, delta = _instance(seed, d=3, n=10, m=12)
+    res = itml_linear(V, b, delta, None, gamma, check_every=1)
+    assert res.status == "optimal"
+    _check_invariants(res, V, b, delta, np.eye(3), gamma)
+    assert res.dual <= res.primal + 1e-7 * max(1, abs(res.primal))
+
+
+@pytest.mark.parametrize("gamma", [1.0, math.inf])
+def test_kernel_equals_linear(gamma):
+    X, P, V, b, delta = _planted(1) if math.isinf(gamma) else _instance(1)
+    lin = itml_linear(V, b, delta, None, gamma, tol=1e-10)
+    ker = itml_kernel(X.T @ X, P, b, delta, gamma, tol=1e-10)  # singular K0: n=15 > d=4
+    assert lin.status == ker.status == "optimal"
+    np.testing.assert_allclose(ker.lam, lin.lam, rtol=1e-6, atol=1e-9 * lin.lam.max())
+    Kl = X.T @ lin.W @ X
+    assert np.abs(ker.K - Kl).max() <= 1e-8 * np.abs(Kl).max()
+    # W = I + X_S M X_S^T
+    XS = X[:, ker.support]
+    Wk = np.eye(X.shape[0]) + XS @ ker.M @ XS.T
+    assert np.linalg.norm(Wk - lin.W) <= 1e-7 * np.linalg.norm(lin.W)
+    assert abs(ker.primal - lin.primal) <= 1e-8 * max(1, abs(lin.primal))
+
+
+def _poly_features(Z):
+    """Explicit features of k(z, z') = (1 + z.z')^2 in 2-d."""
+    z1, z2 = Z[:, 0], Z[:, 1]
+    s = np.sqrt(2)
+    return np.stack([np.ones_like(z1), s * z1, s * z2, z1**2, z2**2, s * z1 * z2])
+
+
+def test_out_of_sample_kernel_matches_features():
+    rng = np.random.default_rng(5)
+    Z = rng.standard_normal((20, 2))
+    Phi = _poly_features(Z)  # D=6 features, n=20 points: K0 singular
+    K0 = (1 + Z @ Z.T) ** 2
+    np.testing.assert_allclose(Phi.T @ Phi, K0, rtol=1e-12, atol=1e-12)
+    P = np.array([(i, (i * 7 + 3) % 20) for i in range(20)])
+    P = P[P[:, 0] != P[:, 1]]
+    d0 = K0[P[:, 0], P[:, 0]] + K0[P[:, 1], P[:, 1]] - 2 * K0[P[:, 0], P[:, 1]]
+    delta = np.where(np.arange(len(P)) % 2 == 0, 1.0, -1.0)
+    b = np.where(delta > 0, np.percentile(d0, 20), np.percentile(d0, 80))
+    ker = itml_kernel(K0, P, b, delta, 1.0, tol=1e-10)
+    lin = itml_linear((Phi[:, P[:, 0]] - Phi[:, P[:, 1]]).T, b, delta, None, 1.0, tol=1e-10)
+    assert ker.status == lin.status == "optimal"
+    Znew = rng.standard_normal((7, 2))
+    k1 = (1 + Znew @ Z[ker.support].T) ** 2
+    Knew = (1 + Znew @ Znew.T) ** 2 + k1 @ ker.M @ k1.T
+    Phin = _poly_features(Znew)
+    Kfeat = Phin.T @ lin.W @ Phin
+    assert np.abs(Knew - Kfeat).max() <= 1e-7 * np.abs(Kfeat).max()
+    assert np.linalg.eigvalsh(0.5 * (Knew + Knew.T))[0] >= -1e-9 * np.abs(Knew).max()
+
+
+def test_rbf_ill_conditioned_kernel():
+    rng = np.random.default_rng(1)
+    Z = rng.standard_normal((25, 2))
+    D2 = np.sum((Z[:, None] - Z[None]) ** 2, axis=-1)
+    cond, g = 0.0, 0.0
+    for g in np.geomspace(0.3, 0.03, 60):
+        cond = np.linalg.cond(np.exp(-g * D2))
+        if 1e9 <= cond <= 1e11:
+            break
+    assert 1e9 <= cond <= 1e11
+    K0 = np.exp(-g * D2)
+    P = np.array([(i, (i * 5 + 2) % 25) for i in range(25) if i != 12])
+    d0 = 2 - 2 * K0[P[:, 0], P[:, 1]]
+    delta = np.where(np.arange(24) % 3 == 0, -1.0, 1.0)
+    b = np.where(delta > 0, np.percentile(d0, 10), np.percentile(d0, 90))
+    ker = itml_kernel(K0, P, b, delta, 10.0, tol=1e-9)
+    assert ker.status == "optimal"
+    # reference: the linear form on explicit features Phi = diag(sqrt ev) U^T (K0 = Phi^T Phi)
+    ev, U = np.linalg.eigh(K0)
+    Phi = (U * np.sqrt(np.maximum(ev, 0))).T
+    lin = itml_linear((Phi[:, P[:, 0]] - Phi[:, P[:, 1]]).T, b, delta, None, 10.0, tol=1e-9)
+    Kl = Phi.T @ lin.W @ Phi
+    assert np.abs(ker.K - Kl).max() <= 1e-6 * np.abs(Kl).max()
+    np.testing.assert_allclose(ker.lam, lin.lam, rtol=1e-4, atol=1e-8 * lin.lam.max())
+    assert np.linalg.eigvalsh(ker.K)[0] >= -1e-8
+
+
+def test_input_errors_and_drops():
+    X, P, V, b, delta = _instance(2)
+    with pytest.raises(ValueError, match="bounds must be > 0"):
+        itml_linear(V, np.where(delta > 0, 0.0, b), delta)
+    with pytest.raises(ValueError, match="bounds must be > 0"):
+        itml_kernel(X.T @ X, P, -b, delta)
+    with pytest.raises(ValueError, match="sides"):
+        itml_linear(V, b, 2 * delta)
+    with pytest.raises(ValueError, match="gamma"):
+        itml_linear(V, b, delta, gamma=0.0)
+    with pytest.raises(ValueError, match="positive definite"):
+        itml_linear(V, b, delta, W0=np.diag([1.0, 1.0, 1.0, -1.0]))
+    V2 = V.copy()
+    V2[0] = 0.0
+    with pytest.warns(RuntimeWarning, match="coincide"):
+        res = itml_linear(V2, b, delta, gamma=1.0)
+    assert res.status == "optimal" and res.lam[0] == 0 and list(res.dropped) == [0]
+    P2 = P.copy()
+    P2[1] = [3, 3]
+    with pytest.warns(RuntimeWarning, match="coincide"):
+        resk = itml_kernel(X.T @ X, P2, b, delta, gamma=1.0)
+    assert resk.status == "optimal" and list(resk.dropped) == [1]
+
+
+def test_infeasible_hard_constraints_detected():
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(3)
+    V = np.vstack([v, v, rng.standard_normal((4, 3))])
+    delta = np.array([1.0, -1.0, 1, 1, -1, -1])
+    b = np.array([1.0, 2.0, 5, 5, 0.1, 0.1])  # ||v||_W^2 <= 1 and >= 2: infeasible
+    res = itml_linear(V, b, delta, gamma=math.inf, max_sweeps=20_000)
+    assert res.status == "infeasible"
+    r = res.extra["farkas_ray"]
+    assert np.all(r >= 0) and np.sum(delta * r * b) < 0
+    X = np.hstack([np.zeros((3, 1)), v[:, None], rng.standard_normal((3, 2))])
+    P = np.array([[0, 1], [1, 0], [0, 2], [2, 3]])
+    resk = itml_kernel(X.T @ X, P, np.array([1.0, 2.0, 5, 0.1]), np.array([1.0, -1, 1, -1]),
+                       gamma=math.inf, max_sweeps=20_000)
+    assert resk.status == "infeasible"
+    # slack problems are always feasible
+    assert itml_linear(V, b, delta, gamma=1.0).status == "optimal"
+
+
+def test_lowrank_form():
+    X, P, V, b, delta = _planted(4, d=6, n=20, m=20)
+    with pytest.raises(ValueError, match="hard constraints"):
+        itml_lowrank(V, b, delta, np.eye(6)[:, :2], gamma=1.0)
+    U, _, _ = np.linalg.svd(X, full_matrices=False)
+    U = U[:, :6]
+    full = itml_linear(V, b, delta, None, math.inf, tol=1e-10)
+    low = itml_lowrank(V, b, delta, U, tol=1e-10)  # k = d: same problem
+    assert full.status == low.status == "optimal"
+    assert np.linalg.norm(low.W - full.W) <= 1e-7 * np.linalg.norm(full.W)
+    # k < d on an instance feasible inside the family: W - I lives in span(U), constraints hold
+    Uk = U[:, :3]
+    Ws = np.eye(6) + Uk @ np.diag([2.0, 0.5, 1.5]) @ Uk.T
+    p = np.einsum("ij,jk,ik->i", V, Ws, V)
+    b2 = np.where(delta > 0, 1.1 * p, p / 1.1)
+    low2 = itml_lowrank(V, b2, delta, Uk, tol=1e-10)
+    assert low2.status == "optimal"
+    E = low2.W - np.eye(6)
+    Pp = np.eye(6) - Uk @ Uk.T
+    assert np.linalg.norm(Pp @ E) <= 1e-9 * max(1, np.linalg.norm(E))
+    p2 = np.einsum("ij,jk,ik->i", V, low2.W, V)
+    assert np.all(delta * (p2 - b2) <= 1e-7 * b2)
+    # a similarity bound below the part of ||v|| outside span(U) is infeasible
+    e = np.eye(6)
+    bad = itml_lowrank(e[[5]], np.array([0.5]), np.array([1.0]), e[:, :2])
+    assert bad.status == "infeasible"
+
+
+def test_scale_and_congruence_invariance():
+    X, P, V, b, delta = _instance(6)
+    rng = np.random.default_rng(9)
+    W0 = np.eye(4) + 0.3 * np.ones((4, 4))
+    base = itml_linear(V, b, delta, W0, 1.0, tol=1e-10)
+    c = 7.5  # D(cW, cW0) = D(W, W0): scale W0 and the bounds by c
+    sc = itml_linear(V, c * b, delta, c * W0, 1.0, tol=1e-10)
+    assert np.linalg.norm(sc.W - c * base.W) <= 1e-7 * np.linalg.norm(c * base.W)
+    assert abs(sc.primal - base.primal) <= 1e-8 * max(1, abs(base.primal))
+    T = rng.standard_normal((4, 4)) + 3 * np.eye(4)  # x -> T^{-T}... : W -> T W T^T
+    Ti = np.linalg.inv(T)
+    cg = itml_linear(V @ Ti, b, delta, T @ W0 @ T.T, 1.0, tol=1e-10)
+    ref = T @ base.W @ T.T
+    assert np.linalg.norm(cg.W - ref) <= 1e-6 * np.linalg.norm(ref)
+    assert abs(cg.primal - base.primal) <= 1e-8 * max(1, abs(base.primal))
