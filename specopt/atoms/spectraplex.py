@@ -18,7 +18,7 @@ from ._checks import as_finite_array
 
 
 def rank_one_decomposition(X, tol: float = 1e-8) -> tuple[np.ndarray, np.ndarray]:
-    """Decompose a PSD matrix as in (1): returns ``(theta, U)`` with ``X / tr X = U diag(theta) U^T``.
+    """Decompose a PSD matrix as in (1): ``(theta, U)`` with ``X / tr X = U diag(theta) U^T``.
 
     ``X`` is an array or a CVXPY expression with a value. ``theta`` (length k) is nonnegative
     and sums to 1; the columns of ``U`` (n x k) are orthonormal; components with
@@ -27,7 +27,7 @@ def rank_one_decomposition(X, tol: float = 1e-8) -> tuple[np.ndarray, np.ndarray
     """
     if isinstance(X, cp.Expression):
         if X.value is None:
-            raise ValueError("rank_one_decomposition: the expression has no value yet (solve first)")
+            raise ValueError("rank_one_decomposition: the expression has no value (solve first)")
         X = X.value
     A = as_finite_array(X, "X", ndim=2)
     if A.shape[0] != A.shape[1]:

@@ -1,0 +1,200 @@
+"""Run one problem through several backends and routes; a table of what each achieved.
+
+Each backend is one row: status, objective, relative difference to the best certified objective,
+certified gap, max constraint violation (measured on the user's problem), compile and solve
+seconds, iterations. A backend that is not installed, not licensed, or does not apply is a row
+that says why. Afterwards the problem's variables hold the values of the most accurate certified
+run (smallest ``gap + violation`` among runs whose status is optimal).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import cvxpy as cp
+
+from .backends import GENERIC_BACKENDS, backend_status
+from .certificate import Certificate
+from .reductions import RouteResult
+from .solve import apply_result, run_route
+
+
+@dataclass
+class CompareRow:
+    backend: str
+    route: str | None
+    status: str
+    objective: float | None = None
+    rel_diff: float | None = None
+    gap: float | None = None
+    max_violation: float | None = None
+    compile_time: float | None = None
+    solve_time: float | None = None
+    total_time: float | None = None
+    iterations: int | None = None
+    note: str = ""
+    certificate: Certificate | None = field(default=None, repr=False)
+    _result: RouteResult | None = field(default=None, repr=False)
+
+    @property
+    def certified(self) -> bool:
+        return self.certificate is not None and self.status == cp.OPTIMAL
+
+    def to_dict(self) -> dict[str, Any]:
+        keys = (
+            "backend", "route", "status", "objective", "rel_diff", "gap", "max_violation",
+            "compile_time", "solve_time", "total_time", "iterations", "note",
+        )
+        return {k: getattr(self, k) for k in keys}
+
+
+COLUMNS = (
+    ("backend", "backend"),
+    ("route", "route"),
+    ("status", "status"),
+    ("objective", "objective"),
+    ("rel_diff", "rel. diff"),
+    ("gap", "gap"),
+    ("max_violation", "max viol."),
+    ("compile_time", "compile [s]"),
+    ("solve_time", "solve [s]"),
+    ("iterations", "iters"),
+    ("note", "note"),
+)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return f"{value:.3g}" if abs(value) < 1e-3 or abs(value) >= 1e4 else f"{value:.6g}"
+    return str(value)
+
+
+@dataclass
+class CompareTable:
+    """Result of :func:`compare`: ``rows``, ``best`` (the row whose values the variables hold)."""
+
+    rows: list[CompareRow]
+    best: CompareRow | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": [r.to_dict() for r in self.rows],
+            "best": None if self.best is None else self.best.backend,
+        }
+
+    def to_markdown(self) -> str:
+        head = "| " + " | ".join(label for _, label in COLUMNS) + " |"
+        rule = "|" + "|".join("---" for _ in COLUMNS) + "|"
+        body = [
+            "| " + " | ".join(_fmt(getattr(r, key)).replace("|", "/") for key, _ in COLUMNS) + " |"
+            for r in self.rows
+        ]
+        return "\n".join([head, rule, *body])
+
+    def row(self, backend: str) -> CompareRow:
+        return next(r for r in self.rows if r.backend == backend)
+
+    def plot(self, ax=None):
+        """Bar chart of total time per backend, annotated with status and gap (matplotlib)."""
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as exc:  # pragma: no cover - optional extra
+            raise ImportError("compare(...).plot() needs matplotlib: pip install 'specopt[plot]'")\
+                from exc
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 3))
+        ran = [r for r in self.rows if r.total_time is not None]
+        names = [r.backend for r in ran]
+        times = [r.total_time for r in ran]
+        bars = ax.bar(names, times, color=["C0" if r.certified else "C1" for r in ran])
+        for bar, r in zip(bars, ran, strict=True):
+            label = r.status if r.gap is None else f"{r.status}\ngap {r.gap:.1e}"
+            ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=7)
+        ax.set_ylabel("total time [s]")
+        ax.set_yscale("log")
+        ax.set_title("specopt.compare (blue: certified optimal)")
+        return ax
+
+    def __str__(self) -> str:
+        return self.to_markdown()
+
+    __repr__ = __str__
+
+
+def _parse_backend(name: str) -> tuple[str, str | None]:
+    """``"SCS"`` -> conic route on SCS; ``"specopt"`` -> auto; ``"specopt:<route>"`` -> route."""
+    if name == "specopt":
+        return "auto", None
+    if name.startswith("specopt:"):
+        return name.split(":", 1)[1], None
+    return "conic", name.upper()
+
+
+def compare(
+    problem: cp.Problem,
+    backends: Iterable[str] = ("CLARABEL", "SCS", "MOSEK", "specopt"),
+    **opts: Any,
+) -> CompareTable:
+    """Solve ``problem`` with each backend and tabulate status, objective, gap, violation, times.
+
+    ``backends`` holds CVXPY solver names (run through the conic route), ``"specopt"`` (route
+    ``"auto"``) and ``"specopt:<route>"``. ``opts`` go to every solve. Never raises for a
+    backend that is unavailable or fails; its row says why.
+    """
+    rows: list[CompareRow] = []
+    for name in backends:
+        route, solver = _parse_backend(name)
+        if solver is not None:
+            usable, why = backend_status(solver)
+            if not usable:
+                rows.append(CompareRow(name, route, "unavailable", note=why))
+                continue
+        try:
+            result, cert = run_route(problem, route=route, solver=solver, **opts)
+        except Exception as exc:  # a failing backend is a row, not an exception
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            rows.append(CompareRow(name, route if route != "auto" else None, "failed",
+                                   note=f"{type(exc).__name__}: {msg[:160]}"))
+            continue
+        rows.append(
+            CompareRow(
+                backend=name,
+                route=cert.route if solver is None else f"conic/{cert.backend}",
+                status=cert.status,
+                objective=cert.objective,
+                gap=cert.gap,
+                max_violation=cert.max_violation,
+                compile_time=cert.setup_time,
+                solve_time=cert.solve_time,
+                total_time=cert.total_time,
+                iterations=cert.iterations,
+                note="" if cert.is_global else "local solution (non-convex route)",
+                certificate=cert,
+                _result=result,
+            )
+        )
+    certified = [r for r in rows if r.certified and r.objective is not None]
+    if certified:
+        reference = min(certified, key=lambda r: (r.gap or 0.0) + (r.max_violation or 0.0))
+        ref_obj = reference.objective
+        for r in rows:
+            if r.objective is not None and ref_obj is not None:
+                r.rel_diff = abs(r.objective - ref_obj) / max(1.0, abs(ref_obj))
+        best = reference
+    else:
+        present = [r for r in rows if r._result is not None and r.objective is not None]
+        best = min(present, key=lambda r: r.max_violation or 0.0) if present else None
+    if best is not None and best._result is not None and best.certificate is not None:
+        apply_result(problem, best._result, best.certificate)
+    return CompareTable(rows, best)
+
+
+__all__ = ["GENERIC_BACKENDS", "CompareRow", "CompareTable", "compare"]
