@@ -1,0 +1,429 @@
+"""Large-margin transformation learning: the saddle problem, its certificate, and solvers.
+
+Data of one task: ``F`` of shape ``(N, J, D)`` with ``F[n, j] = phi_j(x_n)`` (the j-th base
+transformation of example n, a D-vector), labels ``y`` in {-1, +1}^N and the box bound C.
+Base kernels ``K_ij = Phi_i Phi_j^T`` (N x N, ``Phi_j = F[:, j, :]``); the matrix-mixture kernel
+is ``K(M) = sum_ij M_ij K_ij`` on the spectraplex ``{M PSD, tr M <= 1}``.
+
+The convex problem (all tasks t share M; ``alpha_t^T y_t = 0`` only with a bias)::
+
+    p* = min_M max_alpha sum_t S_t(M, alpha_t),   S_t = 2 1^T a_t - a_t^T Y_t K_t(M) Y_t a_t,
+       = max_alpha sum_t 2 1^T a_t - lambda_max(sum_t G_t(a_t)),   0 <= a_t <= C_t,
+
+with ``G(a) = B(a)^T B(a)``, ``B(a) = [Phi_1^T Y a, ..., Phi_J^T Y a]`` (D x J). Certificate for
+a pair (M, alpha): the lower bound ``D(alpha) = sum_t 2 1^T a_t - lambda_max(sum_t G_t(a_t))``
+(valid for any feasible alpha) and the upper bound ``U(M, alpha) >= P(M) = max_a sum_t S_t(M, a)``
+obtained from the primal SVM with ``w_t = Z_t^T Y a_t`` (Z_t the features of K_t(M))::
+
+    U = sum_t [ a_t^T Y K(M) Y a_t + 2 C_t min_b sum_n (1 - y_n (f_n + b))_+ ],  f = K(M) Y a_t,
+
+(b = 0 without a bias). ``U - D >= P(M) - p* >= 0`` and both vanish at a saddle point.
+No CVXPY here: conic pieces (compact LMI form, QCQP master) live outside ``solvers/`` and are
+passed in as callbacks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import linprog
+
+__all__ = [
+    "SaddleTask",
+    "make_tasks",
+    "b_matrix",
+    "gram",
+    "kernel_margins",
+    "lower_bound",
+    "upper_bound",
+    "best_bias",
+    "relative_gap",
+    "top_eigvec",
+    "MatrixGenerationResult",
+    "matrix_generation",
+    "GreedyResult",
+    "greedy_mixture",
+    "mwtla",
+    "svm_primal_objective",
+    "linear_svm_qp",
+]
+
+
+@dataclass(frozen=True)
+class SaddleTask:
+    """One classification task: ``F`` (N, J, D), labels ``y`` (N,), box bound ``C``."""
+
+    F: np.ndarray
+    y: np.ndarray
+    C: float
+
+    @property
+    def n(self) -> int:
+        return self.F.shape[0]
+
+    @property
+    def J(self) -> int:
+        return self.F.shape[1]
+
+    @property
+    def D(self) -> int:
+        return self.F.shape[2]
+
+    @property
+    def F2(self) -> np.ndarray:
+        """``F`` as an (N, J*D) matrix (row n = [phi_1(x_n), ..., phi_J(x_n)])."""
+        return self.F.reshape(self.F.shape[0], -1)
+
+
+def make_tasks(
+    F: np.ndarray | Sequence[np.ndarray],
+    y: np.ndarray | Sequence[np.ndarray],
+    C: float | Sequence[float],
+) -> list[SaddleTask]:
+    """Validate and wrap one task (arrays) or several (sequences of arrays) as SaddleTasks."""
+    if isinstance(F, np.ndarray):
+        F, y = [F], [y]
+    F, y = list(F), list(y)
+    if len(F) != len(y) or not F:
+        raise ValueError(f"need as many label vectors as feature arrays, got {len(F)} and {len(y)}")
+    Cs = [float(C)] * len(F) if np.isscalar(C) else [float(c) for c in C]
+    if len(Cs) != len(F):
+        raise ValueError(f"need one C per task, got {len(Cs)} for {len(F)} tasks")
+    tasks = []
+    J = None
+    for t, (Ft, yt, Ct) in enumerate(zip(F, y, Cs, strict=True)):
+        Ft = np.ascontiguousarray(Ft, dtype=float)
+        yt = np.asarray(yt, dtype=float).ravel()
+        if Ft.ndim != 3:
+            raise ValueError(f"task {t}: F must have shape (N, J, D), got {Ft.shape}")
+        if Ft.shape[0] != yt.size:
+            raise ValueError(f"task {t}: F has {Ft.shape[0]} rows but y has {yt.size} labels")
+        if not np.all(np.isin(yt, (-1.0, 1.0))):
+            raise ValueError(f"task {t}: labels must be -1 or +1")
+        if not np.all(np.isfinite(Ft)):
+            raise ValueError(f"task {t}: F contains NaN or inf")
+        if not Ct > 0:
+            raise ValueError(f"task {t}: C must be positive, got {Ct}")
+        if J is None:
+            J = Ft.shape[1]
+        elif Ft.shape[1] != J:
+            raise ValueError(f"all tasks must share the number of transformations J={J}")
+        tasks.append(SaddleTask(Ft, yt, Ct))
+    return tasks
+
+
+def b_matrix(task: SaddleTask, a: np.ndarray) -> np.ndarray:
+    """``B(a)^T`` as a (J, D) array: row j is ``Phi_j^T Y a``."""
+    return (task.F2.T @ (task.y * a)).reshape(task.J, task.D)
+
+
+def gram(task: SaddleTask, a: np.ndarray) -> np.ndarray:
+    """``G(a)_ij = a^T Y K_ij Y a = b_i^T b_j`` (J x J)."""
+    Bt = b_matrix(task, a)
+    return Bt @ Bt.T
+
+
+def kernel_margins(task: SaddleTask, M: np.ndarray, Bt: np.ndarray) -> np.ndarray:
+    """``f = K(M) Y a = sum_ij M_ij Phi_i b_j`` given ``Bt = B(a)^T``."""
+    return task.F2 @ (M @ Bt).ravel()
+
+
+def top_eigvec(G: np.ndarray) -> tuple[float, np.ndarray]:
+    """Largest eigenvalue of a symmetric matrix and a unit eigenvector (sign: sum >= 0)."""
+    w, V = np.linalg.eigh(0.5 * (G + G.T))
+    u = V[:, -1]
+    if u.sum() < 0:
+        u = -u
+    return float(w[-1]), u
+
+
+def lower_bound(tasks: Sequence[SaddleTask], alphas: Sequence[np.ndarray]) -> float:
+    """``D(alpha) = sum_t 2 1^T a_t - lambda_max(sum_t G_t(a_t))`` (valid for feasible alpha)."""
+    G = sum(gram(t, a) for t, a in zip(tasks, alphas, strict=True))
+    return float(sum(2.0 * a.sum() for a in alphas) - np.linalg.eigvalsh(G)[-1])
+
+
+def best_bias(y: np.ndarray, f: np.ndarray) -> tuple[float, float]:
+    """Exact ``min_b h(b)``, ``h(b) = sum_n (1 - y_n (f_n + b))_+``; returns (b, h(b)).
+
+    h is convex piecewise linear with breakpoints ``y_n - f_n``; it is evaluated at every
+    breakpoint with sorted cumulative sums (O(N log N)).
+    """
+    pos = y > 0
+    t = np.sort(1.0 - f[pos])  # positives contribute (t - b)_+
+    c = np.sort(-1.0 - f[~pos])  # negatives contribute (b - c)_+
+    cand = np.concatenate([t, c])
+    if cand.size == 0:
+        return 0.0, 0.0
+    tsuf = np.concatenate([np.cumsum(t[::-1])[::-1], [0.0]])
+    cpre = np.concatenate([[0.0], np.cumsum(c)])
+    it = np.searchsorted(t, cand, side="right")  # t[it:] > b
+    ic = np.searchsorted(c, cand, side="left")  # c[:ic] < b
+    h = (tsuf[it] - cand * (t.size - it)) + (cand * ic - cpre[ic])
+    k = int(np.argmin(h))
+    return float(cand[k]), float(max(h[k], 0.0))
+
+
+def upper_bound(
+    tasks: Sequence[SaddleTask], M: np.ndarray, alphas: Sequence[np.ndarray], bias: bool
+) -> tuple[float, list[float]]:
+    """Primal upper bound ``U(M, alpha) >= P(M)`` and the per-task biases that attain it.
+
+    ``U = sum_t a_t^T Y K(M) Y a_t + 2 C_t min_b sum_n (1 - y_n (f_n + b))_+`` with
+    ``f = K(M) Y a_t`` (the hinge loss of ``w_t = Z_t^T Y a_t``; b = 0 without a bias).
+    Valid for any PSD M: it is the primal objective of a feasible primal point.
+    """
+    total = 0.0
+    biases = []
+    for task, a in zip(tasks, alphas, strict=True):
+        Bt = b_matrix(task, a)
+        f = kernel_margins(task, M, Bt)
+        wsq = float(np.sum((M @ Bt) * Bt))
+        if bias:
+            b, h = best_bias(task.y, f)
+        else:
+            b, h = 0.0, float(np.maximum(0.0, 1.0 - task.y * f).sum())
+        total += wsq + 2.0 * task.C * h
+        biases.append(b)
+    return total, biases
+
+
+def relative_gap(upper: float, lower: float) -> float:
+    """``(U - L) / max(1, |U|)`` (the certificate convention of specopt)."""
+    return float((upper - lower) / max(1.0, abs(upper)))
+
+
+# --------------------------------------------------------------------------------------------
+# Matrix generation: QCQP master over rank-one atoms, pricing by the top eigenvector of G.
+# --------------------------------------------------------------------------------------------
+
+#: master(tasks, U, bias) -> (alphas, d): solves the restricted problem over the atoms (rows of
+#: U, unit vectors): max_a sum_t 2 1^T a_t - s  s.t.  s >= sum_t ||B_t(a_t) u_k||^2 for all k,
+#: box (and y^T a = 0 with a bias); returns the maximizer and the constraint multipliers
+#: d >= 0 (sum d = 1), i.e. the restricted matrix M = sum_k d_k u_k u_k^T.
+Master = Callable[[Sequence[SaddleTask], np.ndarray, bool], tuple[list[np.ndarray], np.ndarray]]
+
+
+@dataclass
+class MatrixGenerationResult:
+    """Result of :func:`matrix_generation`: M = sum_k d_k u_k u_k^T, alphas, certificate."""
+
+    M: np.ndarray
+    alphas: list[np.ndarray]
+    biases: list[float]
+    atoms: np.ndarray
+    weights: np.ndarray
+    upper: float
+    lower: float
+    gap: float
+    iterations: int
+    converged: bool
+    solve_time: float
+    history: dict[str, list[float]] = field(default_factory=dict)
+
+
+def _atoms_to_M(U: np.ndarray, d: np.ndarray) -> np.ndarray:
+    d = np.maximum(np.asarray(d, dtype=float), 0.0)
+    if d.sum() > 1.0:
+        d = d / d.sum()
+    M = (U.T * d) @ U
+    return 0.5 * (M + M.T)
+
+
+def matrix_generation(
+    tasks: Sequence[SaddleTask],
+    master: Master,
+    *,
+    bias: bool = True,
+    tol: float = 1e-4,
+    max_iter: int = 100,
+    atoms0: np.ndarray | None = None,
+    diagonal: bool = False,
+    time_limit: float | None = None,
+) -> MatrixGenerationResult:
+    """Matrix generation for ``min_{M in spectraplex} P(M)`` (``P`` as in the module docstring).
+
+    Iteration k: the master over the atoms ``u_1..u_k`` gives alpha and weights d; the pricing
+    oracle returns ``(lambda, u) = top eigenpair of sum_t G_t(alpha_t)``; the certified gap is
+    ``U(sum_k d_k u_k u_k^T, alpha) - D(alpha)`` (relative); u is added when it is new.
+    ``diagonal=True`` solves multiple kernel learning instead (M diagonal): atoms are the unit
+    vectors e_j and the lower bound uses ``max_j G_jj`` in place of ``lambda_max`` (one master).
+    """
+    t0 = time.perf_counter()
+    J = tasks[0].J
+    if diagonal:
+        U = np.eye(J)
+    elif atoms0 is not None:
+        U = np.atleast_2d(np.asarray(atoms0, dtype=float))
+        U = U / np.linalg.norm(U, axis=1, keepdims=True)
+    else:  # start from the top eigenvector at the box midpoint
+        G = sum(gram(t, np.full(t.n, 0.5 * t.C)) for t in tasks)
+        U = top_eigvec(G)[1][None, :]
+    hist: dict[str, list[float]] = {"upper": [], "lower": [], "gap": [], "atoms": []}
+    best_u, best_l = np.inf, -np.inf
+    best = None
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):  # noqa: B007
+        alphas, d = master(tasks, U, bias)
+        M = _atoms_to_M(U, d)
+        ub, biases = upper_bound(tasks, M, alphas, bias)
+        G = sum(gram(t, a) for t, a in zip(tasks, alphas, strict=True))
+        if diagonal:
+            lam, u = float(np.max(np.diag(G))), None
+        else:
+            lam, u = top_eigvec(G)
+        lb = float(sum(2.0 * a.sum() for a in alphas) - lam)
+        if ub < best_u:
+            best_u, best = ub, (M, alphas, biases, U.copy(), np.asarray(d, float))
+        best_l = max(best_l, lb)
+        gap = relative_gap(best_u, best_l)
+        hist["upper"].append(best_u)
+        hist["lower"].append(best_l)
+        hist["gap"].append(gap)
+        hist["atoms"].append(U.shape[0])
+        if gap <= tol:
+            converged = True
+            break
+        if diagonal or (time_limit is not None and time.perf_counter() - t0 > time_limit):
+            break
+        if np.min(np.linalg.norm(U - u, axis=1)) < 1e-10:
+            break  # the oracle repeats an atom: the master is as good as it gets numerically
+        U = np.vstack([U, u])
+    M, alphas, biases, Ub, db = best
+    return MatrixGenerationResult(
+        M=M, alphas=alphas, biases=biases, atoms=Ub, weights=db, upper=best_u, lower=best_l,
+        gap=relative_gap(best_u, best_l), iterations=it, converged=converged,
+        solve_time=time.perf_counter() - t0, history=hist,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Greedy mixture of transformations (block coordinate descent, Algorithm 1 of the thesis).
+# --------------------------------------------------------------------------------------------
+
+
+def svm_primal_objective(
+    Z: np.ndarray, y: np.ndarray, w: np.ndarray, b: float, C: float
+) -> float:
+    """``||w||^2 + 2C sum_n (1 - y_n (z_n^T w + b))_+`` (the scale of the dual used here)."""
+    return float(w @ w + 2.0 * C * np.maximum(0.0, 1.0 - y * (Z @ w + b)).sum())
+
+
+def linear_svm_qp(Z: np.ndarray, y: np.ndarray, C: float, bias: bool) -> tuple[np.ndarray, float]:
+    """Exact linear SVM ``min ||w||^2 + 2C sum xi, y_n(z_n^T w + b) >= 1 - xi_n, xi >= 0``.
+
+    Solved as a QP with HiGHS (variables w, b, xi; Hessian 2 I on w).
+    """
+    import highspy
+
+    N, D = Z.shape
+    nv = D + 1 + N
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    inf = highspy.kHighsInf
+    lower = np.concatenate([np.full(D, -inf), [-inf if bias else 0.0], np.zeros(N)])
+    upper = np.concatenate([np.full(D, inf), [inf if bias else 0.0], np.full(N, inf)])
+    cost = np.concatenate([np.zeros(D + 1), np.full(N, 2.0 * C)])
+    h.addVars(nv, lower, upper)
+    h.changeColsCost(nv, np.arange(nv, dtype=np.int32), cost)
+    # rows: y_n z_n^T w + y_n b + xi_n >= 1 (CSR)
+    A = np.hstack([y[:, None] * Z, y[:, None], np.ones((N, 1))])
+    starts = np.arange(N, dtype=np.int32) * (D + 2)
+    index = np.hstack([np.tile(np.arange(D + 1), (N, 1)), (D + 1 + np.arange(N))[:, None]])
+    h.addRows(N, np.ones(N), np.full(N, inf), N * (D + 2), starts,
+              index.ravel().astype(np.int32), A.ravel())
+    # Hessian (lower triangle, column-wise): 2 on the w diagonal
+    hstart = np.minimum(np.arange(nv), D).astype(np.int32)
+    h.passHessian(nv, D, highspy.HessianFormat.kTriangular, hstart,
+                  np.arange(D, dtype=np.int32), np.full(D, 2.0))
+    h.run()
+    x = np.asarray(h.getSolution().col_value)
+    return x[:D], float(x[D])
+
+
+def _lp_mixture(A: np.ndarray, y: np.ndarray, b: float) -> np.ndarray:
+    """LP step: ``min sum xi  s.t.  y_n (A_n^T m + b) >= 1 - xi_n, xi >= 0, m >= 0, 1^T m <= 1``."""
+    N, J = A.shape
+    c = np.concatenate([np.zeros(J), np.ones(N)])
+    A_ub = np.vstack([
+        np.hstack([-(y[:, None] * A), -np.eye(N)]),
+        np.concatenate([np.ones(J), np.zeros(N)])[None, :],
+    ])
+    b_ub = np.concatenate([y * b - 1.0, [1.0]])
+    res = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=[(0, None)] * (J + N), method="highs")
+    if res.status != 0:
+        raise RuntimeError(f"greedy LP step failed: {res.message}")
+    return np.clip(res.x[:J], 0.0, None)
+
+
+@dataclass
+class GreedyResult:
+    """Result of :func:`greedy_mixture`: m (J,), w (D,), b, monotone objective trace."""
+
+    m: np.ndarray
+    w: np.ndarray
+    b: float
+    objective: float
+    iterations: int
+    history: dict[str, list[float]] = field(default_factory=dict)
+
+
+def greedy_mixture(
+    F: np.ndarray,
+    y: np.ndarray,
+    C: float,
+    *,
+    bias: bool = True,
+    m0: np.ndarray | None = None,
+    max_iter: int = 30,
+    tol: float = 1e-6,
+) -> GreedyResult:
+    """Greedy mixture of transformations ``Phi_m(x) = sum_j m_j phi_j(x)`` (thesis Alg. 1).
+
+    Block coordinate descent on ``J(w, b, m) = ||w||^2 + 2C sum_n (1 - y_n(<w, Phi_m(x_n)> + b))_+``
+    over ``m >= 0, 1^T m <= 1``: SVM step (exact QP in (w, b), m fixed), LP step (m and slacks, w
+    and b fixed; ||w||^2 is constant there). Each step is exact, so the objective is
+    non-increasing; a step that would increase it (solver round-off) is rejected.
+    """
+    F = np.asarray(F, dtype=float)
+    y = np.asarray(y, dtype=float)
+    N, J, D = F.shape
+    m = np.full(J, 1.0 / J) if m0 is None else np.asarray(m0, dtype=float)
+    if np.any(m < 0) or m.sum() > 1 + 1e-12:
+        raise ValueError("m0 must satisfy m >= 0 and sum(m) <= 1")
+    w, b = np.zeros(D), 0.0
+    obj = svm_primal_objective(np.einsum("njd,j->nd", F, m), y, w, b, C)
+    hist = {"objective": [obj]}
+    it = 0
+    for it in range(1, max_iter + 1):  # noqa: B007
+        Z = np.einsum("njd,j->nd", F, m)
+        w1, b1 = linear_svm_qp(Z, y, C, bias)
+        o1 = svm_primal_objective(Z, y, w1, b1, C)
+        if o1 <= obj:
+            w, b, obj = w1, b1, o1
+        A = np.einsum("njd,d->nj", F, w)
+        m1 = _lp_mixture(A, y, b)
+        o2 = svm_primal_objective(np.einsum("njd,j->nd", F, m1), y, w, b, C)
+        prev = hist["objective"][-1]
+        if o2 <= obj:
+            m, obj = m1, o2
+        hist["objective"].append(obj)
+        if prev - obj <= tol * max(1.0, abs(prev)):
+            break
+    return GreedyResult(m=m, w=w, b=b, objective=obj, iterations=it, history=hist)
+
+
+def mwtla(tasks: Sequence[SaddleTask]) -> tuple[np.ndarray, float]:
+    """Mixing-weight-constrained transformation alignment (closed form).
+
+    ``max_{M PSD, tr M <= 1} <K(M), y y^T> = lambda_max(Q)``, ``Q = V^T V``, ``V = [Phi_j^T y]_j``
+    (summed over tasks); the maximizer is ``M* = u u^T`` with u the top eigenvector of Q, sign
+    fixed so that sum(u) >= 0. Returns (M*, lambda_max(Q)).
+    """
+    Q = sum(gram(t, np.ones(t.n)) for t in tasks)
+    lam, u = top_eigvec(Q)
+    return np.outer(u, u), lam
