@@ -33,17 +33,14 @@ _cvxpy_compat.install_dcp_hint(dcp_hint)
 
 last_certificate = certificate
 
-
-def compare(problem, backends=("CLARABEL", "SCS", "MOSEK", "specopt"), **opts):
-    """Run ``problem`` through several backends/routes; see :func:`specopt.compare.compare`."""
-    from .compare import compare as _compare
-
-    return _compare(problem, backends=backends, **opts)
+# imported last, and by name, so that ``specopt.compare`` is the function, not the module
+from .compare import CompareTable, compare  # noqa: E402
 
 
 __all__ = [
     "STATIONARY",
     "Certificate",
+    "CompareTable",
     "available_backends",
     "burg_div",
     "certificate",
