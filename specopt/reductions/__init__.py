@@ -14,6 +14,7 @@ from .registry import get_route, register_route, route_names, routes_in_order
 ROUTE_MODULES: tuple[str, ...] = (
     "conic",
     "iterated_sdp",
+    "bregman",
 )
 
 for _module in ROUTE_MODULES:
