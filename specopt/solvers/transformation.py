@@ -242,6 +242,7 @@ def matrix_generation(
     max_iter: int = 100,
     atoms0: np.ndarray | None = None,
     diagonal: bool = False,
+    n_price: int = 1,
     time_limit: float | None = None,
 ) -> MatrixGenerationResult:
     """Matrix generation for ``min_{M in spectraplex} P(M)`` (``P`` as in the module docstring).
@@ -249,6 +250,8 @@ def matrix_generation(
     Iteration k: the master over the atoms ``u_1..u_k`` gives alpha and weights d; the pricing
     oracle returns ``(lambda, u) = top eigenpair of sum_t G_t(alpha_t)``; the certified gap is
     ``U(sum_k d_k u_k u_k^T, alpha) - D(alpha)`` (relative); u is added when it is new.
+    ``n_price > 1`` adds up to that many top eigenvectors per round (those whose eigenvalue
+    exceeds the master's value of ``max_k u_k^T G u_k``: violated cuts).
     ``diagonal=True`` solves multiple kernel learning instead (M diagonal): atoms are the unit
     vectors e_j and the lower bound uses ``max_j G_jj`` in place of ``lambda_max`` (one master).
     """
@@ -273,9 +276,14 @@ def matrix_generation(
         ub, biases = upper_bound(tasks, M, alphas, bias)
         G = sum(gram(t, a) for t, a in zip(tasks, alphas, strict=True))
         if diagonal:
-            lam, u = float(np.max(np.diag(G))), None
+            lam = float(np.max(np.diag(G)))
         else:
-            lam, u = top_eigvec(G)
+            w_all, V_all = np.linalg.eigh(0.5 * (G + G.T))
+            lam = float(w_all[-1])
+            cut = float(np.max(np.einsum("kj,ji,ki->k", U, G, U)))
+            take = [k for k in range(G.shape[0] - 1, -1, -1) if w_all[k] > cut][:max(1, n_price)]
+            new = V_all[:, take].T
+            new = new * np.where(new.sum(axis=1) < 0, -1.0, 1.0)[:, None]
         lb = float(sum(2.0 * a.sum() for a in alphas) - lam)
         if ub < best_u:
             best_u, best = ub, (M, alphas, biases, U.copy(), np.asarray(d, float))
@@ -290,9 +298,10 @@ def matrix_generation(
             break
         if diagonal or (time_limit is not None and time.perf_counter() - t0 > time_limit):
             break
-        if np.min(np.linalg.norm(U - u, axis=1)) < 1e-10:
+        new = np.array([u for u in new if np.min(np.linalg.norm(U - u, axis=1)) > 1e-10])
+        if new.size == 0:
             break  # the oracle repeats an atom: the master is as good as it gets numerically
-        U = np.vstack([U, u])
+        U = np.vstack([U, new])
     M, alphas, biases, Ub, db = best
     return MatrixGenerationResult(
         M=M, alphas=alphas, biases=biases, atoms=Ub, weights=db, upper=best_u, lower=best_l,

@@ -1,0 +1,171 @@
+"""CVXPY formulations for transformation learning (conic compact form, QCQP master, NC-TLA).
+
+These are the conic pieces that :mod:`specopt.solvers.transformation` (no CVXPY) takes as
+callbacks or that the learners call directly. Every solve names its solver explicitly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import cvxpy as cp
+import numpy as np
+
+from ..solvers.extragradient import project_spectraplex
+from ..solvers.transformation import (
+    SaddleTask,
+    lower_bound,
+    relative_gap,
+    upper_bound,
+)
+
+__all__ = ["ConicResult", "solve_conic", "qcqp_master", "nc_tla", "DEFAULT_SOLVER"]
+
+DEFAULT_SOLVER = "CLARABEL"
+
+
+def _b_expr(task: SaddleTask, a: cp.Variable) -> cp.Expression:
+    """``B(a)^T`` (J x D) as an affine CVXPY expression of alpha."""
+    A = (task.F2 * task.y[:, None]).T  # (J*D, N)
+    return cp.reshape(A @ a, (task.J, task.D), order="C")
+
+
+#: tight settings: the certificate is recomputed from the returned point, so accuracy pays off
+_SETTINGS = {
+    "CLARABEL": {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10},
+    "SCS": {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000},
+}
+
+
+def _solve(prob: cp.Problem, solver: str) -> None:
+    prob.solve(solver=solver, **_SETTINGS.get(solver, {}))
+    if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+        raise cp.error.SolverError(f"{solver} returned status {prob.status}")
+
+
+@dataclass
+class ConicResult:
+    """Result of :func:`solve_conic`: M (dual of the LMI), alphas, biases, certificate."""
+
+    M: np.ndarray
+    alphas: list[np.ndarray]
+    biases: list[float]
+    upper: float
+    lower: float
+    gap: float
+    solve_time: float
+    status: str
+    history: dict[str, list[float]] = field(default_factory=dict)
+
+
+def solve_conic(
+    tasks: Sequence[SaddleTask], *, bias: bool = True, solver: str = DEFAULT_SOLVER
+) -> ConicResult:
+    """Compact eigenvalue form as an LMI of size J + sum_t D_t::
+
+        max_{alpha, s}  sum_t 2 1^T a_t - s
+        s.t.  [[s I_J, B_1^T, ..., B_T^T], [B_1, I, 0..], ..., [B_T, 0.., I]] >> 0,
+              0 <= a_t <= C_t  (y_t^T a_t = 0 with a bias)
+
+    (the LMI says ``s >= lambda_max(sum_t B_t^T B_t)``). The optimal M is the J x J top-left
+    block of the LMI's dual matrix (projected onto the spectraplex to remove round-off).
+    The certificate is recomputed from (M, alpha) by the solver-independent bounds.
+    """
+    t0 = time.perf_counter()
+    J = tasks[0].J
+    alphas = [cp.Variable(t.n) for t in tasks]
+    s = cp.Variable()
+    Bts = [_b_expr(t, a) for t, a in zip(tasks, alphas, strict=True)]
+    blocks = [[s * np.eye(J)] + Bts]
+    for k, t in enumerate(tasks):
+        row = [Bts[k].T]
+        for m, t2 in enumerate(tasks):
+            row.append(np.eye(t.D) if m == k else np.zeros((t.D, t2.D)))
+        blocks.append(row)
+    lmi = cp.bmat(blocks)
+    cons = [lmi >> 0]
+    for t, a in zip(tasks, alphas, strict=True):
+        cons += [a >= 0, a <= t.C]
+        if bias:
+            cons.append(t.y @ a == 0)
+    prob = cp.Problem(cp.Maximize(2 * sum(cp.sum(a) for a in alphas) - s), cons)
+    _solve(prob, solver)
+    Z = np.asarray(cons[0].dual_value)
+    M = project_spectraplex(Z[:J, :J])
+    al = [np.clip(np.asarray(a.value).ravel(), 0.0, t.C)
+          for a, t in zip(alphas, tasks, strict=True)]
+    if bias:  # restore y^T a = 0 exactly so that the lower bound is valid
+        from ..solvers.extragradient import project_box
+
+        al = [project_box(a, t.C, t.y) for a, t in zip(al, tasks, strict=True)]
+    ub, biases = upper_bound(tasks, M, al, bias)
+    lb = lower_bound(tasks, al)
+    return ConicResult(M=M, alphas=al, biases=biases, upper=ub, lower=lb,
+                       gap=relative_gap(ub, lb), solve_time=time.perf_counter() - t0,
+                       status=prob.status)
+
+
+def qcqp_master(solver: str = DEFAULT_SOLVER):
+    """Return a matrix-generation master (see ``specopt.solvers.transformation.Master``)::
+
+        max_{alpha, s} sum_t 2 1^T a_t - s  s.t.  s >= sum_t ||B_t(a_t) u_k||^2  (all atoms k),
+                       0 <= a_t <= C_t  (y_t^T a_t = 0 with a bias),
+
+    solved through CVXPY with ``solver``; the weights d are the multipliers of the atom
+    constraints (sum d = 1 at the optimum).
+    """
+
+    def master(tasks, U, bias):
+        alphas = [cp.Variable(t.n) for t in tasks]
+        s = cp.Variable()
+        atom_cons = []
+        for u in U:
+            terms = []
+            for t, a in zip(tasks, alphas, strict=True):
+                Fu = np.einsum("njd,j->nd", t.F, u) * t.y[:, None]  # (N, D)
+                terms.append(cp.sum_squares(Fu.T @ a))
+            atom_cons.append(sum(terms) <= s)
+        cons = list(atom_cons)
+        for t, a in zip(tasks, alphas, strict=True):
+            cons += [a >= 0, a <= t.C]
+            if bias:
+                cons.append(t.y @ a == 0)
+        prob = cp.Problem(cp.Maximize(2 * sum(cp.sum(a) for a in alphas) - s), cons)
+        _solve(prob, solver)
+        d = np.array([max(float(np.ravel(c.dual_value)[0]), 0.0) for c in atom_cons])
+        al = [np.clip(np.asarray(a.value).ravel(), 0.0, t.C)
+              for a, t in zip(alphas, tasks, strict=True)]
+        if bias:
+            from ..solvers.extragradient import project_box
+
+            al = [project_box(a, t.C, t.y) for a, t in zip(al, tasks, strict=True)]
+        return al, d
+
+    return master
+
+
+def nc_tla(tasks: Sequence[SaddleTask], *, solver: str = DEFAULT_SOLVER) -> np.ndarray:
+    """Norm-constrained transformation alignment in second-order-cone form::
+
+        max_M  sum_t <K_t(M), y_t y_t^T>  s.t.  sum_t ||K_t(M)||_F^2 <= 1,  M PSD.
+
+    ``K(M) = F2 (M kron I_D) F2^T``; with ``F2 = Q R`` (thin QR) ``||K(M)||_F =
+    ||R (M kron I_D) R^T||_F``, a second-order cone in M of size (JD)^2 instead of N^2 (the
+    thesis's 2N x 2N LMI). Objective: ``<M, Q>`` with ``Q = sum_t G_t(1)``.
+    """
+    J = tasks[0].J
+    M = cp.Variable((J, J), PSD=True)
+    from ..solvers.transformation import gram
+
+    Q = sum(gram(t, np.ones(t.n)) for t in tasks)
+    norms = []
+    for t in tasks:
+        R = np.linalg.qr(t.F2, mode="r")
+        norms.append(cp.vec(R @ cp.kron(M, np.eye(t.D)) @ R.T, order="F"))
+    cons = [cp.norm(cp.hstack(norms), 2) <= 1]
+    prob = cp.Problem(cp.Maximize(cp.trace(M @ Q)), cons)
+    _solve(prob, solver)
+    Mv = np.asarray(M.value)
+    return 0.5 * (Mv + Mv.T)
