@@ -61,3 +61,16 @@ def test_readme_quick_start_is_two_commands_matching_ci():
     assert "pytest" in commands[1]
     ci = (ROOT / ".ci" / "run").read_text()
     assert commands[1].strip() in ci
+
+
+def test_readme_python_snippets_run():
+    pytest.importorskip("matplotlib").use("Agg")
+    readme = (ROOT / "README.md").read_text()
+    namespace: dict = {}
+    for block in re.findall(r"```python\n(.*?)```", readme, re.S):
+        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
+    import specopt
+
+    assert namespace["prob"].status == "optimal"
+    assert specopt.certificate(namespace["itml"]).max_violation < 1e-5
+    assert namespace["table"].best is not None

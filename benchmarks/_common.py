@@ -1,0 +1,51 @@
+"""Shared helpers for the benchmark scripts: timing medians, tables, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def timed(func: Callable[[], Any], repeats: int = 3) -> tuple[float, Any]:
+    """Median wall time of ``repeats`` calls, and the last call's return value."""
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = func()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}"
+        return "-" if v is None else str(v)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fmt(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_json(name: str, rows: list[dict[str, Any]], meta: dict[str, Any] | None = None) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    payload = {
+        "benchmark": name,
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "meta": meta or {},
+        "rows": rows,
+    }
+    path.write_text(json.dumps(payload, indent=2, default=float))
+    return path
