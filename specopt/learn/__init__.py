@@ -1,1 +1,3 @@
 """scikit-learn style estimators built on specopt's routes (needs scikit-learn)."""
+from .itml import ITML, ITMLSupervised, KernelITML, LowRankITML  # noqa: F401
+from .transformation import MultitaskTransformationSVM, RampFeatures, TransformationSVM  # noqa: F401

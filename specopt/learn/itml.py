@@ -1,0 +1,541 @@
+"""Information-theoretic metric learning (ITML) and its kernel and low-rank forms.
+
+Each learner solves (``specopt.solvers.bregman``, cyclic Bregman projections with a dual
+certificate)::
+
+    min_{W > 0, xi > 0}  D_ld(W, W0) + gamma * sum_c (xi_c/xi0_c - log(xi_c/xi0_c) - 1)
+    s.t.  (x_i - x_j)^T W (x_i - x_j) <= xi_c   for similar pairs   (xi0_c = u)
+          (x_i - x_j)^T W (x_i - x_j) >= xi_c   for dissimilar pairs (xi0_c = l)
+
+gamma = inf gives hard constraints. Conventions follow metric-learn: ``get_mahalanobis_matrix()``
+returns W, ``components_`` is L with W = L^T L, ``transform(X) = X L^T``, ``pair_distance`` is the
+(unsquared) distance sqrt((x - x')^T W (x - x')), ``pair_score = -pair_distance``,
+``get_metric()`` a function of two points.
+
+Bounds. ``bounds=None`` takes u, l = the ``bound_percentiles`` (5th, 95th) percentiles of the
+SQUARED prior distances between the distinct points of the constraints, i.e. in the units of the
+constraint itself. metric-learn (<= 0.7) takes percentiles of the UNSQUARED distances and uses
+them as bounds on squared distances; pass ``bounds=(u, l)`` explicitly to reproduce it.
+
+* :class:`ITML`: weakly supervised, ``fit(pairs, y)`` with pairs of shape (n_pairs, 2, d) (or
+  (n_pairs, 2) indices into ``preprocessor``) and y in {+1, -1}.
+* :class:`ITMLSupervised`: ``fit(X, y)``; draws ``n_constraints`` similar and as many dissimilar
+  pairs from the labels.
+* :class:`KernelITML`: ``fit(X, y)`` with a kernel k0; learns k(z, z') = k0(z, z') +
+  k0(z, X_S) M k0(X_S, z') (Theorem 3.1 of Jain et al. 2012); ``kernel_matrix(Z1, Z2)`` and
+  ``pairwise_distances(Z1, Z2)`` for new points (``kernel`` is the constructor parameter).
+* :class:`LowRankITML`: ``fit(X, y)``; W = I + U L U^T with a basis U of ``rank`` columns
+  (top singular vectors, class means or k-means centres); hard constraints only.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.metrics.pairwise import pairwise_kernels
+from sklearn.utils import check_random_state
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
+
+from ..solvers.bregman import itml_kernel, itml_linear, itml_lowrank
+
+__all__ = ["ITML", "ITMLSupervised", "KernelITML", "LowRankITML", "draw_pairs"]
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+def draw_pairs(
+    y: np.ndarray, n_constraints: int, random_state: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draw up to ``n_constraints`` similar and as many dissimilar index pairs from labels ``y``.
+
+    Returns ``(pairs, sides)`` with pairs (m, 2) of indices and sides +1 (same label) / -1.
+    Pairs are distinct and i != j; fewer are returned when the labels do not allow more.
+    """
+    rng = check_random_state(random_state)
+    y = np.asarray(y)
+    n = y.shape[0]
+    out, sides = [], []
+    for side in (1, -1):
+        seen: set[tuple[int, int]] = set()
+        tries = 0
+        while len(seen) < n_constraints and tries < 20 * n_constraints + 100:
+            tries += 1
+            i = int(rng.randint(n))
+            cand = np.flatnonzero((y == y[i]) if side > 0 else (y != y[i]))
+            cand = cand[cand != i]
+            if cand.size == 0:
+                continue
+            j = int(cand[rng.randint(cand.size)])
+            key = (min(i, j), max(i, j))
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append((i, j))
+            sides.append(side)
+    if not out:
+        raise ValueError(f"could not draw any constraint pair from {n} sample(s) and their labels")
+    return np.asarray(out, dtype=np.int64), np.asarray(sides, dtype=float)
+
+
+def _default_bounds(sq: np.ndarray, percentiles: tuple[float, float]) -> tuple[float, float]:
+    """u, l = percentiles of the positive squared distances ``sq``."""
+    sq = sq[sq > 0]
+    if sq.size == 0:
+        raise ValueError("all constrained points coincide: cannot set default bounds")
+    u, l = np.percentile(sq, percentiles)
+    return float(u), float(l)
+
+
+def _check_bounds(bounds) -> tuple[float, float]:
+    b = np.asarray(bounds, dtype=float).ravel()
+    if b.shape != (2,) or not np.all(np.isfinite(b)):
+        raise ValueError("bounds must be (u, l): two finite numbers")
+    if np.any(b <= 0):
+        raise ValueError(f"bounds must be > 0 (squared distances), got {tuple(b)}")
+    return float(b[0]), float(b[1])
+
+
+def _prior_matrix(prior, X: np.ndarray) -> np.ndarray:
+    d = X.shape[1]
+    if isinstance(prior, str):
+        if prior == "identity":
+            return np.eye(d)
+        if prior == "covariance":
+            C = np.atleast_2d(np.cov(X, rowvar=False))
+            return np.linalg.pinv(C, hermitian=True) + 1e-10 * np.eye(d)
+        raise ValueError(f"prior must be 'identity', 'covariance' or a matrix, got {prior!r}")
+    W0 = np.asarray(prior, dtype=float)
+    if W0.shape != (d, d):
+        raise ValueError(f"prior must be {d} x {d}, got {W0.shape}")
+    return W0
+
+
+def _sides(y) -> np.ndarray:
+    y = np.asarray(y, dtype=float).ravel()
+    if not np.all(np.isin(y, (-1.0, 1.0))):
+        raise ValueError("pair labels y must be +1 (similar) or -1 (dissimilar)")
+    return y
+
+
+def _status_warning(res, what: str) -> None:
+    if res.status == "infeasible":
+        why = res.extra.get("reason", "a Farkas certificate was found")
+        raise ValueError(
+            f"{what}: the hard constraints admit no positive definite metric ({why}); loosen "
+            "the bounds" + ("" if what == "LowRankITML" else " or use a finite gamma")
+        )
+    if res.status != "optimal":
+        warnings.warn(
+            f"{what} stopped before certified convergence: relative gap {res.gap:.2e}, "
+            f"violation {res.max_violation:.2e} after {res.iterations} sweeps",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+class _MahalanobisMixin(TransformerMixin):
+    """metric-learn's API on a learned W (``W_``, ``components_``)."""
+
+    def get_mahalanobis_matrix(self) -> np.ndarray:
+        check_is_fitted(self, "components_")
+        return self.W_
+
+    def transform(self, X) -> np.ndarray:
+        check_is_fitted(self, "components_")
+        X = validate_data(self, X, reset=False)
+        return X @ self.components_.T
+
+    def pair_distance(self, pairs) -> np.ndarray:
+        """Unsquared distances sqrt((x - x')^T W (x - x')) of pairs (n_pairs, 2, d)."""
+        check_is_fitted(self, "components_")
+        P = np.asarray(pairs, dtype=float)
+        if P.ndim != 3 or P.shape[1] != 2 or P.shape[2] != self.W_.shape[0]:
+            raise ValueError(f"pairs must have shape (n_pairs, 2, {self.W_.shape[0]})")
+        D = (P[:, 0] - P[:, 1]) @ self.components_.T
+        return np.sqrt(np.einsum("ij,ij->i", D, D))
+
+    def pair_score(self, pairs) -> np.ndarray:
+        return -self.pair_distance(pairs)
+
+    def get_metric(self) -> Callable[[np.ndarray, np.ndarray], float]:
+        check_is_fitted(self, "components_")
+        W = self.W_.copy()
+
+        def metric(u, v):
+            diff = np.asarray(u, dtype=float) - np.asarray(v, dtype=float)
+            return float(np.sqrt(max(diff @ W @ diff, 0.0)))
+
+        return metric
+
+    def _set_metric(self, W: np.ndarray) -> None:
+        W = 0.5 * (W + W.T)
+        self.W_ = W
+        ev, U = np.linalg.eigh(W)
+        self.components_ = (U * np.sqrt(np.maximum(ev, 0.0))).T  # W = L^T L
+
+
+def _linear_fit(est, X_pairs_diff, sides, W0, sq_prior):
+    if est.bounds is None:
+        u, l = _default_bounds(sq_prior, tuple(est.bound_percentiles))
+    else:
+        u, l = _check_bounds(est.bounds)
+    est.bounds_ = np.array([u, l])
+    b = np.where(sides > 0, u, l)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # coinciding points: dropped
+        res = itml_linear(
+            X_pairs_diff, b, sides, W0, est.gamma, tol=est.tol, max_sweeps=est.max_iter
+        )
+    _status_warning(res, type(est).__name__)
+    est._set_metric(res.W)
+    est.n_iter_ = res.iterations
+    est.result_ = res
+    return est
+
+
+# --------------------------------------------------------------------------------------------
+# ITML on pairs
+# --------------------------------------------------------------------------------------------
+class ITML(_MahalanobisMixin, BaseEstimator):
+    """ITML on labelled pairs (module docstring).
+
+    Parameters: ``gamma`` slack weight (``np.inf``: hard constraints); ``prior`` W0
+    ("identity", "covariance" = inverse covariance, or a matrix); ``bounds`` (u, l) in squared
+    units or None; ``bound_percentiles`` for the default bounds; ``tol`` relative duality gap
+    and violation; ``max_iter`` sweeps; ``preprocessor`` an (n, d) array when pairs are indices.
+    """
+
+    def __init__(
+        self,
+        gamma: float = 1.0,
+        prior: Any = "identity",
+        bounds: Any = None,
+        bound_percentiles: tuple[float, float] = (5.0, 95.0),
+        tol: float = 1e-6,
+        max_iter: int = 100_000,
+        preprocessor: Any = None,
+    ) -> None:
+        self.gamma = gamma
+        self.prior = prior
+        self.bounds = bounds
+        self.bound_percentiles = bound_percentiles
+        self.tol = tol
+        self.max_iter = max_iter
+        self.preprocessor = preprocessor
+
+    def _pairs(self, pairs) -> np.ndarray:
+        P = np.asarray(pairs)
+        if self.preprocessor is not None:
+            Xp = check_array(self.preprocessor)
+            if P.ndim != 2 or P.shape[1] != 2:
+                raise ValueError("with a preprocessor, pairs must be (n_pairs, 2) indices")
+            return Xp[P.astype(np.int64)]
+        P = np.asarray(P, dtype=float)
+        if P.ndim != 3 or P.shape[1] != 2:
+            raise ValueError(f"pairs must have shape (n_pairs, 2, n_features), got {P.shape}")
+        if not np.all(np.isfinite(P)):
+            raise ValueError("pairs contain NaN or infinity")
+        return P
+
+    def fit(self, pairs, y) -> ITML:
+        P = self._pairs(pairs)
+        sides = _sides(y)
+        if sides.shape[0] != P.shape[0]:
+            raise ValueError("pairs and y have different lengths")
+        pts = np.unique(P.reshape(-1, P.shape[2]), axis=0)
+        W0 = _prior_matrix(self.prior, pts)
+        self.n_features_in_ = P.shape[2]
+        iu = np.triu_indices(pts.shape[0], 1)
+        sq = _sq_dists(pts, W0)[iu]
+        return _linear_fit(self, P[:, 0] - P[:, 1], sides, W0, sq)
+
+    def transform(self, X) -> np.ndarray:
+        check_is_fitted(self, "components_")
+        X = check_array(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, expected {self.n_features_in_}")
+        return X @ self.components_.T
+
+
+def _sq_dists(Z: np.ndarray, W0: np.ndarray) -> np.ndarray:
+    """All squared distances (z_a - z_b)^T W0 (z_a - z_b)."""
+    G = Z @ W0 @ Z.T
+    g = np.diag(G)
+    return np.maximum(g[:, None] + g[None, :] - 2 * G, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Supervised
+# --------------------------------------------------------------------------------------------
+class _SupervisedBase(BaseEstimator):
+    def _constraints(self, X, y):
+        if y is None:
+            raise ValueError(
+                f"{type(self).__name__} requires y to be passed, but the target y is None"
+            )
+        y = np.asarray(y)
+        kind = type_of_target(y, input_name="y", raise_unknown=True)
+        if kind not in ("binary", "multiclass"):
+            raise ValueError(f"y must hold class labels (binary or multiclass), got {kind} target")
+        X, y = check_X_y(X, y, dtype="numeric")
+        n_classes = np.unique(y).size
+        nc = self.n_constraints if self.n_constraints is not None else 20 * n_classes**2
+        pairs, sides = draw_pairs(y, int(nc), self.random_state)
+        return X, y, pairs, sides
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
+
+class ITMLSupervised(_MahalanobisMixin, _SupervisedBase):
+    """ITML from class labels: ``n_constraints`` similar and dissimilar pairs drawn at random
+    (default 20 * n_classes^2 each, as metric-learn), then :class:`ITML`'s problem."""
+
+    def __init__(
+        self,
+        gamma: float = 1.0,
+        n_constraints: int | None = None,
+        prior: Any = "identity",
+        bounds: Any = None,
+        bound_percentiles: tuple[float, float] = (5.0, 95.0),
+        tol: float = 1e-6,
+        max_iter: int = 100_000,
+        random_state: Any = None,
+    ) -> None:
+        self.gamma = gamma
+        self.n_constraints = n_constraints
+        self.prior = prior
+        self.bounds = bounds
+        self.bound_percentiles = bound_percentiles
+        self.tol = tol
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    def fit(self, X, y) -> ITMLSupervised:
+        X = validate_data(self, X, reset=True)
+        X, y, pairs, sides = self._constraints(X, y)
+        W0 = _prior_matrix(self.prior, X)
+        idx = np.unique(pairs)
+        iu = np.triu_indices(idx.size, 1)
+        sq = _sq_dists(X[idx], W0)[iu]
+        self.pairs_, self.sides_ = pairs, sides
+        return _linear_fit(self, X[pairs[:, 0]] - X[pairs[:, 1]], sides, W0, sq)
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel ITML
+# --------------------------------------------------------------------------------------------
+class KernelITML(_SupervisedBase):
+    """Kernel ITML (inductive): learns k(z, z') = k0(z, z') + k0(z, X_S) M k0(X_S, z').
+
+    ``kernel`` is "rbf", "linear", "poly" (with ``kernel_params``, passed to
+    :func:`sklearn.metrics.pairwise.pairwise_kernels`) or a callable k0(A, B) -> matrix.
+    The problem is min D_ld(K, K0) [+ gamma burg] over the training kernel, solved in kernel
+    form on the points used by a constraint (support S, stored as ``X_support_``, with ``M_``).
+    Bounds are percentiles of the squared kernel distances k0(x,x) + k0(y,y) - 2 k0(x,y).
+    """
+
+    def __init__(
+        self,
+        kernel: Any = "rbf",
+        kernel_params: dict | None = None,
+        gamma: float = 1.0,
+        n_constraints: int | None = None,
+        bounds: Any = None,
+        bound_percentiles: tuple[float, float] = (5.0, 95.0),
+        tol: float = 1e-6,
+        max_iter: int = 100_000,
+        random_state: Any = None,
+    ) -> None:
+        self.kernel = kernel
+        self.kernel_params = kernel_params
+        self.gamma = gamma
+        self.n_constraints = n_constraints
+        self.bounds = bounds
+        self.bound_percentiles = bound_percentiles
+        self.tol = tol
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    def _k0(self, A, B) -> np.ndarray:
+        if callable(self.kernel):
+            return np.asarray(self.kernel(A, B), dtype=float)
+        if self.kernel not in ("rbf", "linear", "poly"):
+            raise ValueError(
+                f"kernel must be 'rbf', 'linear', 'poly' or callable, got {self.kernel!r}"
+            )
+        return pairwise_kernels(A, B, metric=self.kernel, **(self.kernel_params or {}))
+
+    def fit(self, X, y) -> KernelITML:
+        X = validate_data(self, X, reset=True)
+        X, y, pairs, sides = self._constraints(X, y)
+        support, inv = np.unique(pairs.ravel(), return_inverse=True)
+        Xs = X[support]
+        K0 = self._k0(Xs, Xs)
+        K0 = 0.5 * (K0 + K0.T)
+        local = inv.reshape(-1, 2).astype(np.int64)
+        if self.bounds is None:
+            g = np.diag(K0)
+            sq = np.maximum(g[:, None] + g[None, :] - 2 * K0, 0.0)
+            u, l = _default_bounds(sq[np.triu_indices(len(g), 1)], tuple(self.bound_percentiles))
+        else:
+            u, l = _check_bounds(self.bounds)
+        self.bounds_ = np.array([u, l])
+        b = np.where(sides > 0, u, l)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = itml_kernel(
+                K0,
+                local,
+                b,
+                sides,
+                self.gamma,
+                tol=self.tol,
+                max_sweeps=self.max_iter,
+                full_kernel=False,
+            )
+        _status_warning(res, "KernelITML")
+        # M lives on the points that ended up in a constraint (res.support indexes Xs)
+        self.X_support_ = Xs[res.support]
+        self.M_ = res.M
+        self.pairs_, self.sides_ = pairs, sides
+        self.n_iter_ = res.iterations
+        self.result_ = res
+        return self
+
+    def kernel_matrix(self, Z1, Z2=None) -> np.ndarray:
+        """Learned kernel k(Z1, Z2) = k0(Z1, Z2) + k0(Z1, X_S) M k0(X_S, Z2)."""
+        check_is_fitted(self, "M_")
+        Z1 = validate_data(self, Z1, reset=False)
+        Z2 = Z1 if Z2 is None else validate_data(self, Z2, reset=False)
+        A = self._k0(Z1, self.X_support_)
+        B = A if Z2 is Z1 else self._k0(Z2, self.X_support_)
+        return self._k0(Z1, Z2) + A @ self.M_ @ B.T
+
+    def pairwise_distances(self, Z1, Z2=None, squared: bool = False) -> np.ndarray:
+        """Learned distances sqrt(k(z,z) + k(z',z') - 2 k(z,z')) between rows of Z1 and Z2."""
+        check_is_fitted(self, "M_")
+        Z1 = validate_data(self, Z1, reset=False)
+        Z2v = Z1 if Z2 is None else validate_data(self, Z2, reset=False)
+        A1 = self._k0(Z1, self.X_support_)
+        A2 = A1 if Z2 is None else self._k0(Z2v, self.X_support_)
+        d1 = np.array([self._k0(z[None], z[None])[0, 0] for z in Z1]) + np.einsum(
+            "ij,jk,ik->i", A1, self.M_, A1
+        )
+        d2 = (
+            d1
+            if Z2 is None
+            else np.array([self._k0(z[None], z[None])[0, 0] for z in Z2v])
+            + np.einsum("ij,jk,ik->i", A2, self.M_, A2)
+        )
+        K12 = self._k0(Z1, Z2v) + A1 @ self.M_ @ A2.T
+        D = np.maximum(d1[:, None] + d2[None, :] - 2 * K12, 0.0)
+        return D if squared else np.sqrt(D)
+
+
+# --------------------------------------------------------------------------------------------
+# Low-rank ITML
+# --------------------------------------------------------------------------------------------
+def lowrank_basis(X: np.ndarray, y: np.ndarray, rank: int, basis: str, random_state=None):
+    """Orthonormal d x k basis: top singular vectors of the centred data, class means, or
+    k-means centres (Sec. 3.6 of Jain et al. 2012)."""
+    d = X.shape[1]
+    if basis == "svd":
+        Xc = X - X.mean(axis=0)
+        _, _, Vt = np.linalg.svd(Xc, full_matrices=False)
+        B = Vt[: min(rank, Vt.shape[0])].T
+    elif basis == "class_means":
+        B = np.stack([X[y == c].mean(axis=0) for c in np.unique(y)], axis=1)
+    elif basis == "clusters":
+        from sklearn.cluster import KMeans
+
+        km = KMeans(n_clusters=min(rank, X.shape[0]), n_init=3, random_state=random_state).fit(X)
+        B = km.cluster_centers_.T
+    else:
+        raise ValueError(f"basis must be 'svd', 'class_means' or 'clusters', got {basis!r}")
+    B = B[:, : min(rank, d)] if basis != "svd" else B
+    U, s, _ = np.linalg.svd(B, full_matrices=False)
+    U = U[:, s > 1e-10 * max(s.max(initial=0.0), 1e-300)]
+    k = min(rank, d)
+    if U.shape[1] < k:
+        # centres of centred data are linearly dependent: complete the basis with the top
+        # singular directions of the data outside span(U)
+        R = X - X.mean(axis=0)
+        R = R - (R @ U) @ U.T
+        _, sr, Vt = np.linalg.svd(R, full_matrices=False)
+        extra = Vt[sr > 1e-10 * max(sr.max(initial=0.0), 1e-300)][: k - U.shape[1]].T
+        U = np.linalg.qr(np.hstack([U, extra]))[0]
+    if U.shape[1] == 0:
+        raise ValueError("the low-rank basis is empty (all basis vectors vanish)")
+    return U
+
+
+class LowRankITML(_MahalanobisMixin, _SupervisedBase):
+    """ITML restricted to W = I + U L U^T (hard constraints; the slack problem does not reduce).
+
+    ``basis``: "svd" (top ``rank`` right singular vectors of the centred data), "class_means",
+    "clusters" (k-means centres, ``rank`` clusters); U is orthonormalized (``basis_``) and, when
+    the centres are linearly dependent (centred data), completed to ``rank`` columns with the top
+    singular directions of the data outside their span.
+    Infeasible hard constraints raise ValueError (loosen ``bounds`` / ``bound_percentiles``).
+    """
+
+    def __init__(
+        self,
+        rank: int = 5,
+        basis: str = "svd",
+        n_constraints: int | None = None,
+        bounds: Any = None,
+        bound_percentiles: tuple[float, float] = (5.0, 95.0),
+        tol: float = 1e-6,
+        max_iter: int = 100_000,
+        random_state: Any = None,
+    ) -> None:
+        self.rank = rank
+        self.basis = basis
+        self.n_constraints = n_constraints
+        self.bounds = bounds
+        self.bound_percentiles = bound_percentiles
+        self.tol = tol
+        self.max_iter = max_iter
+        self.random_state = random_state
+
+    def fit(self, X, y) -> LowRankITML:
+        X = validate_data(self, X, reset=True)
+        X, y, pairs, sides = self._constraints(X, y)
+        if int(self.rank) < 1:
+            raise ValueError("rank must be >= 1")
+        U = lowrank_basis(X, y, int(self.rank), self.basis, self.random_state)
+        if self.bounds is None:
+            idx = np.unique(pairs)
+            sq = _sq_dists(X[idx], np.eye(X.shape[1]))[np.triu_indices(idx.size, 1)]
+            u, l = _default_bounds(sq, tuple(self.bound_percentiles))
+        else:
+            u, l = _check_bounds(self.bounds)
+        self.bounds_ = np.array([u, l])
+        b = np.where(sides > 0, u, l)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = itml_lowrank(
+                X[pairs[:, 0]] - X[pairs[:, 1]],
+                b,
+                sides,
+                U,
+                tol=self.tol,
+                max_sweeps=self.max_iter,
+            )
+        _status_warning(res, "LowRankITML")
+        self.basis_ = U
+        self._set_metric(res.W)
+        self.pairs_, self.sides_ = pairs, sides
+        self.n_iter_ = res.iterations
+        self.result_ = res
+        return self
