@@ -120,13 +120,8 @@ def qcqp_master(solver: str = DEFAULT_SOLVER):
     def master(tasks, U, bias):
         alphas = [cp.Variable(t.n) for t in tasks]
         s = cp.Variable()
-        atom_cons = []
-        for u in U:
-            terms = []
-            for t, a in zip(tasks, alphas, strict=True):
-                Fu = np.einsum("njd,j->nd", t.F, u) * t.y[:, None]  # (N, D)
-                terms.append(cp.sum_squares(Fu.T @ a))
-            atom_cons.append(sum(terms) <= s)
+        Bts = [_b_expr(t, a) for t, a in zip(tasks, alphas, strict=True)]  # one affine map
+        atom_cons = [sum(cp.sum_squares(u @ Bt) for Bt in Bts) <= s for u in U]
         cons = list(atom_cons)
         for t, a in zip(tasks, alphas, strict=True):
             cons += [a >= 0, a <= t.C]

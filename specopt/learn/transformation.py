@@ -1,0 +1,325 @@
+"""Large-margin transformation learning: monotone ramp features and transformation SVMs.
+
+Base transformations are truncated ramps applied elementwise (one shared function for every
+input dimension), with J+1 knots ``z_0 < ... < z_J``::
+
+    phi_j(x) = clip((x - z_{j-1}) / (z_j - z_{j-1}), 0, 1),    j = 1..J,
+
+so ``sum_j m_j phi_j`` with ``m >= 0`` is any monotone piecewise-linear function through the
+knots (up to a constant). The learners fit a linear SVM on the learned transformation:
+
+* ``model="matrix"``: kernel ``k(x, x') = sum_ij M_ij phi_i(x)^T phi_j(x')`` with M on the
+  spectraplex, the convex relaxation ``min_M max_alpha 2 1^T a - a^T Y K(M) Y a``; solvers
+  ``"conic"`` (LMI of size J + D), ``"matrix_generation"`` (QCQP master over rank-one atoms,
+  eigenvector pricing), ``"extragradient"``; all certified by the gap ``U(M, a) - D(a)``
+  (see :mod:`specopt.solvers.transformation`).
+* ``model="kernels"``: M diagonal (multiple kernel learning), one QCQP over the J atoms e_j.
+* ``model="mixture"``: ``Phi(x) = sum_j m_j phi_j(x)`` learned greedily (SVM step / LP step;
+  non-convex, monotone objective trace, ``gap_`` is None).
+
+C convention: ``||w||^2 + 2C sum_n xi_n`` (equal to scikit-learn's ``SVC(C)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.utils.multiclass import unique_labels
+from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
+
+from ..solvers.extragradient import extragradient
+from ..solvers.transformation import (
+    greedy_mixture,
+    make_tasks,
+    matrix_generation,
+    top_eigvec,
+)
+
+__all__ = ["RampFeatures", "TransformationSVM", "MultitaskTransformationSVM"]
+
+_MODELS = ("matrix", "mixture", "kernels")
+_SOLVERS = ("auto", "conic", "matrix_generation", "extragradient")
+
+
+class RampFeatures(TransformerMixin, BaseEstimator):
+    """Truncated-ramp features ``phi_j(x)`` applied elementwise (see module docstring).
+
+    Parameters
+    ----------
+    n_ramps : int
+        Number of ramps J (J + 1 knots). Repeated knots (sparse data) are merged, so the fitted
+        number ``n_ramps_`` can be smaller.
+    scaling : {"global", "per_feature"}
+        ``"global"``: min-max scale all entries with the global training min and max, knots at
+        the quantiles of all scaled training entries. ``"per_feature"``: map every feature through
+        its empirical training CDF, knots uniform on [0, 1].
+
+    Test data is clipped to the training range. ``transform`` returns ``(N, n_ramps_ * D)``
+    (ramp-major: columns ``j*D:(j+1)*D`` are ``phi_j(X)``); ``transform_tensor`` returns
+    ``(N, n_ramps_, D)``.
+    """
+
+    def __init__(self, n_ramps: int = 10, scaling: str = "global"):
+        self.n_ramps = n_ramps
+        self.scaling = scaling
+
+    def fit(self, X, y=None) -> RampFeatures:
+        X = check_array(X, dtype=float)
+        if not isinstance(self.n_ramps, int | np.integer) or self.n_ramps < 1:
+            raise ValueError(f"n_ramps must be a positive integer, got {self.n_ramps!r}")
+        if self.scaling not in ("global", "per_feature"):
+            raise ValueError(f"scaling must be 'global' or 'per_feature', got {self.scaling!r}")
+        self.n_features_in_ = X.shape[1]
+        if self.scaling == "global":
+            lo, hi = float(X.min()), float(X.max())
+            if hi <= lo:
+                raise ValueError("all training entries are equal: cannot place ramp knots")
+            self.scale_ = (lo, hi)
+            Xs = (X - lo) / (hi - lo)
+            knots = np.quantile(Xs.ravel(), np.linspace(0.0, 1.0, self.n_ramps + 1))
+        else:
+            self.cdf_ = []
+            for d in range(X.shape[1]):
+                v, counts = np.unique(X[:, d], return_counts=True)
+                c = np.cumsum(counts) / counts.sum()
+                self.cdf_.append((v, c))
+            knots = np.linspace(0.0, 1.0, self.n_ramps + 1)
+        knots = np.unique(knots)
+        if knots.size < 2:
+            raise ValueError("the training data give fewer than two distinct knots")
+        self.knots_ = knots
+        self.n_ramps_ = knots.size - 1
+        return self
+
+    def _scaled(self, X: np.ndarray) -> np.ndarray:
+        if self.scaling == "global":
+            lo, hi = self.scale_
+            return np.clip((X - lo) / (hi - lo), 0.0, 1.0)
+        out = np.empty_like(X)
+        for d, (v, c) in enumerate(self.cdf_):
+            out[:, d] = np.interp(X[:, d], v, c)  # interp clips to the training range
+        return out
+
+    def ramps_of_scaled(self, s: np.ndarray) -> np.ndarray:
+        """``phi_j`` at scaled values s (any shape) -> shape ``s.shape + (n_ramps_,)``."""
+        z = self.knots_
+        s = np.asarray(s, dtype=float)[..., None]
+        return np.clip((s - z[:-1]) / (z[1:] - z[:-1]), 0.0, 1.0)
+
+    def transform_tensor(self, X) -> np.ndarray:
+        """``F[n, j, d] = phi_j(x_{n,d})``, shape (N, n_ramps_, D)."""
+        check_is_fitted(self, "knots_")
+        X = check_array(X, dtype=float)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, RampFeatures was fitted with "
+                             f"{self.n_features_in_}")
+        return np.ascontiguousarray(np.moveaxis(self.ramps_of_scaled(self._scaled(X)), 2, 1))
+
+    def transform(self, X) -> np.ndarray:
+        F = self.transform_tensor(X)
+        return F.reshape(F.shape[0], -1)
+
+    def ramp_values(self, t) -> np.ndarray:
+        """``phi_j(t)`` for raw scalar inputs t (global scaling) or CDF values (per_feature)."""
+        check_is_fitted(self, "knots_")
+        t = np.asarray(t, dtype=float)
+        if self.scaling == "global":
+            lo, hi = self.scale_
+            t = np.clip((t - lo) / (hi - lo), 0.0, 1.0)
+        return self.ramps_of_scaled(t)
+
+
+def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+
+
+def _fit_matrix(tasks, model, solver, bias, tol, max_iter, conic_solver):
+    """Run one of the matrix-mixture solvers; returns (M, alphas, biases, gap, info)."""
+    from ._transformation_cvx import qcqp_master, solve_conic
+
+    if model == "kernels":
+        if solver not in ("auto", "conic", "matrix_generation"):
+            raise ValueError("model='kernels' is solved by one QCQP over the atoms e_j; use "
+                             "solver='auto', 'conic' or 'matrix_generation'")
+        r = matrix_generation(tasks, qcqp_master(conic_solver), bias=bias, diagonal=True)
+        return r.M, r.alphas, r.biases, r.gap, {"iterations": r.iterations, "solver": "qcqp"}
+    if solver in ("auto", "conic"):
+        r = solve_conic(tasks, bias=bias, solver=conic_solver)
+        return r.M, r.alphas, r.biases, r.gap, {"iterations": 1, "solver": "conic"}
+    if solver == "matrix_generation":
+        r = matrix_generation(tasks, qcqp_master(conic_solver), bias=bias, tol=tol,
+                              max_iter=max_iter or 200)
+    else:
+        r = extragradient(tasks, bias=bias, tol=tol, max_iter=max_iter or 50_000)
+    return r.M, r.alphas, r.biases, r.gap, {"iterations": r.iterations, "solver": solver}
+
+
+def _binary_labels(y) -> tuple[np.ndarray, np.ndarray]:
+    classes = unique_labels(y)
+    if classes.size != 2:
+        raise ValueError(f"TransformationSVM is a binary classifier; got {classes.size} classes")
+    return classes, np.where(np.asarray(y) == classes[1], 1.0, -1.0)
+
+
+class _TransformationBase(ClassifierMixin, BaseEstimator):
+    def _transformation_weights(self) -> np.ndarray:
+        check_is_fitted(self, "M_")
+        if self.model == "mixture":
+            return self.m_
+        lam, u = top_eigvec(self.M_)
+        return np.sqrt(max(lam, 0.0)) * u
+
+    def transformation_(self, t) -> np.ndarray:
+        """The learned monotone function ``g(t) = sum_j m_j phi_j(t)``.
+
+        ``m`` is the mixture (``model="mixture"``) or ``sqrt(lambda_1) u_1`` from the top
+        eigenpair of ``M_`` (sign fixed so that ``sum(u_1) >= 0``). t is on the raw input scale
+        (global scaling) or the CDF scale [0, 1] (per-feature scaling).
+        """
+        return self.ramps_.ramp_values(t) @ self._transformation_weights()
+
+
+class TransformationSVM(_TransformationBase):
+    """Linear SVM on a learned monotone transformation of the inputs (binary).
+
+    Parameters
+    ----------
+    n_ramps : number of ramp functions J; ``scaling`` as in :class:`RampFeatures`.
+    model : "matrix" (convex matrix mixture), "mixture" (greedy), "kernels" (diagonal M, MKL).
+    solver : "auto" (= "conic", the fastest in ``benchmarks/transformation.py``), "conic",
+        "matrix_generation" or "extragradient" (model="matrix").
+    C : box bound of the dual (objective ``||w||^2 + 2C sum xi``, as ``SVC(C)``).
+    bias : learn an intercept (adds ``y^T alpha = 0`` to the dual).
+    tol : relative certified gap for the iterative solvers.
+
+    Attributes
+    ----------
+    M_ : (J, J) learned mixing matrix (``m m^T`` for the greedy mixture).
+    coef_ : (J, D) weights: ``f(x) = sum_j phi_j(x)^T coef_[j] + intercept_``.
+    gap_ : certified relative gap ``(U - D) / max(1, |U|)`` (None for ``model="mixture"``).
+    """
+
+    def __init__(self, n_ramps: int = 10, model: str = "matrix", solver: str = "auto",
+                 C: float = 1.0, bias: bool = True, scaling: str = "global", tol: float = 1e-4,
+                 max_iter: int | None = None, conic_solver: str = "CLARABEL"):
+        self.n_ramps = n_ramps
+        self.model = model
+        self.solver = solver
+        self.C = C
+        self.bias = bias
+        self.scaling = scaling
+        self.tol = tol
+        self.max_iter = max_iter
+        self.conic_solver = conic_solver
+
+    def fit(self, X, y) -> TransformationSVM:
+        _check_choice("model", self.model, _MODELS)
+        _check_choice("solver", self.solver, _SOLVERS)
+        if not self.C > 0:
+            raise ValueError(f"C must be positive, got {self.C}")
+        X, y = check_X_y(X, y, dtype=float)
+        self.classes_, ys = _binary_labels(y)
+        self.ramps_ = RampFeatures(self.n_ramps, self.scaling).fit(X)
+        self.n_features_in_ = X.shape[1]
+        F = self.ramps_.transform_tensor(X)
+        if self.model == "mixture":
+            if self.solver != "auto":
+                raise ValueError("model='mixture' is learned greedily; use solver='auto'")
+            g = greedy_mixture(F, ys, self.C, bias=self.bias, max_iter=self.max_iter or 30)
+            self.m_, self.M_ = g.m, np.outer(g.m, g.m)
+            self.coef_ = np.outer(g.m, g.w)
+            self.intercept_ = g.b
+            self.gap_ = None
+            self.objective_history_ = g.history["objective"]
+            self.n_iter_ = g.iterations
+            return self
+        tasks = make_tasks(F, ys, self.C)
+        M, alphas, biases, gap, info = _fit_matrix(tasks, self.model, self.solver, self.bias,
+                                                   self.tol, self.max_iter, self.conic_solver)
+        Bt = (tasks[0].F2.T @ (ys * alphas[0])).reshape(tasks[0].J, tasks[0].D)
+        self.M_, self.dual_coef_ = M, ys * alphas[0]
+        self.coef_ = M @ Bt
+        self.intercept_ = float(biases[0])
+        self.gap_ = gap
+        self.n_iter_ = info["iterations"]
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        check_is_fitted(self, "coef_")
+        F = self.ramps_.transform_tensor(X)
+        return F.reshape(F.shape[0], -1) @ self.coef_.ravel() + self.intercept_
+
+    def predict(self, X) -> np.ndarray:
+        f = self.decision_function(X)
+        return self.classes_[(f > 0).astype(int)]
+
+
+class MultitaskTransformationSVM(_TransformationBase):
+    """Several binary tasks sharing one learned transformation (one M, one alpha per task).
+
+    ``fit(Xs, ys)`` takes lists (one array per task; all with the same number of features); the
+    ramp knots are fitted on all tasks together. ``predict(X, task=t)``,
+    ``decision_function(X, task=t)`` and ``score(X, y, task=t)`` address one task.
+    The objective is the sum of the task objectives; ``gap_`` certifies the joint problem.
+    """
+
+    def __init__(self, n_ramps: int = 10, model: str = "matrix", solver: str = "auto",
+                 C: float = 1.0, bias: bool = True, scaling: str = "global", tol: float = 1e-4,
+                 max_iter: int | None = None, conic_solver: str = "CLARABEL"):
+        self.n_ramps = n_ramps
+        self.model = model
+        self.solver = solver
+        self.C = C
+        self.bias = bias
+        self.scaling = scaling
+        self.tol = tol
+        self.max_iter = max_iter
+        self.conic_solver = conic_solver
+
+    def fit(self, Xs: Sequence, ys: Sequence) -> MultitaskTransformationSVM:
+        _check_choice("model", self.model, ("matrix", "kernels"))
+        _check_choice("solver", self.solver, _SOLVERS)
+        if len(Xs) != len(ys) or len(Xs) == 0:
+            raise ValueError("need one label vector per task (non-empty lists of equal length)")
+        pairs = [check_X_y(X, y, dtype=float) for X, y in zip(Xs, ys, strict=True)]
+        D = {X.shape[1] for X, _ in pairs}
+        if len(D) != 1:
+            raise ValueError(f"all tasks must have the same number of features, got {sorted(D)}")
+        self.ramps_ = RampFeatures(self.n_ramps, self.scaling).fit(
+            np.vstack([X for X, _ in pairs]))
+        self.n_features_in_ = D.pop()
+        self.classes_, Fs, Ys = [], [], []
+        for X, y in pairs:
+            cl, yy = _binary_labels(y)
+            self.classes_.append(cl)
+            Fs.append(self.ramps_.transform_tensor(X))
+            Ys.append(yy)
+        tasks = make_tasks(Fs, Ys, self.C)
+        M, alphas, biases, gap, info = _fit_matrix(tasks, self.model, self.solver, self.bias,
+                                                   self.tol, self.max_iter, self.conic_solver)
+        self.M_ = M
+        self.coefs_ = [M @ (t.F2.T @ (t.y * a)).reshape(t.J, t.D)
+                       for t, a in zip(tasks, alphas, strict=True)]
+        self.intercepts_ = [float(b) for b in biases]
+        self.gap_ = gap
+        self.n_iter_ = info["iterations"]
+        return self
+
+    def decision_function(self, X, task: int = 0) -> np.ndarray:
+        check_is_fitted(self, "coefs_")
+        if not 0 <= task < len(self.coefs_):
+            raise ValueError(f"task must be in [0, {len(self.coefs_)}), got {task}")
+        F = self.ramps_.transform_tensor(X)
+        return F.reshape(F.shape[0], -1) @ self.coefs_[task].ravel() + self.intercepts_[task]
+
+    def predict(self, X, task: int = 0) -> np.ndarray:
+        f = self.decision_function(X, task)
+        return self.classes_[task][(f > 0).astype(int)]
+
+    def score(self, X, y, task: int = 0, sample_weight=None) -> float:
+        from sklearn.metrics import accuracy_score
+
+        return accuracy_score(y, self.predict(X, task), sample_weight=sample_weight)
