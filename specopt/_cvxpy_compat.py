@@ -31,7 +31,8 @@ except ImportError as exc:  # pragma: no cover - only on unsupported versions
     ) from exc
 
 import cvxpy.atoms as _cvxpy_atoms
-from cvxpy.atoms.affine.affine_atom import AffAtom as AffAtom  # re-exported for atoms
+from cvxpy.atoms.affine.affine_atom import AffAtom as AffAtom  # base classes for specopt atoms
+from cvxpy.atoms.atom import Atom as Atom
 from cvxpy.lin_ops import lin_utils as _lu
 from cvxpy.problems.problem import SolverStats
 from cvxpy.reductions.dcp2cone.dcp2cone import Dcp2Cone

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from cvxpy.atoms.atom import Atom
-from cvxpy.expressions.expression import Expression
 
+from .._cvxpy_compat import Atom
 from ._checks import as_finite_array, is_symmetric_value
 
 
@@ -103,7 +102,7 @@ class LinearSpectral(Atom):
         coeffs = a[:-1] - a[1:]
         return float(a[-1]), [(i + 1, float(c)) for i, c in enumerate(coeffs) if c != 0.0]
 
-    def convex_concave_parts(self, K: Expression):
+    def convex_concave_parts(self, K):
         """Split (1) into ``(convex, concave)`` expressions of ``K`` (either may be ``0``)."""
         import cvxpy as cp
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from cvxpy.atoms.atom import Atom
 
+from .._cvxpy_compat import Atom
 from ._checks import as_finite_array, is_symmetric_value, symmetric_pd_matrix
 
 
