@@ -17,7 +17,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def timed(func: Callable[[], Any], repeats: int = 3) -> tuple[float, Any]:
+def timed(func: Callable[[], Any], repeats: int = 5) -> tuple[float, Any]:
     """Median wall time of ``repeats`` calls, and the last call's return value."""
     times, out = [], None
     for _ in range(repeats):
