@@ -144,6 +144,50 @@ def _sweeps_kernel(K, M, K0, I, J, delta, xi, lam, gamma, n_sweeps):  # pragma: 
                     M[a, b] += wa * w[b]
 
 
+@njit(cache=True)
+def _sweeps_kernel_K(K, I, J, delta, xi, lam, gamma, n_sweeps):  # pragma: no cover - compiled
+    """Kernel sweeps updating K only (M recovered from lam in closed form afterwards)."""
+    m = I.shape[0]
+    s = K.shape[0]
+    hard = math.isinf(gamma)
+    ratio = 1.0 if hard else gamma / (gamma + 1.0)
+    Kv = np.empty(s)
+    for _ in range(n_sweeps):
+        for c in range(m):
+            i = I[c]
+            j = J[c]
+            p = K[i, i] + K[j, j] - 2.0 * K[i, j]
+            dl = delta[c]
+            alpha = dl * ratio * (1.0 / p - 1.0 / xi[c])
+            if lam[c] < alpha:
+                alpha = lam[c]
+            if alpha == 0.0:
+                continue
+            beta = dl * alpha / (1.0 - dl * alpha * p)
+            if not hard:
+                xi[c] = gamma * xi[c] / (gamma + dl * alpha * xi[c])
+            lam[c] -= alpha
+            for a in range(s):
+                Kv[a] = K[i, a] - K[j, a]
+            for a in range(s):
+                ka = beta * Kv[a]
+                for b in range(s):
+                    K[a, b] += ka * Kv[b]
+
+
+def _m_closed_form(K0s, I, J, w):
+    """M = -C (I + K0 C)^{-1}, C = sum_c w_c (e_i - e_j)(e_i - e_j)^T; no K0^{-1} or C^{-1}."""
+    s = K0s.shape[0]
+    C = np.zeros((s, s))
+    np.add.at(C, (I, I), w)
+    np.add.at(C, (J, J), w)
+    np.add.at(C, (I, J), -w)
+    np.add.at(C, (J, I), -w)
+    # M = -C (I + K0 C)^{-1} = -(I + C K0)^{-1} C   (push-through identity)
+    M = -np.linalg.solve(np.eye(s) + C @ K0s, C)
+    return 0.5 * (M + M.T)
+
+
 # --------------------------------------------------------------------------------------------
 # Result
 # --------------------------------------------------------------------------------------------
@@ -289,12 +333,12 @@ def _ray_candidates(lam: np.ndarray, last: list[np.ndarray]) -> list[np.ndarray]
 class _Loop:
     """Shared outer loop: sweeps in chunks, cheap violation test, expensive certificate."""
 
-    def __init__(self, tol, max_sweeps, time_limit, check_every, history_every_check):
+    def __init__(self, tol, max_sweeps, time_limit, check_every, growth=2):
+        self.growth = growth
         self.tol = float(tol)
         self.max_sweeps = int(max_sweeps)
         self.time_limit = time_limit
         self.check_every = check_every
-        self.full_history = history_every_check
         self.hist: dict[str, list[float]] = {
             "sweep": [],
             "dual": [],
@@ -319,8 +363,13 @@ class _Loop:
                 done += n
                 if self.check_every is None and time.perf_counter() - ts < 2e-3:
                     chunk = min(2 * chunk, 1024)  # amortize the per-call overhead
-            viol = violation()
-            full = self.check_every is not None or viol <= self.tol or done >= next_full
+            # cheap test first: violation and complementarity |sum lam delta (p - xi)|, which
+            # equals primal - dual at an exact iterate; the full certificate confirms it
+            viol, comp = violation()
+            cheap_ok = viol <= self.tol and comp <= self.tol * max(
+                1.0, abs(primal) if math.isfinite(primal) else 1.0
+            )
+            full = self.check_every is not None or cheap_ok or done >= next_full
             out_of_budget = done >= self.max_sweeps or (
                 self.time_limit is not None and time.perf_counter() - t0 > self.time_limit
             )
@@ -336,7 +385,7 @@ class _Loop:
                 if gap <= self.tol and viol <= self.tol:
                     return "optimal", done, primal, dual, gap, viol, None
                 if self.check_every is None:
-                    next_full = max(2 * done, done + 1)
+                    next_full = max(self.growth * done, done + 1)
                 ray = infeasible()
                 if ray is not None:
                     return "infeasible", done, primal, dual, gap, viol, ray
@@ -415,9 +464,9 @@ def itml_linear(
         return np.einsum("ij,ij->i", Vk @ A, Vk)
 
     def violation():
-        if mk == 0:
-            return 0.0
-        return float(np.max(np.maximum(0.0, dk * (p_all() - xi)) / xi))
+        p = p_all()
+        viol = float(np.max(np.maximum(0.0, dk * (p - xi)) / xi))
+        return viol, abs(float(np.sum(lam * dk * (p - xi))))
 
     def certificate():
         As = 0.5 * (A + A.T)
@@ -439,7 +488,7 @@ def itml_linear(
         return None
 
     t0 = time.perf_counter()
-    loop = _Loop(tol, max_sweeps, time_limit, check_every, True)
+    loop = _Loop(tol, max_sweeps, time_limit, check_every)
     if mk == 0:
         status, it, primal, dual, gap, viol, ray = "optimal", 0, 0.0, 0.0, 0.0, 0.0, None
     else:
@@ -495,13 +544,17 @@ def itml_kernel(
     time_limit: float | None = None,
     check_every: int | None = None,
     full_kernel: bool = True,
+    track_M: bool | None = None,
 ) -> BregmanResult:
     """Kernel-form ITML: min D_ld(K, K0) [+ gamma burg(xi, xi0)], delta (K_ii+K_jj-2K_ij - xi) <= 0.
 
     ``K0`` (n x n) is the prior kernel X^T W0 X, PSD, possibly singular; ``pairs`` (m, 2) holds
     indices (i, j). Returns ``M`` on the support ``S`` (the points used by some constraint): the
     learned kernel is K = K0 + K0[:, S] M K0[S, :] (returned as ``K`` when ``full_kernel``) and
-    the learned feature-space metric W = W0 + W0 X_S M X_S^T W0. Primal objective in kernel form:
+    the learned feature-space metric W = W0 + W0 X_S M X_S^T W0. ``track_M``: update M with each
+    projection (w = v + M K0 v, M += beta w w^T) or, if False, sweep on K alone (less memory
+    traffic) and recover M = -(I + C K0)^{-1} C from lam once at the end (default: track when
+    the support has at most 600 points). Primal objective in kernel form:
     D_ld(W, W0) = tr(M K0_SS) - log det(I + M K0_SS); dual g = log det(I + K0 C(lam)) + slack terms.
     """
     K0 = np.asarray(K0, dtype=float)
@@ -545,18 +598,33 @@ def itml_kernel(
             R_cache.append(_psd_factor(K0s))
         return R_cache[0]
 
+    if track_M is None:
+        track_M = s <= 600
+    M_stale = [False]
+
     def sweep(nn):
-        _sweeps_kernel(K, M, K0s, I, J, dk, xi, lam, gamma, nn)
+        if track_M:
+            _sweeps_kernel(K, M, K0s, I, J, dk, xi, lam, gamma, nn)
+        else:
+            _sweeps_kernel_K(K, I, J, dk, xi, lam, gamma, nn)
+            M_stale[0] = True
+
+    def refresh_M():
+        if M_stale[0]:
+            M[:] = _m_closed_form(K0s, I, J, dk * lam)
+            M_stale[0] = False
 
     def violation():
         p = K[I, I] + K[J, J] - 2 * K[I, J]
-        return float(np.max(np.maximum(0.0, dk * (p - xi)) / xi)) if mk else 0.0
+        viol = float(np.max(np.maximum(0.0, dk * (p - xi)) / xi))
+        return viol, abs(float(np.sum(lam * dk * (p - xi))))
 
     def C_congruent(weights):
         D = R()[I] - R()[J]  # rows R^T (e_i - e_j)
         return (D.T * (dk * weights)) @ D
 
     def certificate():
+        refresh_M()
         Rm = R()
         r = Rm.shape[1]
         Ms = 0.5 * (M + M.T)
@@ -579,13 +647,14 @@ def itml_kernel(
         return None
 
     t0 = time.perf_counter()
-    loop = _Loop(tol, max_sweeps, time_limit, check_every, True)
+    loop = _Loop(tol, max_sweeps, time_limit, check_every, growth=4)
     if mk == 0:
         status, it, primal, dual, gap, viol, ray = "optimal", 0, 0.0, 0.0, 0.0, 0.0, None
     else:
         status, it, primal, dual, gap, viol, ray = loop.run(
             sweep, violation, certificate, infeasible
         )
+    refresh_M()
     lam_full = np.zeros(m)
     lam_full[keep] = lam
     xi_full = xi0.copy()

@@ -94,6 +94,11 @@ def test_kernel_equals_linear(gamma):
     Wk = np.eye(X.shape[0]) + XS @ ker.M @ XS.T
     assert np.linalg.norm(Wk - lin.W) <= 1e-7 * np.linalg.norm(lin.W)
     assert abs(ker.primal - lin.primal) <= 1e-8 * max(1, abs(lin.primal))
+    # sweeping on K alone and recovering M = -(I + C K0)^{-1} C at the end gives the same M
+    ker2 = itml_kernel(X.T @ X, P, b, delta, gamma, tol=1e-10, track_M=False)
+    assert ker2.status == "optimal"
+    assert np.abs(ker2.M - ker.M).max() <= 1e-6 * max(1, np.abs(ker.M).max())
+    assert np.abs(ker2.K - ker.K).max() <= 1e-8 * np.abs(ker.K).max()
 
 
 def _poly_features(Z):
