@@ -1,3 +1,4 @@
 """scikit-learn style estimators built on specopt's routes (needs scikit-learn)."""
 from .itml import ITML, ITMLSupervised, KernelITML, LowRankITML  # noqa: F401
 from .transformation import MultitaskTransformationSVM, RampFeatures, TransformationSVM  # noqa: F401
+from .embedding import KernelPCAEmbedding, MinimumVolumeEmbedding, SemidefiniteEmbedding  # noqa: F401

@@ -1,0 +1,106 @@
+"""MVE / SDE / kernel PCA learners: energy on hubs-and-spokes and a spiral, constraints, API."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+
+from specopt.learn.embedding import (
+    KernelPCAEmbedding,
+    MinimumVolumeEmbedding,
+    SemidefiniteEmbedding,
+    _sq_dist,
+    eigen_energy,
+    make_hubs_and_spokes,
+    make_spiral,
+)
+
+
+@pytest.fixture(scope="module")
+def spokes():
+    X, adj = make_hubs_and_spokes(n_spokes=4, points_per_spoke=5, noise=0.2, random_state=0)
+    kw = dict(n_components=2, n_neighbors=2)
+    return {
+        "mve": MinimumVolumeEmbedding(**kw).fit(X),
+        "sde": SemidefiniteEmbedding(**kw).fit(X),
+        "kpca": KernelPCAEmbedding(**kw).fit(X),
+        "X": X,
+    }
+
+
+@pytest.fixture(scope="module")
+def spiral():
+    X = make_spiral(24, turns=1.5)
+    kw = dict(n_components=1, n_neighbors=2)
+    return {
+        "mve": MinimumVolumeEmbedding(**kw).fit(X),
+        "sde": SemidefiniteEmbedding(**kw).fit(X),
+        "kpca": KernelPCAEmbedding(**kw).fit(X),
+        "X": X,
+    }
+
+
+def test_spokes_energy_mve_beats_sde_and_kpca_beats_sde(spokes):
+    mve, sde, kpca = spokes["mve"].energy_, spokes["sde"].energy_, spokes["kpca"].energy_
+    assert mve >= 0.95
+    assert mve > sde + 0.05  # seed: 100 / 29.9 / 95.0
+    assert kpca > sde
+
+
+def test_spiral_energy_1d(spiral):
+    mve, sde, kpca = spiral["mve"].energy_, spiral["sde"].energy_, spiral["kpca"].energy_
+    assert mve >= 0.95
+    assert mve >= sde - 1e-3  # seed: 99.9 / 99.9 / 45.8 (both unfold the spiral)
+    assert sde > kpca + 0.2
+
+
+@pytest.mark.parametrize("data", ["spokes", "spiral"])
+def test_fitted_kernel_is_feasible_and_mve_trace_monotone(data, request):
+    fits = request.getfixturevalue(data)
+    for key in ("mve", "sde"):
+        m = fits[key]
+        K, A, C = m.kernel_, m.affinity_, m.connectivity_
+        scale = np.max(_sq_dist(A))
+        assert np.linalg.eigvalsh(K)[0] >= -1e-5 * scale
+        assert abs(K.sum()) <= 1e-4 * scale * K.shape[0]
+        i, j = np.nonzero(np.triu(C, 1))
+        assert np.allclose(_sq_dist(K)[i, j], _sq_dist(A)[i, j], atol=1e-4 * scale)
+        assert m.embedding_.shape == (K.shape[0], m.n_components)
+        assert m.energy_ == pytest.approx(eigen_energy(m.eigenvalues_, m.n_components))
+    hist = np.array(fits["mve"].history_["objective"])
+    assert np.all(np.diff(hist) <= 1e-5 * max(1.0, abs(hist[0])))
+    assert fits["mve"].n_iter_ == len(hist)
+    assert fits["mve"].certificate_.status == "stationary_point"
+
+
+def test_nonshrink_and_spanning_tree_and_graph_modes():
+    X, adj = make_hubs_and_spokes(n_spokes=3, points_per_spoke=3, noise=0.1, random_state=1)
+    m = MinimumVolumeEmbedding(connectivity="spanning_tree", preserve="edges+nonshrink").fit(X)
+    D0, D1 = _sq_dist(m.affinity_), _sq_dist(m.kernel_)
+    assert np.all(D1 >= D0 - 1e-4 * D0.max())  # no distance shrinks
+    assert m.connectivity_.sum() == 2 * (X.shape[0] - 1)  # a tree
+    g = MinimumVolumeEmbedding(connectivity="graph").fit(adj)
+    assert np.array_equal(g.connectivity_, adj != 0)
+    assert g.energy_ >= 0.95
+
+
+def test_sklearn_conventions_and_errors():
+    X = make_spiral(12)
+    m = MinimumVolumeEmbedding(n_components=1, n_neighbors=2, max_iter=3)
+    assert clone(m).get_params() == m.get_params()
+    with pytest.raises(NotFittedError):
+        m.score()
+    assert m.fit(X) is m and m.n_iter_ <= 3
+    Y = KernelPCAEmbedding(n_components=1).fit_transform(X)
+    assert Y.shape == (12, 1)
+    two_blobs = np.r_[np.zeros((5, 2)), np.ones((5, 2)) * 100] + np.arange(10)[:, None] * 0.01
+    with pytest.raises(ValueError, match="connected components"):
+        SemidefiniteEmbedding(n_neighbors=1).fit(two_blobs)
+    with pytest.raises(ValueError, match="n_components"):
+        MinimumVolumeEmbedding(n_components=0).fit(X)
+    with pytest.raises(ValueError, match="connectivity"):
+        MinimumVolumeEmbedding(connectivity="bogus").fit(X)
+    with pytest.raises(ValueError, match="adjacency"):
+        MinimumVolumeEmbedding(connectivity="graph").fit(X)
+    with pytest.raises(ValueError, match="kernel"):
+        KernelPCAEmbedding(kernel="poly").fit(X)
