@@ -1,4 +1,9 @@
 """scikit-learn style estimators built on specopt's routes (needs scikit-learn)."""
 from .itml import ITML, ITMLSupervised, KernelITML, LowRankITML  # noqa: F401
 from .transformation import MultitaskTransformationSVM, RampFeatures, TransformationSVM  # noqa: F401
-from .embedding import KernelPCAEmbedding, MinimumVolumeEmbedding, SemidefiniteEmbedding  # noqa: F401
+from .embedding import (  # noqa: F401
+    KernelPCAEmbedding,
+    MinimumVolumeEmbedding,
+    SemidefiniteEmbedding,
+)
+from .completion import NuclearNormCompletion, SpectralMatrixCompletion  # noqa: F401
