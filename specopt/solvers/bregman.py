@@ -67,14 +67,19 @@ _RAY_SLACK_TOL = 1e-6
 
 
 # --------------------------------------------------------------------------------------------
-# Compiled sweeps
+# Compiled sweeps (fastmath: gamma = inf never reaches them, see _sweep_args)
 # --------------------------------------------------------------------------------------------
-@njit(cache=True)
-def _sweeps_linear(A, V, delta, xi, lam, gamma, n_sweeps):  # pragma: no cover - compiled
+def _sweep_args(gamma: float) -> tuple[float, float, bool]:
+    """(gamma or 0, gamma/(gamma+1) or 1, hard): no infinity enters the compiled code."""
+    if math.isinf(gamma):
+        return 0.0, 1.0, True
+    return gamma, gamma / (gamma + 1.0), False
+
+
+@njit(cache=True, fastmath=True)
+def _sweeps_linear(A, V, delta, xi, lam, gamma, ratio, hard, n_sweeps):  # pragma: no cover
     """``n_sweeps`` cyclic Bregman sweeps of the linear form; A, xi, lam updated in place."""
     m, d = V.shape
-    hard = math.isinf(gamma)
-    ratio = 1.0 if hard else gamma / (gamma + 1.0)
     Av = np.empty(d)
     for _ in range(n_sweeps):
         for c in range(m):
@@ -101,13 +106,11 @@ def _sweeps_linear(A, V, delta, xi, lam, gamma, n_sweeps):  # pragma: no cover -
                     A[i, j] += bi * Av[j]
 
 
-@njit(cache=True)
-def _sweeps_kernel(K, M, K0, I, J, delta, xi, lam, gamma, n_sweeps):  # pragma: no cover
+@njit(cache=True, fastmath=True)
+def _sweeps_kernel(K, M, K0, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps):  # noqa: E501
     """Cyclic sweeps of the kernel form on the support; K, M, xi, lam updated in place."""
     m = I.shape[0]
     s = K.shape[0]
-    hard = math.isinf(gamma)
-    ratio = 1.0 if hard else gamma / (gamma + 1.0)
     Kv = np.empty(s)
     w = np.empty(s)
     K0v = np.empty(s)
@@ -144,13 +147,11 @@ def _sweeps_kernel(K, M, K0, I, J, delta, xi, lam, gamma, n_sweeps):  # pragma: 
                     M[a, b] += wa * w[b]
 
 
-@njit(cache=True)
-def _sweeps_kernel_K(K, I, J, delta, xi, lam, gamma, n_sweeps):  # pragma: no cover - compiled
+@njit(cache=True, fastmath=True)
+def _sweeps_kernel_K(K, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps):  # pragma: no cover
     """Kernel sweeps updating K only (M recovered from lam in closed form afterwards)."""
     m = I.shape[0]
     s = K.shape[0]
-    hard = math.isinf(gamma)
-    ratio = 1.0 if hard else gamma / (gamma + 1.0)
     Kv = np.empty(s)
     for _ in range(n_sweeps):
         for c in range(m):
@@ -457,8 +458,10 @@ def itml_linear(
     xi = x0k.copy()
     VL = Vk @ L0  # rows L0^T v: C congruent to L0^T C L0 = VL^T diag VL
 
+    g_eff, ratio, hard = _sweep_args(gamma)
+
     def sweep(n):
-        _sweeps_linear(A, Vk, dk, xi, lam, gamma, n)
+        _sweeps_linear(A, Vk, dk, xi, lam, g_eff, ratio, hard, n)
 
     def p_all():
         return np.einsum("ij,ij->i", Vk @ A, Vk)
@@ -601,12 +604,13 @@ def itml_kernel(
     if track_M is None:
         track_M = s <= 600
     M_stale = [False]
+    g_eff, ratio, hard = _sweep_args(gamma)
 
     def sweep(nn):
         if track_M:
-            _sweeps_kernel(K, M, K0s, I, J, dk, xi, lam, gamma, nn)
+            _sweeps_kernel(K, M, K0s, I, J, dk, xi, lam, g_eff, ratio, hard, nn)
         else:
-            _sweeps_kernel_K(K, I, J, dk, xi, lam, gamma, nn)
+            _sweeps_kernel_K(K, I, J, dk, xi, lam, g_eff, ratio, hard, nn)
             M_stale[0] = True
 
     def refresh_M():
