@@ -1,0 +1,440 @@
+r"""Route "matrix_generation": LPs over the spectraplex by column generation.
+
+Recognized form (one symmetric matrix variable X, any number of plain LP variables z)::
+
+    maximize / minimize   <C, X> + c^T z + const
+    subject to            X >> 0   (or X declared PSD=True)
+                          trace(X) == t   or   trace(X) <= t      (t > 0 constant)
+                          affine (in)equalities in X and z    (<A_r, X> + g_r^T z  <=, ==, >= b_r)
+
+Coefficients on X are read with ``affine_coefficients``; every ``row_quad_forms(V, X)`` node is
+first replaced by a placeholder vector so that its rows stay factored: the constraint matrices are
+``A_r = sum_k M[r, k] v_k v_k^T`` (``FactoredOperator``), never the |S| x n^2 matrix. What is left
+on X (``cp.trace(A @ X)``, ``X[i, j]``, ...) goes into a sparse ``DenseOperator``.
+
+Solved by :func:`specopt.solvers.matrix_generation.solve_spectraplex_lp`. Certificate: the
+Lagrangian bound ``t lambda_max(C - A^*(y)) + ...`` (valid every round) and the relative gap to the
+master value; status OPTIMAL only when the gap is <= ``tol``. Duals: row multipliers of the
+user's constraints (CVXPY sign convention), ``mu I - H`` for ``X >> 0``, ``mu`` for the trace
+constraint. The factored solution is in ``extra["theta"], extra["U"]``.
+
+Options: ``tol`` (1e-6), ``max_iters``, ``time_limit``, ``master`` ("psd" or "lp"),
+``max_rank``, ``columns_per_round``, ``smoothing``, ``prune_after``, ``max_columns``,
+``dense_threshold``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from .._cvxpy_compat import affine_coefficients
+from ..atoms import RowQuadForms
+from ..solvers.matrix_generation import (
+    DenseOperator,
+    FactoredOperator,
+    SymOperator,
+    solve_spectraplex_lp,
+    sum_operators,
+)
+from .base import Match, Route, RouteMismatch, RouteResult
+from .registry import register_route
+
+_ROUTE_OPTS = (
+    "tol", "max_iters", "time_limit", "master", "max_rank", "columns_per_round", "smoothing",
+    "prune_after", "max_columns", "dense_threshold",
+)
+
+#: ``route="auto"`` picks matrix generation when ``n >= PAYS_OFF_MIN_N`` and the stacked data
+#: ``|rows| * n^2`` (what the conic form would store) is at least ``PAYS_OFF_MIN_DATA``.
+#: Measured in ``benchmarks/matrix_generation.py`` (docs/routes/matrix_generation.md): at
+#: D=24/|S|=550 Clarabel through CVXPY is faster; from D=100/|S|=2000 on the route wins.
+PAYS_OFF_MIN_N = 50
+PAYS_OFF_MIN_DATA = 2e7
+
+
+@dataclass
+class MGData:
+    """What the recognizer extracts (max-sense data for the solver plus the mapping back)."""
+
+    X: cp.Variable
+    n: int
+    zvars: list[cp.Variable]
+    zslices: dict[int, slice]
+    A: SymOperator
+    C: SymOperator
+    G: sp.csr_array
+    c: np.ndarray
+    lb: np.ndarray
+    ub: np.ndarray
+    zlb: np.ndarray
+    zub: np.ndarray
+    trace: float
+    trace_eq: bool
+    offset: float
+    sense: float  # +1 maximize, -1 minimize (solver always maximizes sense * objective)
+    rows: list[tuple[cp.Constraint, slice, float]] = field(default_factory=list)  # sign
+    bound_rows: list[tuple[cp.Constraint, np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=list
+    )
+    trace_con: tuple[cp.Constraint, float] | None = None
+    psd_con: cp.Constraint | None = None
+    n_factored: int = 0
+
+
+def _con_expr(con: cp.Constraint) -> tuple[cp.Expression, str]:
+    """``(expr, kind)`` with kind "eq" (expr == 0), "le" (expr <= 0) or "ge" (expr >= 0)."""
+    if isinstance(con, (cp.constraints.Equality, cp.constraints.Zero)):
+        return con.expr, "eq"
+    if isinstance(con, (cp.constraints.Inequality, cp.constraints.NonPos)):
+        return con.expr, "le"
+    if isinstance(con, cp.constraints.NonNeg):
+        return con.expr, "ge"
+    raise RouteMismatch(
+        f"constraint {con} is a {type(con).__name__} constraint; only X >> 0, the trace bound and "
+        "affine (in)equalities are allowed"
+    )
+
+
+def _substitute_rqf(expr: cp.Expression, X: cp.Variable, found: list) -> cp.Expression:
+    """Replace every ``row_quad_forms(V, X)`` node by a placeholder variable (kept in ``found``)."""
+    if isinstance(expr, RowQuadForms) and expr.args[0] is X:
+        aux = cp.Variable(expr.shape)
+        found.append((aux, np.asarray(expr.V, dtype=float)))
+        return aux
+    args = getattr(expr, "args", [])
+    if not args:
+        return expr
+    new = [_substitute_rqf(a, X, found) for a in args]
+    if all(a is b for a, b in zip(new, args, strict=True)):
+        return expr
+    return expr.copy(new)
+
+
+def _linear_parts(expr, X, zvars, p):
+    """``(Xcoef csr (rows, n^2), [(Mj, Vj)], Gz csr (rows, p), offset)`` of an affine expr."""
+    if not expr.is_affine():
+        raise RouteMismatch(
+            f"expression {expr} is not affine in X and the LP variables (a non-linear term)"
+        )
+    found: list = []
+    sub = _substitute_rqf(expr, X, found)
+    aux = [a for a, _ in found]
+    coeffs, off = affine_coefficients(sub, [X, *zvars, *aux])
+    rows = sub.size
+    Xc = coeffs[X.id]
+    fac = [(coeffs[a.id], V) for a, V in found]
+    if zvars:
+        Gz = sp.hstack([coeffs[v.id] for v in zvars], format="csr")
+    else:
+        Gz = sp.csr_array((rows, 0))
+    return sp.csr_array(Xc), fac, sp.csr_array(Gz), np.asarray(off, dtype=float).ravel()
+
+
+def _is_trace_row(Xc, Gz, n) -> float:
+    """Scale a if the row is ``a * trace(X)`` only, else 0."""
+    if Xc.shape[0] != 1 or Gz.nnz:
+        return 0.0
+    row = Xc.toarray().ravel()
+    diag = np.arange(n) * (n + 1)
+    a = row[diag[0]]
+    if a == 0:
+        return 0.0
+    target = np.zeros(n * n)
+    target[diag] = a
+    return float(a) if np.allclose(row, target, rtol=0, atol=1e-12 * abs(a)) else 0.0
+
+
+def _is_identity_of(expr: cp.Expression, var: cp.Variable) -> bool:
+    if any(v.id != var.id for v in expr.variables()):
+        return False
+    coeffs, off = affine_coefficients(expr, [var])
+    A = sp.csr_array(coeffs[var.id])
+    if A.shape[0] != A.shape[1] or np.any(off):
+        return False
+    return (A - sp.identity(A.shape[0], format="csr")).count_nonzero() == 0
+
+
+def extract(problem: cp.Problem) -> MGData:
+    """Recognize the spectraplex-LP form (module docstring); RouteMismatch says what is wrong."""
+    variables = problem.variables()
+    psd_cons = [c for c in problem.constraints if isinstance(c, cp.constraints.PSD)]
+    others_cone = [
+        c for c in problem.constraints
+        if not isinstance(c, (cp.constraints.PSD, cp.constraints.Equality, cp.constraints.Zero,
+                              cp.constraints.Inequality, cp.constraints.NonPos,
+                              cp.constraints.NonNeg))
+    ]
+    if others_cone:
+        raise RouteMismatch(
+            f"constraint {others_cone[0]} is a {type(others_cone[0]).__name__} cone constraint; "
+            "only X >> 0, a trace bound and affine constraints are allowed"
+        )
+    cands = [v for v in variables if v.attributes.get("PSD")]
+    for con in psd_cons:
+        e = con.args[0]
+        vs = e.variables()
+        if len(vs) == 1 and vs[0].ndim == 2 and _is_identity_of(e, vs[0]):
+            if all(vs[0] is not c for c in cands):
+                cands.append(vs[0])
+        else:
+            raise RouteMismatch(
+                f"PSD constraint {con} is not of the form X >> 0 on a variable (a second PSD "
+                "constraint)"
+            )
+    if not cands:
+        raise RouteMismatch("no PSD matrix variable (need X >> 0 or Variable(..., PSD=True))")
+    if len(cands) > 1 or len(psd_cons) > 1:
+        raise RouteMismatch(
+            f"{max(len(cands), len(psd_cons))} PSD matrix variables/constraints; the route "
+            "handles one (a second PSD variable)"
+        )
+    X = cands[0]
+    n = X.shape[0]
+    if X.ndim != 2 or X.shape[0] != X.shape[1]:
+        raise RouteMismatch("the PSD variable must be a square matrix")
+    if not (X.attributes.get("PSD") or X.attributes.get("symmetric")):
+        raise RouteMismatch("declare X symmetric=True (or PSD=True) so that X >> 0 means PSD")
+    psd_con = psd_cons[0] if psd_cons else None
+    zvars = [v for v in variables if v.id != X.id]
+    for v in zvars:
+        bad = [a for a in ("PSD", "NSD", "symmetric", "hermitian", "diag", "boolean", "integer",
+                           "complex", "imag", "bounds", "sparsity") if v.attributes.get(a)]
+        if bad:
+            what = "a second PSD variable" if {"PSD", "NSD"} & set(bad) else f"attribute {bad[0]}"
+            raise RouteMismatch(f"variable {v.name()} has {what}; other variables must be plain "
+                                "(or nonneg/nonpos) LP variables")
+    zslices: dict[int, slice] = {}
+    p = 0
+    for v in zvars:
+        zslices[v.id] = slice(p, p + v.size)
+        p += v.size
+    zlb, zub = np.full(p, -np.inf), np.full(p, np.inf)
+    for v in zvars:
+        if v.attributes.get("nonneg") or v.attributes.get("pos"):
+            zlb[zslices[v.id]] = 0.0
+        if v.attributes.get("nonpos") or v.attributes.get("neg"):
+            zub[zslices[v.id]] = 0.0
+
+    # objective
+    obj = problem.objective
+    sense = 1.0 if isinstance(obj, cp.Maximize) else -1.0
+    if not obj.expr.is_affine():
+        raise RouteMismatch("the objective is not affine in X and the LP variables "
+                            "(a non-linear term)")
+    oX, ofac, oG, ooff = _linear_parts(obj.expr, X, zvars, p)
+
+    # constraints: find the trace bound (an equality if there is one, else the tightest <=)
+    parsed, traces = [], []
+    for con in problem.constraints:
+        if con is psd_con:
+            continue
+        expr, kind = _con_expr(con)
+        item = (con, *_linear_parts(expr, X, zvars, p), kind)
+        _, Xc, fac, Gz, off, _ = item
+        a = _is_trace_row(Xc, Gz, n) if not fac else 0.0
+        if a and (kind == "eq" or (kind == "le") == (a > 0)):
+            traces.append((kind != "eq", -off[0] / a, a, len(parsed)))
+        parsed.append(item)
+    trace_con = None
+    if traces:
+        _, trace_val, a, idx = min(traces)
+        trace_eq = _con_expr(parsed[idx][0])[1] == "eq"
+        trace_con = (parsed[idx][0], a)
+        pending = parsed[:idx] + parsed[idx + 1:]
+    Xrows, facs, Grows, lbs, ubs = [], [], [], [], []
+    rows: list = []
+    bound_rows: list = []
+    m = 0
+    if trace_con is None:
+        raise RouteMismatch("no trace bound on X (need trace(X) == t or trace(X) <= t)")
+    if not trace_val > 0:
+        raise RouteMismatch(f"the trace bound must be positive, got {trace_val:g}")
+    for con, Xc, fac, Gz, off, kind in pending:
+        k = Xc.shape[0]
+        # rows on a single LP variable without X become bounds of that variable
+        if not fac and Xc.nnz == 0 and Gz.nnz == k and k > 0:
+            Gc = Gz.tocoo()
+            if np.unique(Gc.row).size == k:
+                order = np.argsort(Gc.row)
+                cols, vals = Gc.col[order], Gc.data[order]
+                bnd = -off / vals
+                if kind == "eq":
+                    lo, hi = bnd, bnd
+                else:
+                    upper = (vals > 0) == (kind == "le")
+                    lo = np.where(upper, -np.inf, bnd)
+                    hi = np.where(upper, bnd, np.inf)
+                np.maximum.at(zlb, cols, lo)
+                np.minimum.at(zub, cols, hi)
+                bound_rows.append((con, cols, vals, np.where(np.isfinite(lo), -1.0, 1.0)))
+                continue
+        Xrows.append(Xc)
+        facs.append((m, k, fac))
+        Grows.append(Gz)
+        lo_r = -off if kind in ("eq", "ge") else np.full(k, -np.inf)
+        hi_r = -off if kind in ("eq", "le") else np.full(k, np.inf)
+        lbs.append(lo_r)
+        ubs.append(hi_r)
+        rows.append((con, slice(m, m + k), -1.0 if kind == "ge" else 1.0))
+        m += k
+    if np.any(zlb > zub):
+        raise RouteMismatch("the bounds on an LP variable are inconsistent (infeasible)")
+
+    A, n_fac = _build_operator(Xrows, facs, m, n)
+    C, _ = _build_operator([sense * oX], [(0, 1, [(sense * Mj, Vj) for Mj, Vj in ofac])], 1, n)
+    G = sp.vstack(Grows, format="csr") if Grows else sp.csr_array((0, p))
+    return MGData(
+        X=X, n=n, zvars=zvars, zslices=zslices, A=A, C=C, G=sp.csr_array(G),
+        c=sense * oG.toarray().ravel(), lb=np.concatenate(lbs) if lbs else np.zeros(0),
+        ub=np.concatenate(ubs) if ubs else np.zeros(0), zlb=zlb, zub=zub,
+        trace=float(trace_val), trace_eq=trace_eq, offset=sense * float(ooff[0]), sense=sense,
+        rows=rows, bound_rows=bound_rows, trace_con=trace_con,
+        psd_con=psd_con, n_factored=n_fac,
+    )
+
+
+def _build_operator(Xrows, facs, m, n) -> tuple[SymOperator, int]:
+    """Sum of a factored part (all row_quad_forms) and a sparse dense part (the rest)."""
+    Vs, blocks = [], []
+    K = 0
+    for start, _k, fac in facs:
+        for Mj, Vj in fac:
+            Mj = sp.coo_array(Mj)
+            blocks.append((Mj.row + start, Mj.col + K, Mj.data))
+            Vs.append(Vj)
+            K += Vj.shape[0]
+    ops = []
+    if Vs:
+        r = np.concatenate([b[0] for b in blocks])
+        c = np.concatenate([b[1] for b in blocks])
+        d = np.concatenate([b[2] for b in blocks])
+        ops.append(FactoredOperator(np.vstack(Vs), sp.csr_array((d, (r, c)), shape=(m, K))))
+    Xall = sp.vstack(Xrows, format="csr") if Xrows else sp.csr_array((m, n * n))
+    if Xall.nnz or not ops:
+        ops.append(DenseOperator(Xall, n))
+    return sum_operators(ops), K
+
+
+class MatrixGenerationRoute(Route):
+    """Column generation over the spectraplex (module docstring)."""
+
+    name = "matrix_generation"
+    is_global = True
+    priority = 30
+
+    def recognize(self, problem: cp.Problem) -> Match:
+        try:
+            data = extract(problem)
+        except RouteMismatch as exc:
+            return Match.no(str(exc))
+        m = data.A.m
+        kind = "==" if data.trace_eq else "<="
+        form = f"{data.n_factored} factored rank-one terms" if data.n_factored else "dense data"
+        return Match(
+            True,
+            f"LP over the spectraplex: X {data.n}x{data.n} with trace {kind} {data.trace:g}, "
+            f"{m} constraint rows, {data.G.shape[1]} LP variables ({form})",
+            data,
+        )
+
+    def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
+        data: MGData = match.data
+        size = float(data.A.m) * data.n * data.n
+        if data.n >= PAYS_OFF_MIN_N and size >= PAYS_OFF_MIN_DATA:
+            return True, f"n={data.n}, rows*n^2={size:.2g}: beyond the measured break-even"
+        return False, (f"n={data.n}, rows*n^2={size:.2g}: small; the conic route was measured "
+                       "faster below n=50 or rows*n^2=2e7")
+
+    def solve(
+        self,
+        problem: cp.Problem,
+        match: Match,
+        *,
+        solver: str | None = None,
+        verbose: bool = False,
+        **opts: Any,
+    ) -> RouteResult:
+        data: MGData = match.data if match is not None else None
+        if data is None:
+            raise RouteMismatch("no matrix-generation data: call recognize first")
+        unknown = set(opts) - set(_ROUTE_OPTS)
+        if unknown:
+            raise ValueError(f"unknown option(s) for route 'matrix_generation': {sorted(unknown)}")
+        kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, **opts}
+        t0 = time.perf_counter()
+        try:
+            res = solve_spectraplex_lp(
+                data.A, data.C, data.G, data.c, data.lb, data.ub, data.zlb, data.zub,
+                trace=data.trace, trace_eq=data.trace_eq, offset=data.offset, verbose=verbose,
+                **kw,
+            )
+        except (RuntimeError, np.linalg.LinAlgError) as exc:
+            raise cp.error.SolverError(f"matrix generation failed: {exc}") from exc
+        elapsed = time.perf_counter() - t0
+        s = data.sense
+        if res.status == "infeasible":
+            return RouteResult(status=cp.INFEASIBLE, primal={}, objective=-s * np.inf,
+                               backend=_backend(kw), iterations=res.iterations,
+                               solve_time=elapsed, history=res.history)
+        Xv = res.X
+        Xv = 0.5 * (Xv + Xv.T)
+        primal = {data.X.id: Xv}
+        for v in data.zvars:
+            primal[v.id] = res.z[data.zslices[v.id]].reshape(v.shape, order="F")
+        dual = self._duals(data, res)
+        objective = s * res.objective
+        bound = s * res.bound
+        status = cp.OPTIMAL if res.status == "optimal" else cp.OPTIMAL_INACCURATE
+        hist = {k: list(v) for k, v in res.history.items()}
+        hist["objective"] = [s * v for v in hist["objective"]]
+        hist["bound"] = [s * v for v in hist["bound"]]
+        return RouteResult(
+            status=status,
+            primal=primal,
+            objective=objective,
+            backend=_backend(kw),
+            dual=dual,
+            bound=bound,
+            gap=res.gap,
+            iterations=res.iterations,
+            solve_time=elapsed,
+            history=hist,
+            extra={"theta": res.theta, "U": res.U, "rank": int(res.theta.size),
+                   "solver_status": res.status, "n_columns": res.n_columns},
+        )
+
+    @staticmethod
+    def _duals(data: MGData, res) -> dict[int, Any]:
+        dual: dict[int, Any] = {}
+        y = res.y
+        for con, sl, sign in data.rows:
+            val = sign * y[sl]
+            dual[con.id] = val.reshape(con.shape, order="F") if con.shape else float(val[0])
+        if data.bound_rows and data.G.shape[1]:
+            d = data.c - data.G.T @ y
+            for con, cols, vals, side in data.bound_rows:
+                # reduced cost of the bounded variable, on the side this constraint bounds
+                lam = np.maximum(side * d[cols], 0.0) / np.abs(vals)
+                dual[con.id] = lam.reshape(con.shape, order="F") if con.shape else float(lam[0])
+        con, a = data.trace_con
+        dual[con.id] = float(res.mu / a) if con.shape == () else np.full(con.shape, res.mu / a)
+        if data.psd_con is not None:
+            w = np.append(1.0, -y)
+            from ..solvers.matrix_generation import StackedOperator
+
+            H = StackedOperator([data.C, data.A]).adjoint_dense(w)
+            dual[data.psd_con.id] = res.mu * np.eye(data.n) - H
+        return dual
+
+
+def _backend(kw: dict) -> str:
+    return "clarabel-psd-block+eigen" if kw.get("master") == "psd" else "highs+eigen"
+
+
+register_route(MatrixGenerationRoute())

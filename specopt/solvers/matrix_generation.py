@@ -1,0 +1,871 @@
+r"""Matrix (column) generation for linear programs over the spectraplex.
+
+Problem solved (maximization; all data plain arrays, no CVXPY)::
+
+    max_{X, z}  <C, X> + c^T z + offset
+    s.t.        lb <= A(X) + G z <= ub            (m rows, A(X)_r = <A_r, X>)
+                zlb <= z <= zub
+                X PSD,  tr X = t   (or tr X <= t)
+
+Writing ``X = sum_i theta_i u_i u_i^T`` with ``||u_i|| = 1`` and ``theta >= 0``,
+``sum theta = t`` (the spectraplex is the convex hull of the unit rank-one matrices) turns the
+problem into an LP with one column per unit vector. The *restricted master* keeps finitely many
+columns; it lives in one HiGHS model for the whole run (new columns are appended with
+``addCols`` and the simplex restarts from the previous basis).
+
+**Pricing and bound.** For any row multipliers ``y`` with the sign of the active side
+(``y_r >= 0`` needs ``ub_r < inf``, ``y_r <= 0`` needs ``lb_r > -inf``) weak duality gives::
+
+    OPT <= t * lambda_max(H(y)) + sum_j sup_{z_j in [zlb_j, zub_j]} (c - G^T y)_j z_j
+           + sum_r max(y_r ub_r, y_r lb_r) + offset,         H(y) = C - A^*(y)
+
+(with ``max(lambda_max, 0)`` for ``tr X <= t``). This Lagrangian bound is valid every round; the
+top eigenvectors of ``H`` at the master duals are the columns with the largest reduced cost
+``u^T H u - mu`` (``mu`` = dual of the trace row). The run stops when
+``(bound - master) / max(1, |master|) <= tol``.
+
+**Data kept factored.** ``A`` is a :class:`SymOperator`; :class:`FactoredOperator` stores
+``A_r = sum_k M[r, k] v_k v_k^T`` (``V`` of shape (K, n), ``M`` sparse (m, K)), so the PSDBoost
+triplet matrices ``A_r = p_r p_r^T - q_r q_r^T`` cost O(|S| n) memory; ``H v`` is
+``V^T (M^T w * (V v))`` and the dense ``H`` (for small n) only touches rows of ``V`` with a
+nonzero weight.
+
+**Tailing-off remedies** (measured in ``benchmarks/matrix_generation.py``):
+several eigenvectors per round (``columns_per_round``), Wentges dual smoothing
+(``smoothing``: price at ``alpha * y_best + (1 - alpha) * y_master``, falling back to the master
+duals on a mispricing), pruning of columns that stayed at zero for ``prune_after`` rounds, and
+aggregation of all columns into the eigenvectors of the current ``X`` when the master grows past
+``max_columns``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import highspy
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+__all__ = [
+    "DenseOperator",
+    "FactoredOperator",
+    "MatrixGenerationResult",
+    "StackedOperator",
+    "SymOperator",
+    "lagrangian_bound",
+    "solve_spectraplex_lp",
+    "triplet_operator",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Linear operators X -> (<A_r, X>)_r on symmetric matrices
+# --------------------------------------------------------------------------------------------
+class SymOperator(Protocol):
+    """A linear map ``X -> (<A_r, X>)_{r < m}`` on symmetric n x n matrices."""
+
+    n: int
+    m: int
+
+    def quad(self, U: np.ndarray) -> np.ndarray:
+        """``out[r, k] = u_k^T A_r u_k`` for the columns of ``U`` (n, k); shape (m, k)."""
+
+    def adjoint_matvec(self, w: np.ndarray, V: np.ndarray) -> np.ndarray:
+        """``(sum_r w_r A_r) @ V`` for ``V`` of shape (n, k)."""
+
+    def adjoint_dense(self, w: np.ndarray) -> np.ndarray:
+        """``sum_r w_r A_r`` as a dense symmetric (n, n) array."""
+
+    def quad_pairs(self, P: np.ndarray) -> np.ndarray:
+        """``out[r, l] = p_i^T A_r p_j`` for ``(i, j) = _pairs(k)[l]``; shape (m, k(k+1)/2)."""
+
+
+def _pairs(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Upper-triangle index pairs ``i <= j`` in column-major order (Clarabel's svec order)."""
+    J, I = np.nonzero(np.tril(np.ones((k, k), dtype=bool)))
+    return I, J
+
+
+class FactoredOperator:
+    """``A_r = sum_k M[r, k] v_k v_k^T`` with ``V`` (K, n) dense and ``M`` sparse (m, K)."""
+
+    def __init__(self, V: np.ndarray, M: sp.spmatrix | np.ndarray):
+        self.V = np.ascontiguousarray(np.asarray(V, dtype=float))
+        if self.V.ndim != 2:
+            raise ValueError("V must be a 2-D array (K, n)")
+        self.M = sp.csr_array(M, dtype=float)
+        if self.M.shape[1] != self.V.shape[0]:
+            raise ValueError(
+                f"M has {self.M.shape[1]} columns but V has {self.V.shape[0]} rows"
+            )
+        self.m = self.M.shape[0]
+        self.n = self.V.shape[1]
+        self._MT = sp.csr_array(self.M.T)
+
+    def quad(self, U: np.ndarray) -> np.ndarray:
+        VU = self.V @ U
+        return np.asarray(self.M @ (VU * VU))
+
+    def _weights(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s = self._MT @ np.asarray(w, dtype=float)
+        idx = np.flatnonzero(s)
+        return idx, s[idx]
+
+    def adjoint_matvec(self, w: np.ndarray, V: np.ndarray) -> np.ndarray:
+        idx, s = self._weights(w)
+        Va = self.V[idx]
+        Y = Va @ V
+        return Va.T @ (s.reshape(-1, *([1] * (Y.ndim - 1))) * Y)
+
+    def adjoint_dense(self, w: np.ndarray) -> np.ndarray:
+        idx, s = self._weights(w)
+        Va = self.V[idx]
+        H = Va.T @ (s[:, None] * Va)
+        return 0.5 * (H + H.T)
+
+    def quad_pairs(self, P: np.ndarray) -> np.ndarray:
+        B = self.V @ P
+        I, J = _pairs(P.shape[1])
+        return np.asarray(self.M @ (B[:, I] * B[:, J]))
+
+
+class DenseOperator:
+    """Rows given by ``vec(A_r)`` (column-major) in a sparse or dense (m, n^2) matrix.
+
+    The matrices are symmetrized: only ``<A_r, X>`` for symmetric ``X`` matters.
+    """
+
+    def __init__(self, Avec: sp.spmatrix | np.ndarray, n: int):
+        A = sp.csr_array(Avec, dtype=float)
+        if A.shape[1] != n * n:
+            raise ValueError(f"Avec must have n^2 = {n * n} columns, got {A.shape[1]}")
+        # symmetrize: vec(A) -> (vec(A) + vec(A^T)) / 2
+        perm = np.arange(n * n).reshape(n, n).T.ravel()
+        self.A = sp.csr_array(0.5 * (A + A[:, perm]))
+        self.AT = sp.csr_array(self.A.T)
+        self.m, self.n = A.shape[0], n
+
+    def quad(self, U: np.ndarray) -> np.ndarray:
+        U = np.asarray(U, dtype=float)
+        k = U.shape[1]
+        # vec(u u^T) column-major equals kron(u, u)
+        K = (U[:, None, :] * U[None, :, :]).reshape(self.n * self.n, k, order="F")
+        return np.asarray(self.A @ K).reshape(self.m, k)
+
+    def adjoint_dense(self, w: np.ndarray) -> np.ndarray:
+        v = self.AT @ np.asarray(w, dtype=float)
+        return np.asarray(v).reshape(self.n, self.n, order="F")
+
+    def adjoint_matvec(self, w: np.ndarray, V: np.ndarray) -> np.ndarray:
+        return self.adjoint_dense(w) @ V
+
+    def quad_pairs(self, P: np.ndarray) -> np.ndarray:
+        I, J = _pairs(P.shape[1])
+        K = (P[:, None, I] * P[None, :, J]).reshape(self.n * self.n, I.size, order="F")
+        return np.asarray(self.A @ K).reshape(self.m, I.size)
+
+
+class StackedOperator:
+    """Rows of several operators on the same n, one after the other."""
+
+    def __init__(self, ops: list[SymOperator]):
+        if not ops:
+            raise ValueError("StackedOperator needs at least one operator")
+        self.ops = list(ops)
+        self.n = ops[0].n
+        if any(o.n != self.n for o in ops):
+            raise ValueError("all stacked operators must act on the same n")
+        self.m = sum(o.m for o in ops)
+        self._cuts = np.cumsum([0] + [o.m for o in ops])
+
+    def quad(self, U: np.ndarray) -> np.ndarray:
+        return np.vstack([o.quad(U) for o in self.ops])
+
+    def quad_pairs(self, P: np.ndarray) -> np.ndarray:
+        return np.vstack([o.quad_pairs(P) for o in self.ops])
+
+    def _parts(self, w: np.ndarray):
+        for o, a, b in zip(self.ops, self._cuts[:-1], self._cuts[1:], strict=True):
+            wi = w[a:b]
+            if np.any(wi):
+                yield o, wi
+
+    def adjoint_matvec(self, w: np.ndarray, V: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.n,) + V.shape[1:])
+        for o, wi in self._parts(w):
+            out += o.adjoint_matvec(wi, V)
+        return out
+
+    def adjoint_dense(self, w: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.n, self.n))
+        for o, wi in self._parts(w):
+            out += o.adjoint_dense(wi)
+        return out
+
+
+class _SumRowsOperator:
+    """``A_r = sum_j B^(j)_r`` for operators with the same (m, n)."""
+
+    def __init__(self, ops: list[SymOperator]):
+        self.ops = list(ops)
+        self.n, self.m = ops[0].n, ops[0].m
+
+    def quad(self, U):
+        return sum(o.quad(U) for o in self.ops)
+
+    def adjoint_matvec(self, w, V):
+        return sum(o.adjoint_matvec(w, V) for o in self.ops)
+
+    def adjoint_dense(self, w):
+        return sum(o.adjoint_dense(w) for o in self.ops)
+
+    def quad_pairs(self, P):
+        return sum(o.quad_pairs(P) for o in self.ops)
+
+
+def sum_operators(ops: list[SymOperator]) -> SymOperator:
+    """Row-wise sum of operators with equal shapes (used to merge factored and dense parts)."""
+    ops = [o for o in ops if o is not None]
+    if len(ops) == 1:
+        return ops[0]
+    if len({(o.m, o.n) for o in ops}) != 1:
+        raise ValueError("sum_operators needs operators of equal (m, n)")
+    return _SumRowsOperator(ops)
+
+
+def triplet_operator(P: np.ndarray, Q: np.ndarray) -> FactoredOperator:
+    """``A_r = p_r p_r^T - q_r q_r^T`` (PSDBoost: p = a_i - a_k, q = a_i - a_j)."""
+    P = np.asarray(P, dtype=float)
+    Q = np.asarray(Q, dtype=float)
+    if P.shape != Q.shape or P.ndim != 2:
+        raise ValueError("P and Q must be 2-D arrays of the same shape (|S|, n)")
+    m = P.shape[0]
+    eye = sp.identity(m, format="csr")
+    return FactoredOperator(np.vstack([P, Q]), sp.hstack([eye, -eye], format="csr"))
+
+
+# --------------------------------------------------------------------------------------------
+# Result
+# --------------------------------------------------------------------------------------------
+@dataclass
+class MatrixGenerationResult:
+    """Outcome of :func:`solve_spectraplex_lp`.
+
+    ``X = U @ diag(theta) @ U.T`` (columns of ``U`` unit vectors, ``theta >= 0``,
+    ``sum theta = t`` or ``<= t``); ``z`` the LP variables; ``y`` the row duals (max-sense:
+    ``OPT <= bound(y)``), ``mu`` the trace-row dual. ``objective`` is the master value (attained
+    by the returned point), ``bound`` the best Lagrangian bound, ``gap`` their relative gap.
+    """
+
+    status: str
+    objective: float
+    bound: float
+    gap: float
+    theta: np.ndarray
+    U: np.ndarray
+    z: np.ndarray
+    y: np.ndarray
+    mu: float
+    row_activity: np.ndarray
+    iterations: int
+    n_columns: int
+    solve_time: float
+    history: dict[str, list[float]] = field(default_factory=dict)
+    artificial: float = 0.0
+
+    @property
+    def X(self) -> np.ndarray:
+        return (self.U * self.theta) @ self.U.T
+
+
+# --------------------------------------------------------------------------------------------
+# Eigen-oracle
+# --------------------------------------------------------------------------------------------
+def _top_eigs(
+    op_full: SymOperator, w: np.ndarray, k: int, dense: bool, v0: np.ndarray | None, tol: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` eigenpairs of ``H = sum_r w_r A_r`` (values descending) and a safe lambda_max.
+
+    Returns ``(vals, vecs)``; for the Lanczos path ``vals[0]`` is increased by the residual
+    norm of its Ritz pair so that it stays an upper estimate for the bound.
+    """
+    n = op_full.n
+    k = max(1, min(k, n))
+    if dense or n <= k + 1:
+        H = op_full.adjoint_dense(w)
+        vals, vecs = sla.eigh(H, subset_by_index=[n - k, n - 1], driver="evr")
+        return vals[::-1], vecs[:, ::-1]
+    lin = spla.LinearOperator(
+        (n, n), matvec=lambda x: op_full.adjoint_matvec(w, x), dtype=float
+    )
+    kk = min(max(k, 2), n - 2)
+    vals, vecs = spla.eigsh(lin, k=kk, which="LA", v0=v0, tol=tol, maxiter=20 * n)
+    order = np.argsort(vals)[::-1]
+    vals, vecs = vals[order][:k], vecs[:, order][:, :k]
+    r = op_full.adjoint_matvec(w, vecs[:, :1])[:, 0] - vals[0] * vecs[:, 0]
+    vals = vals.copy()
+    vals[0] += np.linalg.norm(r)
+    return vals, vecs
+
+
+def lagrangian_bound(
+    lam_max: float,
+    y: np.ndarray,
+    lb: np.ndarray,
+    ub: np.ndarray,
+    G: sp.csr_array,
+    c: np.ndarray,
+    zlb: np.ndarray,
+    zub: np.ndarray,
+    t: float,
+    trace_eq: bool,
+    offset: float = 0.0,
+    ztol: float = 1e-9,
+) -> float:
+    """Weak-duality bound ``t lambda_max(H(y)) + sup_z (c - G^T y)^T z + h(y) + offset``.
+
+    ``y`` must already respect the signs of its rows (see :func:`_clip_duals`); reduced costs of
+    unbounded LP variables below ``ztol * max(1, |c_j|)`` count as zero (they are zero in exact
+    arithmetic at a master optimum).
+    """
+    with np.errstate(invalid="ignore"):
+        hy = np.where(y > 0, y * ub, np.where(y < 0, y * lb, 0.0)).sum()
+        d = c - G.T @ y if G.shape[1] else np.zeros(0)
+        small = np.abs(d) <= ztol * np.maximum(1.0, np.abs(c))
+        d = np.where(small & ~(np.isfinite(zlb) & np.isfinite(zub)), 0.0, d)
+        zt = np.where(d > 0, d * zub, np.where(d < 0, d * zlb, 0.0)).sum()
+    xt = t * lam_max if trace_eq else t * max(lam_max, 0.0)
+    val = float(xt + zt + hy + offset)
+    return val if np.isfinite(val) else np.inf
+
+
+def _clip_duals(y: np.ndarray, lb: np.ndarray, ub: np.ndarray) -> np.ndarray:
+    """Zero the multipliers whose sign points at an infinite side (keeps the bound finite)."""
+    y = y.copy()
+    y[(y > 0) & ~np.isfinite(ub)] = 0.0
+    y[(y < 0) & ~np.isfinite(lb)] = 0.0
+    return y
+
+
+# --------------------------------------------------------------------------------------------
+# Restricted master in HiGHS
+# --------------------------------------------------------------------------------------------
+class _Master:
+    """The restricted master LP, alive for the whole run (z columns first, then theta)."""
+
+    def __init__(self, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, big_m):
+        self.A, self.C = A, C
+        self.m, self.p = A.m, G.shape[1]
+        self.h = highspy.Highs()
+        h = self.h
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("solver", "simplex")
+        h.setOptionValue("presolve", "off")
+        h.setOptionValue("primal_feasibility_tolerance", 1e-9)
+        h.setOptionValue("dual_feasibility_tolerance", 1e-9)
+        inf = highspy.kHighsInf
+        f = lambda a: np.clip(np.nan_to_num(a, posinf=inf, neginf=-inf), -inf, inf)  # noqa: E731
+        rl = np.append(f(lb), t if trace_eq else -inf)
+        ru = np.append(f(ub), t)
+        h.addRows(self.m + 1, rl, ru, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
+        h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+        if self.p:
+            Gc = sp.csc_array(G)
+            h.addCols(
+                self.p, np.asarray(c, float), f(zlb), f(zub), Gc.nnz,
+                Gc.indptr.astype(np.int32), Gc.indices.astype(np.int32), Gc.data.astype(float),
+            )
+        self.n_art = 0
+        self.big_m = big_m
+        self.U = np.zeros((A.n, 0))
+        self.col_age = np.zeros(0, dtype=int)
+
+    def add_artificials(self) -> None:
+        """Elastic columns ``+-s_r`` with cost ``-big_m`` on every constraint row (phase 1)."""
+        m = self.m
+        idx = np.arange(m, dtype=np.int32)
+        for sign in (1.0, -1.0):
+            self.h.addCols(
+                m, np.full(m, -self.big_m), np.zeros(m), np.full(m, highspy.kHighsInf), m,
+                np.arange(m, dtype=np.int32), idx, np.full(m, sign),
+            )
+        self.n_art = 2 * m
+
+    @property
+    def theta_start(self) -> int:
+        return self.p + self.n_art
+
+    def add_columns(self, U: np.ndarray) -> None:
+        U = U / np.linalg.norm(U, axis=0, keepdims=True)
+        k = U.shape[1]
+        cost = self.C.quad(U)[0]
+        vals = np.vstack([self.A.quad(U), np.ones((1, k))])
+        vals[np.abs(vals) < 1e-14] = 0.0
+        Ac = sp.csc_array(vals)
+        self.h.addCols(
+            k, cost, np.zeros(k), np.full(k, highspy.kHighsInf), Ac.nnz,
+            Ac.indptr.astype(np.int32), Ac.indices.astype(np.int32), Ac.data,
+        )
+        self.U = np.hstack([self.U, U])
+        self.col_age = np.append(self.col_age, np.zeros(k, dtype=int))
+
+    def delete_theta(self, local_idx: np.ndarray) -> None:
+        if local_idx.size == 0:
+            return
+        cols = (local_idx + self.theta_start).astype(np.int32)
+        self.h.deleteCols(cols.size, cols)
+        keep = np.ones(self.U.shape[1], bool)
+        keep[local_idx] = False
+        self.U = self.U[:, keep]
+        self.col_age = self.col_age[keep]
+
+    def solve(self):
+        self.h.run()
+        status = self.h.getModelStatus()
+        sol = self.h.getSolution()
+        x = np.asarray(sol.col_value)
+        y = np.asarray(sol.row_dual)
+        obj = self.h.getInfo().objective_function_value
+        return status, obj, x, y, np.asarray(sol.row_value)
+
+
+# --------------------------------------------------------------------------------------------
+# Main loop
+# --------------------------------------------------------------------------------------------
+def solve_spectraplex_lp(
+    A: SymOperator,
+    C: SymOperator | np.ndarray | None = None,
+    G: sp.spmatrix | np.ndarray | None = None,
+    c: np.ndarray | None = None,
+    lb: np.ndarray | None = None,
+    ub: np.ndarray | None = None,
+    zlb: np.ndarray | None = None,
+    zub: np.ndarray | None = None,
+    *,
+    trace: float = 1.0,
+    trace_eq: bool = True,
+    offset: float = 0.0,
+    tol: float = 1e-6,
+    max_iters: int = 2000,
+    time_limit: float = np.inf,
+    columns_per_round: int = 5,
+    smoothing: float = 0.5,
+    prune_after: int = 30,
+    max_columns: int | None = None,
+    dense_threshold: int = 300,
+    init_columns: np.ndarray | None = None,
+    big_m: float = 1e4,
+    master: str = "lp",
+    max_rank: int = 30,
+    verbose: bool = False,
+) -> MatrixGenerationResult:
+    r"""Column generation for ``max <C,X> + c^T z`` over the spectraplex (see module docstring).
+
+    Parameters
+    ----------
+    A : SymOperator with ``m`` rows (``<A_r, X>``); C : objective matrix (dense (n, n) array or a
+    1-row operator; None means 0); G : (m, p) coefficients of the LP variables ``z``; c : (p,)
+    objective of ``z``; lb, ub : row bounds (``+-inf`` allowed); zlb, zub : bounds of ``z``.
+    trace, trace_eq : ``tr X == trace`` (True) or ``tr X <= trace``.
+    tol : stop when ``(bound - master) / max(1, |master|) <= tol``.
+    columns_per_round : eigenvectors priced per round (those with positive reduced cost are added).
+    smoothing : Wentges parameter ``alpha`` in [0, 1) (0 disables stabilization).
+    prune_after : delete columns that were zero for this many consecutive rounds (0 disables).
+    max_columns : aggregate all columns into the eigenvectors of ``X`` beyond this many.
+    dense_threshold : use dense ``eigh`` for n <= this, Lanczos (``eigsh``) above.
+    """
+    t0 = time.perf_counter()
+    n, m = A.n, A.m
+    if trace <= 0:
+        raise ValueError(f"trace bound must be positive, got {trace}")
+    if C is None:
+        C = FactoredOperator(np.zeros((0, n)), sp.csr_array((1, 0)))
+    elif isinstance(C, np.ndarray):
+        if C.shape != (n, n):
+            raise ValueError(f"C must be ({n}, {n}), got {C.shape}")
+        C = DenseOperator(C.reshape(1, -1, order="F"), n)
+    G = sp.csr_array((m, 0)) if G is None else sp.csr_array(G, dtype=float)
+    p = G.shape[1]
+    if G.shape[0] != m:
+        raise ValueError(f"G must have {m} rows, got {G.shape[0]}")
+    c = np.zeros(p) if c is None else np.asarray(c, float).ravel()
+    lb = np.full(m, -np.inf) if lb is None else np.asarray(lb, float).ravel()
+    ub = np.full(m, np.inf) if ub is None else np.asarray(ub, float).ravel()
+    zlb = np.full(p, -np.inf) if zlb is None else np.asarray(zlb, float).ravel()
+    zub = np.full(p, np.inf) if zub is None else np.asarray(zub, float).ravel()
+    for name, arr, size in (("c", c, p), ("lb", lb, m), ("ub", ub, m), ("zlb", zlb, p),
+                            ("zub", zub, p)):
+        if arr.size != size:
+            raise ValueError(f"{name} must have {size} entries, got {arr.size}")
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError("smoothing must be in [0, 1)")
+    full = StackedOperator([C, A])  # pricing weights w = (1, -y)
+    dense = n <= dense_threshold
+    if master == "psd":
+        return _psd_block_loop(full, A, C, G, c, lb, ub, zlb, zub, trace, trace_eq, tol,
+                               max_iters, time_limit, columns_per_round, max_rank, dense,
+                               verbose, t0, offset, smoothing)
+    if master != "lp":
+        raise ValueError(f"master must be 'lp' or 'psd', got {master!r}")
+    max_columns = max_columns or max(4 * n, 200)
+
+    master = _Master(A, C, G, c, lb, ub, zlb, zub, trace, trace_eq, big_m)
+    # initial columns: top eigenvectors of C (or given), plus the coordinate axes for small n
+    if init_columns is not None:
+        U0 = np.asarray(init_columns, float).reshape(n, -1)
+    else:
+        vals, U0 = _top_eigs(full, np.append(1.0, np.zeros(m)), columns_per_round, dense, None,
+                             1e-8)
+        if n <= 50:
+            U0 = np.hstack([U0, np.eye(n)])
+    master.add_columns(U0)
+
+    hist: dict[str, list[float]] = {k: [] for k in
+                                    ("objective", "bound", "gap", "columns", "time", "lambda")}
+    best_bound, y_best = np.inf, None
+    v0 = None
+    status_str = "max_iters"
+    it = 0
+    obj = -np.inf
+    x = y = rowv = None
+    mu = 0.0
+    for it in range(1, max_iters + 1):
+        st, obj, x, yrow, rowv = master.solve()
+        if st == highspy.HighsModelStatus.kInfeasible and master.n_art == 0:
+            master.add_artificials()
+            st, obj, x, yrow, rowv = master.solve()
+        if st == highspy.HighsModelStatus.kUnbounded or (
+            st == highspy.HighsModelStatus.kUnboundedOrInfeasible
+        ):
+            raise ValueError("the problem is unbounded in its LP variables (the master LP is)")
+        if st != highspy.HighsModelStatus.kOptimal:
+            raise RuntimeError(f"HiGHS master LP failed: {master.h.modelStatusToString(st)}")
+        y = _clip_duals(yrow[:m], lb, ub)
+        mu = float(yrow[m])
+        ym = y
+        # stabilized separation point
+        use_smooth = smoothing > 0 and y_best is not None
+        ys = smoothing * y_best + (1 - smoothing) * ym if use_smooth else ym
+        vals, vecs = _top_eigs(full, np.append(1.0, -ys), columns_per_round, dense, v0, 1e-10)
+        bnd = lagrangian_bound(vals[0], ys, lb, ub, G, c, zlb, zub, trace, trace_eq)
+        if bnd < best_bound:
+            best_bound, y_best = bnd, ys
+        # reduced costs w.r.t. the master duals
+        rc = full.quad(vecs).T @ np.append(1.0, -ym) - mu
+        keep = rc > 1e-12 * max(1.0, abs(obj))
+        if use_smooth and not keep.any():  # mispricing: price at the master duals
+            vals, vecs = _top_eigs(full, np.append(1.0, -ym), columns_per_round, dense, v0, 1e-10)
+            bnd = lagrangian_bound(vals[0], ym, lb, ub, G, c, zlb, zub, trace, trace_eq)
+            if bnd < best_bound:
+                best_bound, y_best = bnd, ym
+            keep = vals - mu > 1e-12 * max(1.0, abs(obj))
+        v0 = vecs[:, 0]
+        gap = (best_bound - obj) / max(1.0, abs(obj))
+        hist["objective"].append(obj + offset)
+        hist["bound"].append(best_bound + offset)
+        hist["gap"].append(gap)
+        hist["columns"].append(master.U.shape[1])
+        hist["time"].append(time.perf_counter() - t0)
+        hist["lambda"].append(float(vals[0]))
+        if verbose:
+            print(f"[mg] it {it:4d} obj {obj + offset:+.9e} bound {best_bound + offset:+.9e} "
+                  f"gap {gap:.2e} cols {master.U.shape[1]}")
+        art = float(x[master.p: master.theta_start].sum()) if master.n_art else 0.0
+        if gap <= tol and art <= 1e-9:
+            status_str = "optimal"
+            break
+        if time.perf_counter() - t0 > time_limit:
+            status_str = "time_limit"
+            break
+        if not keep.any():
+            # nothing prices out although the gap is open: numerical floor of the oracle
+            status_str = "stalled"
+            break
+        # column management
+        theta = x[master.theta_start:]
+        master.col_age = np.where(theta > 1e-12, 0, master.col_age + 1)
+        if prune_after and it % 10 == 0:
+            master.delete_theta(np.flatnonzero(master.col_age >= prune_after))
+        if master.U.shape[1] > max_columns:
+            theta = master.h.getSolution().col_value[master.theta_start:]
+            Uc = _aggregate(master.U, np.asarray(theta))
+            master.delete_theta(np.arange(master.U.shape[1]))
+            master.add_columns(Uc)
+        master.add_columns(vecs[:, keep])
+
+    if x is not None and x.size != master.theta_start + master.U.shape[1]:
+        # the loop ended after changing the columns: re-solve (the master value can only rise)
+        _, obj_new, x, yrow, rowv = master.solve()
+        obj = max(obj, obj_new)
+    theta = np.asarray(x[master.theta_start:]) if x is not None else np.zeros(0)
+    theta = np.maximum(theta, 0.0)
+    art = float(x[master.p: master.theta_start].sum()) if master.n_art else 0.0
+    if art > 1e-9:
+        status_str = "infeasible" if status_str in ("optimal", "stalled") else status_str
+    pos = theta > 0
+    return MatrixGenerationResult(
+        status=status_str,
+        objective=float(obj + offset),
+        bound=float(best_bound + offset),
+        gap=float((best_bound - obj) / max(1.0, abs(obj))),
+        theta=theta[pos],
+        U=master.U[:, pos],
+        z=np.asarray(x[: master.p]),
+        y=y,
+        mu=mu,
+        row_activity=np.asarray(rowv[:m]),
+        iterations=it,
+        n_columns=int(master.U.shape[1]),
+        solve_time=time.perf_counter() - t0,
+        history=hist,
+        artificial=art,
+    )
+
+
+def _aggregate(U: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Eigenvectors of ``X = U diag(theta) U^T`` with nonzero eigenvalue (same X, fewer columns)."""
+    W = U * np.sqrt(np.maximum(theta, 0.0))
+    Q, s, _ = np.linalg.svd(W, full_matrices=False)
+    r = int((s > 1e-10 * max(s[0], 1e-300)).sum()) if s.size else 0
+    return Q[:, : max(r, 1)]
+
+
+# --------------------------------------------------------------------------------------------
+# PSD-block master (spectral-bundle style)
+# --------------------------------------------------------------------------------------------
+_SQRT2 = np.sqrt(2.0)
+
+
+def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k):
+    r"""Solve the restricted master over ``X = P W P^T + alpha Xbar`` with Clarabel.
+
+    ``max <P^T C P, W> + alpha cbar + c^T z`` s.t. ``tr W + alpha = t`` (or ``<= t``),
+    ``lb <= A(P W P^T) + alpha abar + G z <= ub``, ``W PSD``, ``alpha >= 0``, z in its box.
+    Variables ``x = (svec W, [alpha], z)``; returns ``(obj, W, alpha, z, y, mu)`` with ``y`` the
+    max-sense row duals.
+    """
+    import clarabel
+
+    m, npairs = Bs.shape
+    p = G.shape[1]
+    has_bar = abar is not None
+    na = 1 if has_bar else 0
+    nx = npairs + na + p
+    I, J = _pairs(k)
+    diag = (I == J).astype(float)
+    parts = [sp.csr_array(Bs)] + ([sp.csr_array(abar.reshape(-1, 1))] if has_bar else []) + [G]
+    R = sp.hstack(parts, format="csr")
+    trow = sp.csr_array(np.concatenate([diag, np.ones(na), np.zeros(p)]).reshape(1, -1))
+    eq = np.isfinite(lb) & np.isfinite(ub) & (lb == ub)
+    up = np.isfinite(ub) & ~eq
+    lo = np.isfinite(lb) & ~eq
+    zeye = sp.hstack([sp.csr_array((p, npairs + na)), sp.identity(p, format="csr")], format="csr")
+    zup, zlo = np.isfinite(zub), np.isfinite(zlb)
+    blocks_zero, b_zero = [], []
+    blocks_nn, b_nn = [], []
+    (blocks_zero if trace_eq else blocks_nn).append(trow)
+    (b_zero if trace_eq else b_nn).append([t])
+    blocks_zero.append(R[eq])
+    b_zero.append(ub[eq])
+    blocks_nn += [R[up], -R[lo], zeye[zup], -zeye[zlo]]
+    b_nn += [ub[up], -lb[lo], zub[zup], -zlb[zlo]]
+    if has_bar:
+        e = np.zeros((1, nx))
+        e[0, npairs] = -1.0
+        blocks_nn.append(sp.csr_array(e))
+        b_nn.append([0.0])
+    psd = sp.hstack([-sp.identity(npairs), sp.csr_array((npairs, na + p))], format="csr")
+    Aall = sp.vstack(blocks_zero + blocks_nn + [psd], format="csc")
+    b = np.concatenate([np.concatenate(b_zero), np.concatenate(b_nn), np.zeros(npairs)])
+    nz = sum(x.shape[0] for x in blocks_zero)
+    nn = sum(x.shape[0] for x in blocks_nn)
+    cones = []
+    if nz:
+        cones.append(clarabel.ZeroConeT(nz))
+    if nn:
+        cones.append(clarabel.NonnegativeConeT(nn))
+    cones.append(clarabel.PSDTriangleConeT(k))
+    q = -np.concatenate([cobj, [cbar] if has_bar else [], c])
+    st = clarabel.DefaultSettings()
+    st.verbose = False
+    st.tol_gap_abs = st.tol_gap_rel = 1e-10
+    st.tol_feas = 1e-10
+    st.max_threads = 1
+    solver = clarabel.DefaultSolver(sp.csc_array((nx, nx)), q, Aall, b, cones, st)
+    sol = solver.solve()
+    if str(sol.status) not in ("Solved", "AlmostSolved"):
+        raise RuntimeError(f"Clarabel PSD-block master failed: {sol.status}")
+    x = np.asarray(sol.x)
+    zd = np.asarray(sol.z)
+    # duals: trace row first in its cone group
+    if trace_eq:
+        mu = zd[0]
+        zeq = zd[1:nz]
+        off = nz
+    else:
+        mu = zd[nz]
+        zeq = zd[:nz]
+        off = nz + 1
+    y = np.zeros(m)
+    y[eq] = zeq
+    nup, nlo = int(up.sum()), int(lo.sum())
+    y[up] += zd[off: off + nup]
+    y[lo] -= zd[off + nup: off + nup + nlo]
+    w = x[:npairs]
+    W = np.zeros((k, k))
+    W[I, J] = np.where(I == J, w, w / _SQRT2)
+    W = W + np.triu(W, 1).T
+    alpha = float(x[npairs]) if has_bar else 0.0
+    return -float(sol.obj_val), W, max(alpha, 0.0), x[npairs + na:], y, float(mu)
+
+
+def _psd_block_loop(
+    full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, tol, max_iters, time_limit, cpr, max_rank,
+    dense, verbose, t0, offset, smoothing,
+) -> MatrixGenerationResult:
+    m = A.m
+    _, P = _top_eigs(full, np.append(1.0, np.zeros(m)), cpr, dense, None, 1e-8)
+    Ubar = thbar = None
+    abar = cbar = None
+    hist: dict[str, list[float]] = {k: [] for k in
+                                    ("objective", "bound", "gap", "columns", "time", "lambda")}
+    best_bound, y_best = np.inf, None
+    v0 = None
+    status = "max_iters"
+    obj_prev = -np.inf
+    it = 0
+    for it in range(1, max_iters + 1):
+        k = P.shape[1]
+        I, J = _pairs(k)
+        scale = np.where(I == J, 1.0, _SQRT2)
+        Bfull = full.quad_pairs(P) * scale
+        obj, W, alpha, z, y, mu = _psd_block_master(
+            Bfull[1:], Bfull[0], abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k
+        )
+        y = _clip_duals(y, lb, ub)
+        # current X = P W P^T + alpha Xbar, as eigen-factor Q diag(s2) Q^T
+        lw, Vw = np.linalg.eigh(W)
+        F = P @ (Vw * np.sqrt(np.maximum(lw, 0.0)))
+        if Ubar is not None and alpha > 0:
+            F = np.hstack([F, Ubar * np.sqrt(alpha * thbar)])
+        Q, s, _ = np.linalg.svd(F, full_matrices=False)
+        s2 = s * s
+        nzr = s2 > 1e-12 * max(t, s2.max(initial=0.0))
+        Q, s2 = Q[:, nzr], s2[nzr]
+        use_smooth = smoothing > 0 and y_best is not None
+        ys = smoothing * y_best + (1 - smoothing) * y if use_smooth else y
+        vals, vecs = _top_eigs(full, np.append(1.0, -ys), cpr, dense, v0, 1e-10)
+        bnd = lagrangian_bound(vals[0], ys, lb, ub, G, c, zlb, zub, t, trace_eq, ztol=1e-7)
+        if bnd < best_bound:
+            best_bound, y_best = bnd, ys
+        if use_smooth:
+            rc = full.quad(vecs).T @ np.append(1.0, -y) - mu
+            if not (rc > 1e-12 * max(1.0, abs(obj))).any():  # mispricing: use the master duals
+                vals, vecs = _top_eigs(full, np.append(1.0, -y), cpr, dense, v0, 1e-10)
+                bnd = lagrangian_bound(vals[0], y, lb, ub, G, c, zlb, zub, t, trace_eq, ztol=1e-7)
+                if bnd < best_bound:
+                    best_bound, y_best = bnd, y
+                rc = vals - mu
+        else:
+            rc = vals - mu
+        v0 = vecs[:, 0]
+        obj_prev = max(obj_prev, obj)
+        gap = (best_bound - obj) / max(1.0, abs(obj))
+        hist["objective"].append(obj + offset)
+        hist["bound"].append(best_bound + offset)
+        hist["gap"].append(gap)
+        hist["columns"].append(k)
+        hist["time"].append(time.perf_counter() - t0)
+        hist["lambda"].append(float(vals[0]))
+        if verbose:
+            print(f"[mg-psd] it {it:3d} obj {obj + offset:+.9e} bound {best_bound + offset:+.9e} "
+                  f"gap {gap:.2e} k {k} rank {Q.shape[1]}")
+        if gap <= tol:
+            status = "optimal"
+            break
+        if time.perf_counter() - t0 > time_limit:
+            status = "time_limit"
+            break
+        keep = rc > 1e-12 * max(1.0, abs(obj))
+        if not keep.any():
+            status = "stalled"
+            break
+        # next subspace: eigenvectors of W (largest first, zero ones included while there is
+        # room) plus the new directions; what is dropped joins the aggregate Xbar
+        n_new = int(keep.sum())
+        # never drop a direction X uses: the block grows to rank(X) + new columns if needed
+        n_pos = int((lw > 1e-9 * t).sum())
+        r_keep = max(1, n_pos, min(k, max_rank - n_new))
+        order = np.argsort(lw)[::-1]
+        lw, Vw = lw[order], Vw[:, order]
+        Q1 = P @ Vw[:, :r_keep]
+        drop = [P @ (Vw[:, r_keep:] * np.sqrt(np.maximum(lw[r_keep:], 0.0)))]
+        if Ubar is not None and alpha > 0:
+            drop.append(Ubar * np.sqrt(alpha * thbar))
+        Fd = np.hstack(drop)
+        Qd, sd, _ = np.linalg.svd(Fd, full_matrices=False) if Fd.size else (None, np.zeros(0), 0)
+        sd2 = sd * sd
+        if sd2.sum() > 1e-14 * t:
+            pos = sd2 > 1e-14 * sd2.sum()
+            Ubar, thbar = Qd[:, pos], sd2[pos] / sd2[pos].sum()
+            abar = A.quad(Ubar) @ thbar
+            cbar = float(C.quad(Ubar)[0] @ thbar)
+        else:
+            Ubar = thbar = abar = cbar = None
+        newv = vecs[:, keep]
+        newv = newv - Q1 @ (Q1.T @ newv)
+        Pn, Rn = np.linalg.qr(np.hstack([Q1, newv]))
+        P = Pn[:, np.abs(np.diag(Rn)) > 1e-10]
+    # exact trace and PSD by construction; polish z for exact row feasibility with X fixed
+    if trace_eq and s2.sum() > 0:
+        s2 = s2 * (t / s2.sum())
+    elif s2.sum() > t:
+        s2 = s2 * (t / s2.sum())
+    ax = A.quad(Q) @ s2
+    cx = float(C.quad(Q)[0] @ s2)
+    z_pol, act = _polish_z(ax, G, c, lb, ub, zlb, zub)
+    if z_pol is not None:
+        z = z_pol
+        obj = cx + float(c @ z)
+    return MatrixGenerationResult(
+        status=status,
+        objective=float(obj + offset),
+        bound=float(best_bound + offset),
+        gap=float((best_bound - obj) / max(1.0, abs(obj))),
+        theta=s2,
+        U=Q,
+        z=np.asarray(z),
+        y=y,
+        mu=mu,
+        row_activity=ax + G @ z,
+        iterations=it,
+        n_columns=int(P.shape[1]),
+        solve_time=time.perf_counter() - t0,
+        history=hist,
+    )
+
+
+def _polish_z(ax, G, c, lb, ub, zlb, zub):
+    """With ``A(X) = ax`` fixed, the best exactly feasible ``z`` (an LP in HiGHS), or None."""
+    m, p = G.shape
+    if p == 0:
+        return np.zeros(0), ax
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    inf = highspy.kHighsInf
+    f = lambda a: np.clip(np.nan_to_num(a, posinf=inf, neginf=-inf), -inf, inf)  # noqa: E731
+    Gc = sp.csc_array(G)
+    h.addRows(m, f(lb - ax), f(ub - ax), 0, np.zeros(0, np.int32), np.zeros(0, np.int32),
+              np.zeros(0))
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    h.addCols(p, np.asarray(c, float), f(zlb), f(zub), Gc.nnz, Gc.indptr.astype(np.int32),
+              Gc.indices.astype(np.int32), Gc.data.astype(float))
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None, None
+    z = np.asarray(h.getSolution().col_value)
+    return z, ax + G @ z

@@ -1,0 +1,150 @@
+"""Column generation over the spectraplex: bounds, monotonicity, membership, agreement."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from specopt.solvers.matrix_generation import (
+    DenseOperator,
+    FactoredOperator,
+    StackedOperator,
+    solve_spectraplex_lp,
+    triplet_operator,
+)
+
+
+def _triplets(D, S, seed):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, S)
+    X = rng.normal(size=(3, D))[y] + rng.normal(size=(S, D)) * rng.uniform(0.5, 2, D)
+    d2 = ((X[:, None] - X[None]) ** 2).sum(-1)
+    np.fill_diagonal(d2, np.inf)
+    same = y[:, None] == y[None]
+    j = np.argmin(np.where(same, d2, np.inf), 1)
+    k = np.argmin(np.where(~same, d2, np.inf), 1)
+    return (X - X[k]) / np.sqrt(D), (X - X[j]) / np.sqrt(D)
+
+
+def _psdboost_data(P, Q, C):
+    m = P.shape[0]
+    G = sp.hstack([-np.ones((m, 1)), sp.identity(m)]).tocsr()
+    c = np.r_[1.0, -C * np.ones(m)]
+    zlb = np.r_[-np.inf, np.zeros(m)]
+    return G, c, np.zeros(m), None, zlb, None
+
+
+def _psdboost_cvxpy(P, Q, C):
+    D = P.shape[1]
+    m = P.shape[0]
+    X = cp.Variable((D, D), PSD=True)
+    rho, xi = cp.Variable(), cp.Variable(m, nonneg=True)
+    M = np.einsum("ri,rj->rij", P, P).reshape(m, -1) - np.einsum("ri,rj->rij", Q, Q).reshape(m, -1)
+    prob = cp.Problem(
+        cp.Maximize(rho - C * cp.sum(xi)),
+        [cp.trace(X) == 1, M @ cp.vec(X, order="F") >= rho - xi],
+    )
+    prob.solve(solver="CLARABEL")
+    return prob.value
+
+
+@pytest.fixture(scope="module")
+def instance():
+    P, Q = _triplets(6, 40, 0)
+    return P, Q, 0.5, _psdboost_cvxpy(P, Q, 0.5)
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {"master": "lp", "smoothing": 0.0, "columns_per_round": 1},
+        {"master": "lp", "smoothing": 0.5},
+        {"master": "psd", "max_rank": 3, "smoothing": 0.5},  # block grows to rank(X)
+        {"master": "psd", "dense_threshold": 0},  # Lanczos pricing
+    ],
+)
+def test_psdboost_bound_valid_monotone_and_on_spectraplex(instance, opts):
+    P, Q, C, opt = instance
+    G, c, lb, ub, zlb, zub = _psdboost_data(P, Q, C)
+    res = solve_spectraplex_lp(triplet_operator(P, Q), None, G, c, lb, ub, zlb, zub,
+                               tol=1e-7, max_iters=3000, **opts)
+    assert res.status == "optimal"
+    bounds = np.array(res.history["bound"])
+    assert np.all(bounds >= opt - 1e-7 * max(1, abs(opt)))  # valid every round
+    objs = np.array(res.history["objective"])
+    assert np.all(np.diff(objs) >= -1e-8)  # master never decreases
+    assert np.all(objs <= opt + 1e-7)
+    assert abs(res.objective - opt) <= 1e-6 * max(1, abs(opt))
+    X = res.X
+    assert abs(np.trace(X) - 1) <= 1e-9
+    assert np.linalg.eigvalsh(X).min() >= -1e-10
+    assert np.all(res.theta >= 0)
+    # the returned z is feasible: xi = max(0, rho - <A_r, X>)
+    rho, xi = res.z[0], res.z[1:]
+    ax = triplet_operator(P, Q).quad(res.U) @ res.theta
+    assert np.all(ax - rho + xi >= -1e-8) and np.all(xi >= -1e-9)
+
+
+def test_operators_agree_with_dense_matrices():
+    rng = np.random.default_rng(1)
+    n, m = 5, 7
+    P, Q = rng.normal(size=(m, n)), rng.normal(size=(m, n))
+    fac = triplet_operator(P, Q)
+    mats = np.einsum("ri,rj->rij", P, P) - np.einsum("ri,rj->rij", Q, Q)
+    den = DenseOperator(mats.reshape(m, -1, order="F"), n)
+    U = rng.normal(size=(n, 3))
+    w = rng.normal(size=m)
+    ref_quad = np.einsum("ik,rij,jk->rk", U, mats, U)
+    ref_adj = np.einsum("r,rij->ij", w, mats)
+    for op in (fac, den, StackedOperator([fac])):
+        np.testing.assert_allclose(op.quad(U), ref_quad, atol=1e-10)
+        np.testing.assert_allclose(op.adjoint_dense(w), ref_adj, atol=1e-10)
+        np.testing.assert_allclose(op.adjoint_matvec(w, U), ref_adj @ U, atol=1e-10)
+        pairs = op.quad_pairs(U)
+        np.testing.assert_allclose(pairs[:, 1], np.einsum("i,rij,j->r", U[:, 0], mats, U[:, 1]),
+                                   atol=1e-10)
+
+
+@pytest.mark.parametrize("master", ["lp", "psd"])
+def test_general_rows_trace_inequality_and_phase_one(master):
+    """Equality rows not met by the first columns (big-M phase 1), trace <= t, box LP vars."""
+    rng = np.random.default_rng(3)
+    n = 6
+    C = rng.normal(size=(n, n))
+    C = C + C.T
+    B = [rng.normal(size=(n, n)) for _ in range(3)]
+    B = [b + b.T for b in B]
+    X = cp.Variable((n, n), PSD=True)
+    z = cp.Variable(2)
+    cons = [cp.trace(X) <= 2, cp.trace(B[0] @ X) + z[0] == 0.3, cp.trace(B[1] @ X) - z[1] <= 0.1,
+            cp.trace(B[2] @ X) >= -0.5, z >= -1, z <= 1]
+    prob = cp.Problem(cp.Maximize(cp.trace(C @ X) - z[0] + 0.5 * z[1]), cons)
+    prob.solve(solver="CLARABEL")
+    Avec = np.stack([b.ravel(order="F") for b in B])
+    G = np.array([[1.0, 0], [0, -1], [0, 0]])
+    res = solve_spectraplex_lp(
+        DenseOperator(Avec, n), C, G, np.array([-1.0, 0.5]), np.array([0.3, -np.inf, -0.5]),
+        np.array([0.3, 0.1, np.inf]), -np.ones(2), np.ones(2), trace=2.0, trace_eq=False,
+        tol=1e-8, master=master, init_columns=rng.normal(size=(n, 1)), max_iters=2000,
+    )
+    assert res.status == "optimal"
+    assert abs(res.objective - prob.value) <= 1e-6 * max(1, abs(prob.value))
+    assert np.trace(res.X) <= 2 + 1e-9
+    assert np.all(np.array(res.history["bound"]) >= prob.value - 1e-6)
+
+
+def test_bad_input_is_a_clear_error():
+    P = np.ones((3, 4))
+    with pytest.raises(ValueError, match="same shape"):
+        triplet_operator(P, np.ones((3, 5)))
+    op = triplet_operator(P, P)
+    with pytest.raises(ValueError, match="G must have 3 rows"):
+        solve_spectraplex_lp(op, None, np.ones((2, 1)))
+    with pytest.raises(ValueError, match="trace bound must be positive"):
+        solve_spectraplex_lp(op, trace=0.0)
+    with pytest.raises(ValueError, match="master"):
+        solve_spectraplex_lp(op, master="bogus", lb=np.zeros(3))
+    with pytest.raises(ValueError, match=r"M has 2 columns"):
+        FactoredOperator(np.ones((3, 4)), np.ones((3, 2)))
