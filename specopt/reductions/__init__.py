@@ -15,6 +15,7 @@ ROUTE_MODULES: tuple[str, ...] = (
     "conic",
     "iterated_sdp",
     "bregman",
+    "matrix_generation",
 )
 
 for _module in ROUTE_MODULES:
