@@ -39,6 +39,7 @@ from ..solvers.matrix_generation import (
     DenseOperator,
     FactoredOperator,
     SymOperator,
+    UnboundedProblem,
     solve_spectraplex_lp,
     sum_operators,
 )
@@ -374,6 +375,9 @@ class MatrixGenerationRoute(Route):
                 trace=data.trace, trace_eq=data.trace_eq, offset=data.offset, verbose=verbose,
                 **kw,
             )
+        except UnboundedProblem:
+            return RouteResult(status=cp.UNBOUNDED, primal={}, objective=data.sense * np.inf,
+                               backend=_backend(kw), solve_time=time.perf_counter() - t0)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             raise cp.error.SolverError(f"matrix generation failed: {exc}") from exc
         elapsed = time.perf_counter() - t0

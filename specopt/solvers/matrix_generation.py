@@ -55,6 +55,7 @@ __all__ = [
     "FactoredOperator",
     "MatrixGenerationResult",
     "StackedOperator",
+    "UnboundedProblem",
     "SymOperator",
     "lagrangian_bound",
     "solve_spectraplex_lp",
@@ -246,6 +247,10 @@ def triplet_operator(P: np.ndarray, Q: np.ndarray) -> FactoredOperator:
     m = P.shape[0]
     eye = sp.identity(m, format="csr")
     return FactoredOperator(np.vstack([P, Q]), sp.hstack([eye, -eye], format="csr"))
+
+
+class UnboundedProblem(ValueError):
+    """The objective is unbounded above on the feasible set."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -541,7 +546,7 @@ def solve_spectraplex_lp(
         if st == highspy.HighsModelStatus.kUnbounded or (
             st == highspy.HighsModelStatus.kUnboundedOrInfeasible
         ):
-            raise ValueError("the problem is unbounded in its LP variables (the master LP is)")
+            raise UnboundedProblem("the problem is unbounded (the master LP is)")
         if st != highspy.HighsModelStatus.kOptimal:
             raise RuntimeError(f"HiGHS master LP failed: {master.h.modelStatusToString(st)}")
         y = _clip_duals(yrow[:m], lb, ub)
@@ -697,6 +702,8 @@ def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq,
     st.max_threads = 1
     solver = clarabel.DefaultSolver(sp.csc_array((nx, nx)), q, Aall, b, cones, st)
     sol = solver.solve()
+    if str(sol.status) in ("DualInfeasible", "AlmostDualInfeasible"):
+        raise UnboundedProblem("the problem is unbounded (the PSD-block master is)")
     if str(sol.status) not in ("Solved", "AlmostSolved"):
         raise RuntimeError(f"Clarabel PSD-block master failed: {sol.status}")
     x = np.asarray(sol.x)

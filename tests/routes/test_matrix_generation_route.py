@@ -1,0 +1,162 @@
+"""Route "matrix_generation" against the conic route (Clarabel and SCS) on the same problems."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import specopt
+from specopt.reductions import RouteMismatch
+
+
+def _triplets(D, S, seed):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, S)
+    X = rng.normal(size=(3, D))[y] + rng.normal(size=(S, D)) * rng.uniform(0.5, 2, D)
+    d2 = ((X[:, None] - X[None]) ** 2).sum(-1)
+    np.fill_diagonal(d2, np.inf)
+    same = y[:, None] == y[None]
+    j = np.argmin(np.where(same, d2, np.inf), 1)
+    k = np.argmin(np.where(~same, d2, np.inf), 1)
+    return (X - X[k]) / np.sqrt(D), (X - X[j]) / np.sqrt(D)
+
+
+def psdboost_problem(P, Q, C, factored=True, trace_le=False):
+    D, m = P.shape[1], P.shape[0]
+    X = cp.Variable((D, D), PSD=True)
+    rho, xi = cp.Variable(), cp.Variable(m)
+    if factored:
+        margins = specopt.row_quad_forms(P, X) - specopt.row_quad_forms(Q, X)
+    else:
+        M = np.einsum("ri,rj->rij", P, P) - np.einsum("ri,rj->rij", Q, Q)
+        margins = M.reshape(m, -1, order="F") @ cp.vec(X, order="F")
+    tr = cp.trace(X) <= 1 if trace_le else cp.trace(X) == 1
+    cons = [tr, margins >= rho - xi, xi >= 0]
+    return cp.Problem(cp.Maximize(rho - C * cp.sum(xi)), cons), X
+
+
+def _reference(prob, solver):
+    kw = {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200000} if solver == "SCS" else {}
+    specopt.solve(prob, route="conic", solver=solver, **kw)
+    return prob.value, [np.array(c.dual_value, dtype=float) for c in prob.constraints]
+
+
+def _check_spectraplex(X, t=1.0, eq=True):
+    val = np.asarray(X.value)
+    np.testing.assert_allclose(val, val.T, atol=1e-12)
+    assert np.linalg.eigvalsh(val).min() >= -1e-8
+    if eq:
+        assert abs(np.trace(val) - t) <= 1e-8
+    else:
+        assert np.trace(val) <= t + 1e-8
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    D=st.integers(3, 9),
+    S=st.integers(10, 60),
+    Cm=st.sampled_from([1.05, 2.0, 5.0, 100.0]),  # C * |S| near 1: many slacks active
+    seed=st.integers(0, 10_000),
+    factored=st.booleans(),
+)
+def test_agrees_with_clarabel_on_random_psdboost(D, S, Cm, seed, factored):
+    P, Q = _triplets(D, S, seed)
+    C = Cm / S
+    prob, X = psdboost_problem(P, Q, C, factored=factored)
+    ref, _ = _reference(prob, "CLARABEL")
+    specopt.solve(prob, route="matrix_generation")
+    assert abs(prob.value - ref) <= 1e-5 * max(1.0, abs(ref))
+    _check_spectraplex(X)
+    cert = specopt.certificate(prob)
+    assert cert.route == "matrix_generation"
+    assert prob.status == cp.OPTIMAL and cert.gap <= 1e-6
+    assert cert.bound >= ref - 1e-6 * max(1.0, abs(ref))
+    assert cert.max_violation <= 1e-7
+    theta, U = cert.extra["theta"], cert.extra["U"]
+    np.testing.assert_allclose((U * theta) @ U.T, X.value, atol=1e-10)
+
+
+@pytest.mark.parametrize("master", ["psd", "lp"])
+def test_agrees_with_scs_and_duals_match(master):
+    P, Q = _triplets(6, 40, 7)
+    prob, X = psdboost_problem(P, Q, 0.3)
+    ref_scs, _ = _reference(prob, "SCS")
+    ref, duals = _reference(prob, "CLARABEL")
+    assert abs(ref - ref_scs) <= 1e-5 * max(1, abs(ref))
+    specopt.solve(prob, route="matrix_generation", master=master, tol=1e-8)
+    assert abs(prob.value - ref_scs) <= 1e-5 * max(1.0, abs(ref))
+    _check_spectraplex(X)
+    # trace dual (mu) and the margin duals (w, on the capped simplex) agree with Clarabel's
+    assert abs(float(prob.constraints[0].dual_value) - float(duals[0])) <= 1e-4
+    w = np.asarray(prob.constraints[1].dual_value)
+    assert abs(w.sum() - 1.0) <= 1e-7 and w.min() >= -1e-9 and w.max() <= 0.3 + 1e-7
+    np.testing.assert_allclose(w, duals[1], atol=1e-3)
+
+
+def test_general_form_minimize_dense_data_trace_inequality():
+    rng = np.random.default_rng(5)
+    n = 7
+    A = rng.normal(size=(n, n))
+    A = A + A.T
+    B = rng.normal(size=(n, n))
+    X = cp.Variable((n, n), symmetric=True)
+    z = cp.Variable(2, nonneg=True)
+    cons = [X >> 0, cp.trace(X) <= 2, cp.trace(B @ X) + z[0] >= 0.3, X[2, 2] - z[1] <= 0.1,
+            X[3, 3] == 0.2]
+    prob = cp.Problem(cp.Minimize(cp.trace(A @ X) + z[0] + 2 * z[1] + 1.5), cons)
+    ref, duals = _reference(prob, "CLARABEL")
+    specopt.solve(prob, route="matrix_generation")
+    assert prob.status == cp.OPTIMAL
+    assert abs(prob.value - ref) <= 1e-5 * max(1, abs(ref))
+    _check_spectraplex(X, t=2.0, eq=False)
+    for con, d in zip(cons, duals, strict=True):
+        np.testing.assert_allclose(np.asarray(con.dual_value, dtype=float), d, atol=2e-3)
+
+
+def test_explain_reasons_and_named_route_errors():
+    P, Q = _triplets(4, 12, 0)
+    X = cp.Variable((4, 4), PSD=True)
+    Y = cp.Variable((4, 4), PSD=True)
+    rho, xi = cp.Variable(), cp.Variable(12, nonneg=True)
+    margins = specopt.row_quad_forms(P, X) - specopt.row_quad_forms(Q, X)
+    cases = {
+        "second PSD variable": cp.Problem(
+            cp.Maximize(rho - cp.sum(xi) - cp.trace(Y)),
+            [cp.trace(X) == 1, margins >= rho - xi, cp.trace(Y) <= 1],
+        ),
+        "non-linear term": cp.Problem(
+            cp.Maximize(rho - cp.sum(xi) - cp.norm(X, "fro")),
+            [cp.trace(X) == 1, margins >= rho - xi],
+        ),
+        "no trace bound": cp.Problem(
+            cp.Maximize(rho - cp.sum(xi)), [X[0, 0] <= 1, margins >= rho - xi]
+        ),
+    }
+    for reason, prob in cases.items():
+        text = str(specopt.explain(prob))
+        line = next(ln for ln in text.splitlines() if "matrix_generation" in ln)
+        assert "does not match" in line and reason in line, line
+        with pytest.raises(RouteMismatch, match=reason):
+            specopt.solve(prob, route="matrix_generation")
+        assert X.value is None  # a failed solve leaves the model as it was
+
+
+def test_unbounded_when_c_times_s_below_one():
+    P, Q = _triplets(4, 10, 2)
+    prob, _ = psdboost_problem(P, Q, 0.05)  # C |S| = 0.5 < 1: rho -> infinity pays
+    specopt.solve(prob, route="matrix_generation")
+    assert prob.status == cp.UNBOUNDED
+
+
+def test_auto_uses_conic_on_small_instances_and_bad_option_errors():
+    P, Q = _triplets(5, 20, 1)
+    prob, _ = psdboost_problem(P, Q, 1.0)
+    exp = specopt.explain(prob)
+    assert exp.verdict("matrix_generation").matches
+    assert exp.verdict("matrix_generation").pays_off is False
+    assert exp.auto_route == "conic"
+    with pytest.raises(ValueError, match="unknown option"):
+        specopt.solve(prob, route="matrix_generation", bogus=1)
