@@ -16,6 +16,7 @@ ROUTE_MODULES: tuple[str, ...] = (
     "iterated_sdp",
     "bregman",
     "matrix_generation",
+    "dual_cd",
 )
 
 for _module in ROUTE_MODULES:

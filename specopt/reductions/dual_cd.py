@@ -1,0 +1,398 @@
+r"""Route "dual_cd": the relative-comparison metric QP by dual coordinate descent.
+
+Recognized forms (w a vector variable, L constant symmetric positive definite, Z constant)::
+
+    minimize    0.5 * cp.quad_form(w, L) + C * cp.sum(xi)          (explicit slacks)
+    subject to  Z @ w >= 1 - xi,  xi >= 0,  [w >= 0]
+
+    minimize    0.5 * cp.quad_form(w, L) + C * cp.sum(cp.pos(1 - Z @ w))   (hinge form)
+    subject to  [w >= 0]
+
+More precisely, the objective is a sum of terms ``c * quad_form(w, P)`` / ``c * sum_squares(w)``
+(giving L), hinge terms ``c * sum(pos(a + A w))`` or ``c_vec @ pos(a + A w)`` with a > 0
+(row i becomes z_i = -A_i / a_i with weight C_i = c_i a_i), terms affine in slack variables, and
+constants. Every constraint row is one of: ``b w_j >= 0`` (b > 0; also ``Variable(nonneg=True)``),
+``a' s >= 0`` for a slack entry s, or a margin row ``alpha^T w + a s + beta >= 0`` with a > 0,
+beta < 0 (normalized to ``z^T w >= 1 - xi'`` with z = alpha / -beta, xi' = a s / -beta). Each slack
+entry needs exactly one margin row, one sign row and a positive objective weight. Any mixture
+of the two forms is accepted. Solved by :func:`specopt.solvers.dual_cd.dual_cd`.
+
+Certificate: the dual value of (lam, t) (a lower bound) and the primal value of the returned
+feasible w; status ``optimal`` when ``gap / max(1, objective) <= tol``. Duals: margin row
+``lam_i / -beta``; slack sign row ``(C_i - lam_i) a / (-beta a')``; ``w_j >= 0`` row ``t_j / b``.
+
+Options: ``tol`` (1e-8), ``max_passes``, ``seed``, ``shrinking``, ``ridge``, ``check_every``,
+``polish``, ``time_limit``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from .._cvxpy_compat import affine_coefficients
+from ..solvers.dual_cd import dual_cd
+from .base import Match, Route, RouteMismatch, RouteResult
+from .registry import register_route
+
+_ROUTE_OPTS = ("tol", "max_passes", "seed", "shrinking", "ridge", "check_every", "polish",
+               "time_limit")
+
+#: ``route="auto"`` picks dual CD from this many margin rows on (benchmarks/dual_cd.py: on the
+#: Table 2 instances Clarabel, including CVXPY compilation, is already slower than the route at
+#: a few hundred rows; below that both take milliseconds and the conic route is the safer choice).
+PAYS_OFF_MIN_ROWS = 300
+
+
+@dataclass
+class DualCDData:
+    """What the recognizer extracts (normalized problem + how to map results back)."""
+
+    w: cp.Variable
+    L: np.ndarray
+    Z: np.ndarray  # (n, m) normalized margin rows
+    C: np.ndarray  # (n,)
+    mask: np.ndarray  # (m,) sign-constrained entries of w
+    offset: float
+    slacks: list[cp.Variable]
+    starts: np.ndarray  # offsets of each slack variable in the stacked slack vector
+    slack_s: np.ndarray  # slack entry of each slack margin row (rows after the hinge rows)
+    slack_nb: np.ndarray  # -beta of each slack margin row
+    slack_a: np.ndarray  # slack coefficient a of each slack margin row
+    margin_of: np.ndarray  # slack margin row of each slack entry
+    # dual mapping per constraint: (id, shape, kind, index, scale) with kind 0 none, 1 t_j,
+    # 2 slack sign row of entry index, 3 slack margin row index; user dual = value / scale
+    con_rows: list = field(default_factory=list)
+    n_hinge: int = 0
+
+
+# --------------------------------------------------------------------------------------------
+# Objective
+# --------------------------------------------------------------------------------------------
+def _const(expr) -> np.ndarray | None:
+    if isinstance(expr, cp.Expression) and expr.is_constant() and not expr.parameters():
+        return np.asarray(expr.value, dtype=float)
+    return None
+
+
+def _split_coef(term):
+    """``c * atom`` / ``atom * c`` with constant c (scalar, or a vector for ``c @ atom``)."""
+    name = type(term).__name__
+    if name in ("multiply", "MulExpression") and len(term.args) == 2:
+        a, b = term.args
+        for c, atom in ((a, b), (b, a)):
+            cv = _const(c)
+            if cv is not None and _const(atom) is None:
+                if cv.size == 1:
+                    return float(cv.ravel()[0]), atom
+                if name == "MulExpression" and atom.ndim == 1 and cv.ndim == 1 and c is a:
+                    return cv, atom
+    return 1.0, term
+
+
+def _add_terms(expr):
+    if type(expr).__name__ == "AddExpression":
+        for a in expr.args:
+            yield from _add_terms(a)
+    else:
+        yield expr
+
+
+def _hinge_inner(atom):
+    """``maximum(e, 0)`` (what ``cp.pos(e)`` builds) -> e, else None."""
+    if type(atom).__name__ != "maximum" or len(atom.args) != 2:
+        return None
+    for e, z in (atom.args, atom.args[::-1]):
+        zv = _const(z)
+        if zv is not None and not np.any(zv) and _const(e) is None:
+            return e
+    return None
+
+
+def _objective(problem: cp.Problem):
+    """Returns (w, L, hinge rows (A, a, c), slack affine terms, offset)."""
+    if not isinstance(problem.objective, cp.Minimize):
+        raise RouteMismatch("the objective must be a minimization")
+    if problem.parameters():
+        raise RouteMismatch("parameters are not supported (use constants)")
+    w, L = None, None
+    hinges, affine_terms, offset = [], [], 0.0
+    for term in _add_terms(problem.objective.expr):
+        cv = _const(term)
+        if cv is not None:
+            offset += float(cv)
+            continue
+        coef, atom = _split_coef(term)
+        name = type(atom).__name__
+        if name in ("QuadForm", "quad_over_lin", "Sum"):
+            if np.ndim(coef) or coef <= 0:
+                raise RouteMismatch(f"{name} term needs a positive scalar weight")
+        if name == "QuadForm":
+            x, P = atom.args
+            Pv = _const(P)
+            if Pv is None and type(P).__name__ == "psd_wrap":
+                Pv = _const(P.args[0])
+            if not isinstance(x, cp.Variable) or Pv is None:
+                raise RouteMismatch("quad_form must be of a variable with a constant matrix")
+            Q = 2.0 * coef * Pv
+        elif name == "quad_over_lin":
+            x, y = atom.args
+            yv = _const(y)
+            if not isinstance(x, cp.Variable) or yv is None or yv <= 0:
+                raise RouteMismatch("sum_squares/quad_over_lin must be of a variable over a "
+                                    "positive constant")
+            Q = (2.0 * coef / float(yv)) * np.eye(x.size)
+        elif name == "Sum" and _hinge_inner(atom.args[0]) is not None:
+            inner = _hinge_inner(atom.args[0])
+            hinges.append((inner, np.full(inner.size, coef)))
+            continue
+        elif _hinge_inner(atom) is not None and np.ndim(coef) == 1:
+            inner = _hinge_inner(atom)
+            if np.any(np.asarray(coef) <= 0):
+                raise RouteMismatch("hinge weights must be > 0")
+            hinges.append((inner, np.asarray(coef, dtype=float)))
+            continue
+        elif term.is_affine():
+            affine_terms.append(term)
+            continue
+        else:
+            raise RouteMismatch(
+                f"objective term {name} is not a quadratic form of w, a hinge sum "
+                "C * sum(pos(1 - Z @ w)), or affine in slack variables")
+        if w is not None and x.id != w.id:
+            raise RouteMismatch("the quadratic terms must all be of the same variable w")
+        w = x
+        L = Q if L is None else L + Q
+    if w is None:
+        raise RouteMismatch("no quadratic term 0.5 * quad_form(w, L) in the objective")
+    if w.ndim > 1 and min(w.shape) > 1:
+        raise RouteMismatch("w must be a vector variable")
+    for t in affine_terms:
+        if any(v.id == w.id for v in t.variables()):
+            raise RouteMismatch("a term linear in w is not part of the relative-comparison QP")
+    return w, 0.5 * (L + L.T), hinges, affine_terms, offset
+
+
+# --------------------------------------------------------------------------------------------
+# Extraction
+# --------------------------------------------------------------------------------------------
+def extract(problem: cp.Problem) -> DualCDData:
+    w, L, hinges, affine_terms, offset = _objective(problem)
+    m = w.size
+    slacks = [v for v in problem.variables() if v.id != w.id]
+    for v in [w, *slacks]:
+        bad = [k for k, val in v.attributes.items() if val and k != "nonneg"]
+        if bad:
+            raise RouteMismatch(f"variable {v.name()} has unsupported attribute(s) {bad}")
+    allv = [w, *slacks]
+    sizes = [v.size for v in slacks]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+    ns = int(starts[-1])
+
+    def coeffs(expr):
+        co, off = affine_coefficients(expr, allv)
+        Aw = co[w.id].toarray()
+        if slacks:
+            As = sp.hstack([co[v.id] for v in slacks], format="csr")
+        else:
+            As = sp.csr_array((expr.size, 0))
+        return Aw, sp.csr_array(As), np.asarray(off, dtype=float)
+
+    # slack objective weights
+    c_slack = np.zeros(ns)
+    for t in affine_terms:
+        _, As, off = coeffs(t)
+        c_slack += As.toarray().ravel()
+        offset += float(off.sum())
+
+    # hinge rows: c * max(0, a + A w) with a > 0  ->  z = -A / a, C = c * a
+    Zs, Cs = [], []
+    n_hinge = 0
+    for inner, c in hinges:
+        if any(v.id != w.id for v in inner.variables()):
+            raise RouteMismatch("the hinge argument must be affine in w only")
+        Aw, _, a = coeffs(inner)
+        if np.any(a <= 0):
+            raise RouteMismatch("hinge terms must be pos(a - Z @ w) with a > 0 (e.g. 1 - Z @ w)")
+        Zs.append(-Aw / a[:, None])
+        Cs.append(c * a)
+        n_hinge += a.size
+
+    mask = np.zeros(m, dtype=bool)
+    if w.attributes.get("nonneg"):
+        mask[:] = True
+    s_nonneg = np.zeros(ns, dtype=bool)
+    for k, v in enumerate(slacks):
+        if v.attributes.get("nonneg"):
+            s_nonneg[starts[k]:starts[k + 1]] = True
+    seen_sign = np.zeros(m, dtype=bool)
+    seen_snn = np.zeros(ns, dtype=bool)
+    margin_slack, margin_nb, margin_a, margin_Z = [], [], [], []
+    n_margin = 0
+    con_rows = []
+    tol = 1e-12
+    for con in problem.constraints:
+        if not isinstance(con, cp.constraints.Inequality):
+            raise RouteMismatch(f"constraint {type(con).__name__} is not an inequality; only "
+                                "margin rows, xi >= 0 and w >= 0 are recognized")
+        lhs, rhs = con.args
+        Aw, As, b = coeffs(rhs - lhs)  # rows: Aw w + As s + b >= 0
+        As.data[np.abs(As.data) <= tol] = 0.0
+        As.eliminate_zeros()
+        nr = Aw.shape[0]
+        nzs = np.diff(As.indptr)
+        first = np.minimum(As.indptr[:-1], As.nnz)  # padded arrays: rows without entries -> -1
+        s_idx = np.where(nzs == 1, np.append(As.indices, -1)[first], -1)
+        s_val = np.where(nzs == 1, np.append(As.data, 0.0)[first], 0.0)
+        nzw_mask = np.abs(Aw) > tol
+        nzw = nzw_mask.sum(axis=1)
+        j_idx = np.argmax(nzw_mask, axis=1)
+        j_val = Aw[np.arange(nr), j_idx]
+        is_sign = (nzs == 0) & (nzw == 1) & (j_val > 0) & (np.abs(b) <= tol)
+        is_snn = (nzw == 0) & (nzs == 1) & (s_val > 0) & (np.abs(b) <= tol)
+        is_margin = (nzs == 1) & (s_val > 0) & (b < -tol)
+        bad = np.flatnonzero(~(is_sign | is_snn | is_margin))
+        if bad.size:
+            raise RouteMismatch(f"constraint row {bad[0]} of {con} is not w^T z >= 1 - xi, "
+                                "xi >= 0 or w >= 0")
+        kind = np.zeros(nr, dtype=np.int8)  # 0: no dual (duplicate), 1: t, 2: mu, 3: lam
+        idx = np.zeros(nr, dtype=np.int64)
+        scale = np.ones(nr)
+        for r in np.flatnonzero(is_sign):
+            j = int(j_idx[r])
+            if not seen_sign[j]:
+                kind[r], idx[r], scale[r] = 1, j, j_val[r]
+            seen_sign[j] = mask[j] = True
+        rs = np.flatnonzero(is_snn)
+        ss = s_idx[rs]
+        _, first = np.unique(ss, return_index=True)
+        fresh = first[~seen_snn[ss[first]]]
+        kind[rs[fresh]], idx[rs[fresh]], scale[rs[fresh]] = 2, ss[fresh], s_val[rs[fresh]]
+        seen_snn[ss] = s_nonneg[ss] = True
+        rm = np.flatnonzero(is_margin)
+        kind[rm], idx[rm], scale[rm] = 3, n_margin + np.arange(rm.size), -b[rm]
+        margin_slack.append(s_idx[rm])
+        margin_nb.append(-b[rm])
+        margin_a.append(s_val[rm])
+        margin_Z.append(Aw[rm] / -b[rm, None])
+        n_margin += rm.size
+        con_rows.append((con.id, con.shape, kind, idx, scale))
+    margin_of = np.full(ns, -1)
+    slack_s = np.concatenate(margin_slack) if margin_slack else np.zeros(0, dtype=int)
+    if slack_s.size:
+        if np.unique(slack_s).size != slack_s.size:
+            raise RouteMismatch("a slack entry appears in more than one margin constraint")
+        margin_of[slack_s] = np.arange(slack_s.size)
+    if ns:
+        if np.any(margin_of < 0):
+            raise RouteMismatch("every slack entry must appear in exactly one margin constraint")
+        if not np.all(s_nonneg):
+            raise RouteMismatch("every slack entry needs xi >= 0")
+        if np.any(c_slack <= 0):
+            raise RouteMismatch("slack weights C in the objective must be > 0")
+    nb = np.concatenate(margin_nb) if margin_nb else np.zeros(0)
+    aa = np.concatenate(margin_a) if margin_a else np.zeros(0)
+    if slack_s.size:
+        Zs.append(np.vstack(margin_Z))
+        Cs.append(c_slack[slack_s] * nb / aa)
+    if not Zs:
+        raise RouteMismatch("no margin constraints or hinge terms")
+    Z = np.ascontiguousarray(np.vstack(Zs))
+    C = np.concatenate(Cs)
+    if np.any(C <= 0):
+        raise RouteMismatch("the weights C must be > 0")
+    try:
+        np.linalg.cholesky(L)
+    except np.linalg.LinAlgError:
+        raise RouteMismatch("L is not positive definite (use the conic route, or the option "
+                            "ridge=r to solve with L + r I)") from None
+    return DualCDData(w=w, L=L, Z=Z, C=C, mask=mask, offset=offset, slacks=slacks,
+                      starts=starts, slack_s=slack_s, slack_nb=nb, slack_a=aa,
+                      margin_of=margin_of, con_rows=con_rows, n_hinge=n_hinge)
+
+
+# --------------------------------------------------------------------------------------------
+# The route
+# --------------------------------------------------------------------------------------------
+class DualCDRoute(Route):
+    """Dual coordinate descent for the relative-comparison QP (module docstring)."""
+
+    name = "dual_cd"
+    is_global = True
+    priority = 20
+
+    def recognize(self, problem: cp.Problem) -> Match:
+        try:
+            data = extract(problem)
+        except RouteMismatch as exc:
+            return Match.no(str(exc))
+        except ValueError as exc:  # e.g. non-affine pieces affine_coefficients refuses
+            return Match.no(f"not the relative-comparison QP: {exc}")
+        n, m = data.Z.shape
+        sign = "w >= 0" if data.mask.all() else ("w free" if not data.mask.any()
+                                                 else f"{data.mask.sum()} of w >= 0")
+        return Match(True, f"relative-comparison QP: m={m}, n={n} margin rows "
+                           f"({data.n_hinge} hinge, {n - data.n_hinge} slack), {sign}", data)
+
+    def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
+        n = match.data.Z.shape[0]
+        if n >= PAYS_OFF_MIN_ROWS:
+            return True, f"{n} margin rows >= {PAYS_OFF_MIN_ROWS} (measured faster than conic)"
+        return False, f"only {n} margin rows (< {PAYS_OFF_MIN_ROWS}); conic is as fast"
+
+    def solve(self, problem: cp.Problem, match: Match, *, solver: str | None = None,
+              verbose: bool = False, **opts: Any) -> RouteResult:
+        data: DualCDData = match.data
+        if data is None:
+            raise RouteMismatch("no dual_cd data: call recognize first")
+        unknown = set(opts) - set(_ROUTE_OPTS)
+        if unknown:
+            raise ValueError(f"unknown option(s) for route 'dual_cd': {sorted(unknown)}")
+        t0 = time.perf_counter()
+        res = dual_cd(data.L, data.Z, data.C, nonneg=data.mask, verbose=verbose, **opts)
+        elapsed = time.perf_counter() - t0
+        w = data.w
+        primal = {w.id: res.w.reshape(w.shape, order="F") if w.shape else float(res.w[0])}
+        # slack values: xi_s = xi'_row * (-beta) / a
+        nh = data.n_hinge
+        lam_s = res.lam[nh:]
+        svals = np.zeros(int(data.starts[-1]))
+        svals[data.slack_s] = res.xi[nh:] * data.slack_nb / data.slack_a
+        for k, v in enumerate(data.slacks):
+            val = svals[data.starts[k]:data.starts[k + 1]]
+            primal[v.id] = val.reshape(v.shape, order="F") if v.shape else float(val[0])
+        # multipliers of the normalized rows: t_j, mu_row = C_row - lam_row, lam_row
+        mu_entry = np.zeros(svals.size)
+        mu_entry[data.slack_s] = ((data.C[nh:] - lam_s) * data.slack_a / data.slack_nb)
+        dual = {}
+        for cid, shape, kind, idx, scale in data.con_rows:
+            vals = np.zeros(kind.size)
+            for code, source in ((1, res.t), (2, mu_entry), (3, lam_s)):
+                sel = kind == code
+                vals[sel] = source[idx[sel]] / scale[sel]
+            dual[cid] = vals.reshape(shape, order="F") if shape else float(vals[0])
+        objective = res.primal + data.offset
+        bound = res.dual + data.offset
+        return RouteResult(
+            status=cp.OPTIMAL if res.converged else cp.OPTIMAL_INACCURATE,
+            primal=primal,
+            objective=objective,
+            backend="dual_cd",
+            dual=dual,
+            bound=bound,
+            gap=abs(objective - bound) / max(1.0, abs(objective)),
+            iterations=res.iterations,
+            setup_time=res.setup_time,
+            solve_time=elapsed,
+            history={k: list(v) for k, v in res.history.items()},
+            extra={"passes": res.iterations, "rel_gap": res.rel_gap, "n": data.Z.shape[0],
+                   "m": data.Z.shape[1], "polish": res.n_polish},
+        )
+
+
+register_route(DualCDRoute())
