@@ -34,23 +34,32 @@ def _info() -> int:
 
 
 def _conclusion(table) -> str:
+    """One line: the best certified run, and how specopt's run compares with it."""
+    spec = next((r for r in table.rows if r.backend == "specopt"), None)
     best = table.best
-    spec = next((r for r in table.rows if r.backend.startswith("specopt")), None)
     if best is None:
-        return "No backend produced a certified solution."
-    parts = [f"best certified run: {best.backend} (objective {best.objective:.6g})"]
-    if spec is not None and spec.total_time is not None:
-        generic = [r for r in table.rows if r is not spec and r.certified and r.total_time]
+        return "No backend produced a solution."
+    if not best.certified:
+        return (
+            f"No certified optimum (non-convex or failed runs); best point from {best.backend}: "
+            f"objective {best.objective:.6g} ({best.status})."
+        )
+    line = f"Best certified run: {best.backend} (objective {best.objective:.6g})"
+    if spec is not None and spec.total_time is not None and spec.rel_diff is not None:
+        generic = [r for r in table.rows if not r.backend.startswith("specopt")
+                   and r.certified and r.total_time]
         fastest = min(generic, key=lambda r: r.total_time) if generic else None
-        agree = spec.rel_diff is not None and spec.rel_diff <= 1e-5
-        line = (
-            f"specopt (route {spec.route}) {'agrees' if agree else 'differs'} "
-            f"(rel. diff {spec.rel_diff:.1e}) in {spec.total_time:.2f} s"
+        verdict = "agrees with it" if spec.rel_diff <= 1e-5 else "differs from it"
+        line += (
+            f"; specopt (route {spec.route}) {verdict} (rel. diff {spec.rel_diff:.1e}) in "
+            f"{spec.total_time:.2f} s"
         )
         if fastest is not None:
-            line += f" vs {fastest.backend} {fastest.total_time:.2f} s"
-        parts.append(line)
-    return "; ".join(parts) + "."
+            line += (
+                f" vs {fastest.total_time:.2f} s for the fastest generic solver "
+                f"({fastest.backend})"
+            )
+    return line + "."
 
 
 def _run_compare(name: str, size: int | None, backends: tuple[str, ...]) -> int:
@@ -86,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "info":
         return _info()
     if args.command == "demo":
-        return _run_compare("metric", args.size, DEMO_BACKENDS)
+        import specopt
+
+        routes = specopt.route_names()
+        extra = ("specopt:matrix_generation",) if "matrix_generation" in routes else ()
+        return _run_compare("metric", args.size, DEMO_BACKENDS + extra)
     backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
     return _run_compare(args.example, args.size, backends)
 

@@ -35,7 +35,7 @@ def test_demo_solves_and_concludes():
     assert "| backend | route | status" in out.stdout
     table = [ln for ln in out.stdout.splitlines() if ln.startswith("| ")]
     assert any(ln.startswith("| specopt |") and "optimal" in ln for ln in table)
-    assert "best certified run:" in out.stdout
+    assert "Best certified run:" in out.stdout and "specopt (route" in out.stdout
 
 
 def test_compare_example_with_chosen_backends():
@@ -44,6 +44,13 @@ def test_compare_example_with_chosen_backends():
     assert out.returncode == 0, out.stderr
     rows = [ln for ln in out.stdout.splitlines() if ln.startswith("| ") and "---" not in ln]
     assert len(rows) == 3
+
+
+def test_compare_non_convex_example_reports_local_solution():
+    out = run_cli("compare", "mve", "--size", "10", "--backends", "SCS,specopt")
+    assert out.returncode == 0, out.stderr
+    assert "stationary_point" in out.stdout and "local solution" in out.stdout
+    assert "No certified optimum" in out.stdout
 
 
 def test_unknown_example_is_rejected():
