@@ -695,13 +695,23 @@ def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq,
         cones.append(clarabel.NonnegativeConeT(nn))
     cones.append(clarabel.PSDTriangleConeT(k))
     q = -np.concatenate([cobj, [cbar] if has_bar else [], c])
-    st = clarabel.DefaultSettings()
-    st.verbose = False
-    st.tol_gap_abs = st.tol_gap_rel = 1e-10
-    st.tol_feas = 1e-10
-    st.max_threads = 1
-    solver = clarabel.DefaultSolver(sp.csc_array((nx, nx)), q, Aall, b, cones, st)
-    sol = solver.solve()
+    # Clarabel sometimes stops at its first factorization on these degenerate masters; the
+    # retries (no equilibration, stronger static regularization, default accuracy) fix it
+    attempts = ({}, {"equilibrate_enable": False}, {"static_regularization_constant": 1e-7},
+                {"tol_gap_abs": 1e-8, "tol_gap_rel": 1e-8, "tol_feas": 1e-8,
+                 "static_regularization_constant": 1e-7, "equilibrate_enable": False})
+    for extra in attempts:
+        st = clarabel.DefaultSettings()
+        st.verbose = False
+        st.tol_gap_abs = st.tol_gap_rel = 1e-10
+        st.tol_feas = 1e-10
+        st.max_threads = 1
+        for key, val in extra.items():
+            setattr(st, key, val)
+        solver = clarabel.DefaultSolver(sp.csc_array((nx, nx)), q, Aall, b, cones, st)
+        sol = solver.solve()
+        if str(sol.status) in ("Solved", "AlmostSolved", "DualInfeasible"):
+            break
     if str(sol.status) in ("DualInfeasible", "AlmostDualInfeasible"):
         raise UnboundedProblem("the problem is unbounded (the PSD-block master is)")
     if str(sol.status) not in ("Solved", "AlmostSolved"):

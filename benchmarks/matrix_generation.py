@@ -1,0 +1,241 @@
+"""Matrix-generation route vs SCS and Clarabel (through CVXPY) on PSDBoost triplet instances.
+
+Instance (seeded): |S| points in D dims from 4 Gaussian classes (random means, per-feature scales
+in [0.5, 2]), one triplet per point (nearest same-class j, nearest other-class k),
+p_r = (a_i - a_k)/sqrt(D), q_r = (a_i - a_j)/sqrt(D), C = 10/|S|::
+
+    max rho - C sum xi   s.t.  <p p^T - q q^T, X> >= rho - xi,  xi >= 0,  X PSD,  tr X = 1.
+
+Methods (each case in its own subprocess, wall time capped, address space capped at 16 GiB):
+  route     specopt.solve(prob, route="matrix_generation", tol=1e-4) with row_quad_forms
+            (certified: relative gap (bound - value)/max(1, |value|) <= 1e-4)
+  auto      specopt.solve(prob) (route="auto": the route or the conic route by the threshold)
+  SCS       prob.solve(solver="SCS", eps_abs=eps_rel=1e-5) on the stacked M vec(X) form
+  CLARABEL  prob.solve(solver="CLARABEL") (default tolerances) on the same form
+Times are wall seconds from building the CVXPY problem to the returned solution (compilation
+included: it is what a user pays). Reported: median of ``--reps`` runs, the value and, for the
+generic solvers, their relative distance to the route's certified bound.
+
+Usage: python benchmarks/matrix_generation.py [--D 24 100] [--S 550 2000] [--methods route SCS]
+       [--reps 3] [--cap 600] [--pairs 24:550 100:2000 500:10000:route]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "matrix_generation.json"
+ALL_METHODS = ("route", "auto", "SCS", "CLARABEL")
+
+
+def instance(D: int, S: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, float]:
+    """(P, Q, C) of the benchmark instance (module docstring)."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 4, S)
+    A = (rng.normal(size=(4, D))[y] + rng.normal(size=(S, D))) * rng.uniform(0.5, 2.0, D)
+    sq = np.einsum("ij,ij->i", A, A)
+    d2 = sq[:, None] + sq[None, :] - 2.0 * A @ A.T
+    np.fill_diagonal(d2, np.inf)
+    same = y[:, None] == y[None, :]
+    j = np.argmin(np.where(same, d2, np.inf), axis=1)
+    k = np.argmin(np.where(~same, d2, np.inf), axis=1)
+    s = np.sqrt(D)
+    return (A - A[k]) / s, (A - A[j]) / s, 10.0 / S
+
+
+def run_case(method: str, D: int, S: int, seed: int, tol: float) -> dict:
+    """One solve in this process; returns a JSON-able record."""
+    import cvxpy as cp
+
+    import specopt
+
+    P, Q, C = instance(D, S, seed)
+    t0 = time.perf_counter()
+    X = cp.Variable((D, D), PSD=True)
+    rho, xi = cp.Variable(), cp.Variable(S)
+    if method in ("route", "auto"):
+        margins = specopt.row_quad_forms(P, X) - specopt.row_quad_forms(Q, X)
+    else:
+        M = np.einsum("ri,rj->rij", P, P) - np.einsum("ri,rj->rij", Q, Q)
+        margins = M.reshape(S, -1, order="F") @ cp.vec(X, order="F")
+        del M
+    prob = cp.Problem(cp.Maximize(rho - C * cp.sum(xi)),
+                      [cp.trace(X) == 1, margins >= rho - xi, xi >= 0])
+    rec: dict = {"method": method, "D": D, "S": S, "seed": seed}
+    if method == "route":
+        specopt.solve(prob, route="matrix_generation", tol=tol)
+    elif method == "auto":
+        specopt.solve(prob, tol=tol) if specopt.explain(prob).auto_route == "matrix_generation" \
+            else specopt.solve(prob)
+    elif method == "SCS":
+        prob.solve(solver="SCS", eps_abs=1e-5, eps_rel=1e-5)
+    elif method == "CLARABEL":
+        prob.solve(solver="CLARABEL")
+    else:
+        raise ValueError(method)
+    rec["time"] = time.perf_counter() - t0
+    rec["status"] = prob.status
+    rec["value"] = None if prob.value is None else float(prob.value)
+    if method in ("route", "auto"):
+        cert = specopt.certificate(prob)
+        rec.update(route=cert.route, bound=cert.bound, gap=cert.gap, iterations=cert.iterations,
+                   rank=int(cert.extra.get("rank", -1)) if cert.extra else None)
+    return rec
+
+
+def run_subprocess(method: str, D: int, S: int, seed: int, tol: float, cap: float) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               NUMBA_NUM_THREADS="1", PYTHONPATH=str(HERE.parent))
+    code = (
+        "import json, resource, sys; sys.path.insert(0, %r);"
+        "resource.setrlimit(resource.RLIMIT_AS, (16 << 30, 16 << 30));"
+        "import matrix_generation as b;"
+        "print('RESULT' + json.dumps(b.run_case(%r, %d, %d, %d, %r)))"
+    ) % (str(HERE), method, D, S, seed, tol)
+    t0 = time.perf_counter()
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=cap, env=env)
+    except subprocess.TimeoutExpired:
+        return {"method": method, "D": D, "S": S, "seed": seed, "status": "timeout",
+                "time": None, "wall": time.perf_counter() - t0}
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT"):
+            rec = json.loads(line[6:])
+            rec["wall"] = time.perf_counter() - t0
+            return rec
+    err = (out.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"method": method, "D": D, "S": S, "seed": seed, "status": f"failed: {err[:200]}",
+            "time": None, "wall": time.perf_counter() - t0}
+
+
+def summarize(records: list[dict]) -> list[dict]:
+    rows = []
+    keys = sorted({(r["D"], r["S"]) for r in records})
+    for D, S in keys:
+        row: dict = {"D": D, "S": S}
+        bound = None
+        for m in ALL_METHODS:
+            rs = [r for r in records if r["D"] == D and r["S"] == S and r["method"] == m]
+            if not rs:
+                continue
+            ok = [r for r in rs if r.get("time") is not None]
+            row[m] = {
+                "median_time": statistics.median(r["time"] for r in ok) if ok else None,
+                "runs": len(rs),
+                "failed": [r["status"] for r in rs if r.get("time") is None],
+                "value": ok[0]["value"] if ok else None,
+                "status": ok[0]["status"] if ok else rs[0]["status"],
+            }
+            if m == "route" and ok:
+                row[m]["gap"] = max(r["gap"] for r in ok)
+                row[m]["iterations"] = ok[0]["iterations"]
+                row[m]["rank"] = ok[0].get("rank")
+                bound = ok[0]["bound"]
+            if m == "auto" and ok:
+                row[m]["route"] = ok[0].get("route")
+        if bound is not None:
+            for m in ("SCS", "CLARABEL"):
+                if m in row and row[m]["value"] is not None:
+                    row[m]["rel_to_bound"] = (bound - row[m]["value"]) / max(1.0, abs(bound))
+        generic = [row[m]["median_time"] for m in ("SCS", "CLARABEL")
+                   if m in row and row[m]["median_time"] is not None]
+        if "route" in row and row["route"]["median_time"] and generic:
+            row["speedup_vs_best_generic"] = min(generic) / row["route"]["median_time"]
+        if "auto" in row and row["auto"]["median_time"] and generic:
+            row["auto_over_best_generic"] = row["auto"]["median_time"] / min(generic)
+        rows.append(row)
+    return rows
+
+
+def table(rows: list[dict], cap: float) -> str:
+    def t(row, m):
+        if m not in row:
+            return "-"
+        c = row[m]
+        if c["median_time"] is None:
+            return f"> {cap:.0f} (timeout)" if "timeout" in c["failed"] else "failed"
+        extra = f" ({len(c['failed'])} timeout)" if c["failed"] else ""
+        return f"{c['median_time']:.2f}{extra}"
+
+    lines = [
+        "| D | \\|S\\| | route [s] (gap, iters, rank) | auto [s] (picks) | SCS [s] | "
+        "Clarabel [s] | speedup vs best generic | values (route / SCS / Clarabel) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ro = r.get("route", {})
+        rinfo = (f" ({ro['gap']:.1e}, {ro['iterations']}, {ro['rank']})"
+                 if ro.get("median_time") else "")
+        au = r.get("auto", {})
+        ainfo = f" ({au.get('route')})" if au.get("median_time") else ""
+        vals = " / ".join(
+            f"{r[m]['value']:.6f}" if m in r and r[m]["value"] is not None else "-"
+            for m in ("route", "SCS", "CLARABEL")
+        )
+        sp = r.get("speedup_vs_best_generic")
+        lines.append(
+            f"| {r['D']} | {r['S']} | {t(r, 'route')}{rinfo} | {t(r, 'auto')}{ainfo} | "
+            f"{t(r, 'SCS')} | {t(r, 'CLARABEL')} | {f'{sp:.2f}x' if sp else '-'} | {vals} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--D", type=int, nargs="*", default=[24, 50, 100, 200, 500])
+    ap.add_argument("--S", type=int, nargs="*", default=[550, 2000, 10000])
+    ap.add_argument("--pairs", nargs="*", default=None,
+                    help="D:S[:method,method] cases instead of the D x S grid")
+    ap.add_argument("--methods", nargs="*", default=list(ALL_METHODS))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--cap", type=float, default=600.0)
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    cases = []
+    if args.pairs:
+        for p in args.pairs:
+            parts = p.split(":")
+            ms = parts[2].split(",") if len(parts) > 2 else args.methods
+            cases.append((int(parts[0]), int(parts[1]), ms))
+    else:
+        cases = [(D, S, args.methods) for D in args.D for S in args.S]
+    records = []
+    for D, S, ms in cases:
+        for m in ms:
+            for rep in range(args.reps):
+                rec = run_subprocess(m, D, S, args.seed, args.tol, args.cap)
+                print(f"# D={D} S={S} {m} rep {rep}: {rec.get('status')} "
+                      f"time={rec.get('time')} value={rec.get('value')} gap={rec.get('gap')}",
+                      flush=True)
+                records.append(rec)
+                if rec.get("time") is None:  # a timeout or failure repeats: do not re-run
+                    break
+    rows = summarize(records)
+    md = table(rows, args.cap)
+    print(md)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(args.out.read_text()) if args.out.exists() else {"records": []}
+    keep = [r for r in old.get("records", [])
+            if (r["D"], r["S"], r["method"]) not in {(x["D"], x["S"], x["method"]) for x in records}]
+    allrec = keep + records
+    args.out.write_text(json.dumps({"tol": args.tol, "cap": args.cap, "reps": args.reps,
+                                    "records": allrec, "rows": summarize(allrec),
+                                    "table": table(summarize(allrec), args.cap)}, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
