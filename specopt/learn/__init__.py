@@ -7,3 +7,4 @@ from .embedding import (  # noqa: F401
     SemidefiniteEmbedding,
 )
 from .completion import NuclearNormCompletion, SpectralMatrixCompletion  # noqa: F401
+from .psdboost import PSDBoostMetric  # noqa: F401
