@@ -356,7 +356,8 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
         solver, opts = self._solver_args(A.shape[0])
         specopt.solve(
             prob, route="iterated_sdp", solver=solver, max_iters=self.max_iter, tol=self.tol,
-            tol_K=max(self.tol, 1e-3), restarts=self.restarts, seed=self.random_state, **opts,
+            tol_K=max(float(np.sqrt(self.tol)), 1e-3),  # K is only as accurate as the SDP solver
+            restarts=self.restarts, seed=self.random_state, **opts,
         )
         cert = specopt.certificate(prob)
         info = {
