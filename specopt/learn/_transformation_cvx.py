@@ -120,9 +120,11 @@ def qcqp_master(solver: str = DEFAULT_SOLVER):
     def master(tasks, U, bias):
         alphas = [cp.Variable(t.n) for t in tasks]
         s = cp.Variable()
-        Bts = [_b_expr(t, a) for t, a in zip(tasks, alphas, strict=True)]  # one affine map
+        # B_t(a_t) as auxiliary variables: the dense N-column map is compiled once, not per atom
+        Bts = [cp.Variable((t.J, t.D)) for t in tasks]
+        links = [Bt == _b_expr(t, a) for Bt, t, a in zip(Bts, tasks, alphas, strict=True)]
         atom_cons = [sum(cp.sum_squares(u @ Bt) for Bt in Bts) <= s for u in U]
-        cons = list(atom_cons)
+        cons = list(atom_cons) + links
         for t, a in zip(tasks, alphas, strict=True):
             cons += [a >= 0, a <= t.C]
             if bias:

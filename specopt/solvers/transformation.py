@@ -225,6 +225,16 @@ class MatrixGenerationResult:
     history: dict[str, list[float]] = field(default_factory=dict)
 
 
+def _price(G: np.ndarray, U: np.ndarray, n_price: int) -> tuple[float, np.ndarray]:
+    """lambda_max(G) and up to n_price top eigenvectors whose eigenvalue exceeds the current
+    restricted value ``max_k u_k^T G u_k`` (violated cuts; at least the top one)."""
+    w, V = np.linalg.eigh(0.5 * (G + G.T))
+    cut = float(np.max(np.einsum("kj,ji,ki->k", U, G, U)))
+    take = [k for k in range(G.shape[0] - 1, -1, -1) if w[k] > cut][: max(1, n_price)]
+    new = V[:, take or [G.shape[0] - 1]].T
+    return float(w[-1]), new * np.where(new.sum(axis=1) < 0, -1.0, 1.0)[:, None]
+
+
 def _atoms_to_M(U: np.ndarray, d: np.ndarray) -> np.ndarray:
     d = np.maximum(np.asarray(d, dtype=float), 0.0)
     if d.sum() > 1.0:
@@ -243,6 +253,7 @@ def matrix_generation(
     atoms0: np.ndarray | None = None,
     diagonal: bool = False,
     n_price: int = 1,
+    smoothing: float = 0.5,
     time_limit: float | None = None,
 ) -> MatrixGenerationResult:
     """Matrix generation for ``min_{M in spectraplex} P(M)`` (``P`` as in the module docstring).
@@ -252,6 +263,9 @@ def matrix_generation(
     ``U(sum_k d_k u_k u_k^T, alpha) - D(alpha)`` (relative); u is added when it is new.
     ``n_price > 1`` adds up to that many top eigenvectors per round (those whose eigenvalue
     exceeds the master's value of ``max_k u_k^T G u_k``: violated cuts).
+    ``smoothing = theta`` (Wentges stabilization): also price at ``theta * alpha_c +
+    (1 - theta) * alpha_master`` with ``alpha_c`` the alpha of the best lower bound so far
+    (feasible by convexity, and its ``D`` is a valid lower bound too).
     ``diagonal=True`` solves multiple kernel learning instead (M diagonal): atoms are the unit
     vectors e_j and the lower bound uses ``max_j G_jj`` in place of ``lambda_max`` (one master).
     """
@@ -267,7 +281,7 @@ def matrix_generation(
         U = top_eigvec(G)[1][None, :]
     hist: dict[str, list[float]] = {"upper": [], "lower": [], "gap": [], "atoms": []}
     best_u, best_l = np.inf, -np.inf
-    best = None
+    best = center = None
     converged = False
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007
@@ -278,16 +292,21 @@ def matrix_generation(
         if diagonal:
             lam = float(np.max(np.diag(G)))
         else:
-            w_all, V_all = np.linalg.eigh(0.5 * (G + G.T))
-            lam = float(w_all[-1])
-            cut = float(np.max(np.einsum("kj,ji,ki->k", U, G, U)))
-            take = [k for k in range(G.shape[0] - 1, -1, -1) if w_all[k] > cut][:max(1, n_price)]
-            new = V_all[:, take].T
-            new = new * np.where(new.sum(axis=1) < 0, -1.0, 1.0)[:, None]
+            lam, new = _price(G, U, n_price)
         lb = float(sum(2.0 * a.sum() for a in alphas) - lam)
         if ub < best_u:
             best_u, best = ub, (M, alphas, biases, U.copy(), np.asarray(d, float))
-        best_l = max(best_l, lb)
+        if not diagonal and smoothing > 0 and center is not None:
+            a_s = [smoothing * c + (1.0 - smoothing) * a
+                   for c, a in zip(center, alphas, strict=True)]
+            G_s = sum(gram(t, a) for t, a in zip(tasks, a_s, strict=True))
+            lam_s, new_s = _price(G_s, U, n_price)
+            lb_s = float(sum(2.0 * a.sum() for a in a_s) - lam_s)
+            new = np.vstack([new, new_s])
+            if lb_s > best_l:
+                best_l, center = lb_s, a_s
+        if lb > best_l:
+            best_l, center = lb, alphas
         gap = relative_gap(best_u, best_l)
         hist["upper"].append(best_u)
         hist["lower"].append(best_l)
@@ -298,10 +317,13 @@ def matrix_generation(
             break
         if diagonal or (time_limit is not None and time.perf_counter() - t0 > time_limit):
             break
-        new = np.array([u for u in new if np.min(np.linalg.norm(U - u, axis=1)) > 1e-10])
-        if new.size == 0:
+        keep = []
+        for u in new:
+            if np.min(np.linalg.norm(np.vstack([U, *keep]) - u, axis=1)) > 1e-10:
+                keep.append(u)
+        if not keep:
             break  # the oracle repeats an atom: the master is as good as it gets numerically
-        U = np.vstack([U, new])
+        U = np.vstack([U, *keep])
     M, alphas, biases, Ub, db = best
     return MatrixGenerationResult(
         M=M, alphas=alphas, biases=biases, atoms=Ub, weights=db, upper=best_u, lower=best_l,
