@@ -97,11 +97,11 @@ def run_subprocess(method: str, D: int, S: int, seed: int, tol: float, cap: floa
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                NUMBA_NUM_THREADS="1", PYTHONPATH=str(HERE.parent))
     code = (
-        "import json, resource, sys; sys.path.insert(0, %r);"
+        f"import json, resource, sys; sys.path.insert(0, {str(HERE)!r});"
         "resource.setrlimit(resource.RLIMIT_AS, (16 << 30, 16 << 30));"
         "import matrix_generation as b;"
-        "print('RESULT' + json.dumps(b.run_case(%r, %d, %d, %d, %r)))"
-    ) % (str(HERE), method, D, S, seed, tol)
+        f"print('RESULT' + json.dumps(b.run_case({method!r}, {D}, {S}, {seed}, {tol!r})))"
+    )
     t0 = time.perf_counter()
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -191,6 +191,51 @@ def table(rows: list[dict], cap: float) -> str:
     return "\n".join(lines)
 
 
+REMEDIES = {
+    "LP master, 1 column/round, no stabilization": dict(master="lp", columns_per_round=1,
+                                                        smoothing=0.0, prune_after=0),
+    "LP, 5 columns/round": dict(master="lp", smoothing=0.0),
+    "LP, 5 columns + Wentges 0.5": dict(master="lp", smoothing=0.5),
+    "LP, 5 columns + Wentges 0.8": dict(master="lp", smoothing=0.8),
+    "LP, 5 columns + Wentges 0.8, no pruning/aggregation": dict(
+        master="lp", smoothing=0.8, prune_after=0, max_columns=10**6),
+    "PSD block, max_rank 10, Wentges 0.5": dict(master="psd", max_rank=10, smoothing=0.5),
+    "PSD block, max_rank 30, no stabilization": dict(master="psd", max_rank=30, smoothing=0.0),
+    "PSD block, max_rank 30, Wentges 0.5 (default)": dict(master="psd", max_rank=30,
+                                                          smoothing=0.5),
+}
+
+
+def remedies(D: int, S: int, seed: int, tol: float, time_limit: float) -> list[dict]:
+    """Tailing-off remedies on one instance, the solver called directly (in this process)."""
+    import scipy.sparse as sp
+
+    from specopt.solvers.matrix_generation import solve_spectraplex_lp, triplet_operator
+
+    P, Q, C = instance(D, S, seed)
+    G = sp.hstack([-np.ones((S, 1)), sp.identity(S)], format="csr")
+    c = np.r_[1.0, -C * np.ones(S)]
+    zlb = np.r_[-np.inf, np.zeros(S)]
+    out = []
+    for name, kw in REMEDIES.items():
+        res = solve_spectraplex_lp(triplet_operator(P, Q), None, G, c, np.zeros(S), None, zlb,
+                                   None, tol=tol, max_iters=100000, time_limit=time_limit, **kw)
+        out.append({"variant": name, "status": res.status, "gap": res.gap,
+                    "iterations": res.iterations, "time": res.solve_time,
+                    "value": res.objective})
+        print(f"# {name}: {res.status} gap={res.gap:.2e} iters={res.iterations} "
+              f"time={res.solve_time:.2f}", flush=True)
+    return out
+
+
+def remedies_table(rows: list[dict]) -> str:
+    lines = ["| variant | status | rel. gap | rounds | time [s] |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['variant']} | {r['status']} | {r['gap']:.1e} | {r['iterations']} | "
+                     f"{r['time']:.2f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--D", type=int, nargs="*", default=[24, 50, 100, 200, 500])
@@ -203,7 +248,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--remedies", default=None, metavar="D:S",
+                    help="measure the tailing-off remedies on one instance and exit")
+    ap.add_argument("--remedy-time", type=float, default=60.0)
     args = ap.parse_args(argv)
+    if args.remedies:
+        D, S = map(int, args.remedies.split(":"))
+        rows = remedies(D, S, args.seed, args.tol, args.remedy_time)
+        md = remedies_table(rows)
+        print(md)
+        out = args.out.with_name(args.out.stem + f"_remedies_{D}_{S}.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"D": D, "S": S, "tol": args.tol, "rows": rows,
+                                   "table": md}, indent=1))
+        print(f"wrote {out}")
+        return
     cases = []
     if args.pairs:
         for p in args.pairs:
@@ -228,8 +287,8 @@ def main(argv: list[str] | None = None) -> None:
     print(md)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {"records": []}
-    keep = [r for r in old.get("records", [])
-            if (r["D"], r["S"], r["method"]) not in {(x["D"], x["S"], x["method"]) for x in records}]
+    new_keys = {(x["D"], x["S"], x["method"]) for x in records}
+    keep = [r for r in old.get("records", []) if (r["D"], r["S"], r["method"]) not in new_keys]
     allrec = keep + records
     args.out.write_text(json.dumps({"tol": args.tol, "cap": args.cap, "reps": args.reps,
                                     "records": allrec, "rows": summarize(allrec),

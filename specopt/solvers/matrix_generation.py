@@ -308,7 +308,11 @@ def _top_eigs(
         (n, n), matvec=lambda x: op_full.adjoint_matvec(w, x), dtype=float
     )
     kk = min(max(k, 2), n - 2)
-    vals, vecs = spla.eigsh(lin, k=kk, which="LA", v0=v0, tol=tol, maxiter=20 * n)
+    try:
+        vals, vecs = spla.eigsh(lin, k=kk, which="LA", v0=v0, tol=tol, maxiter=20 * n)
+    except (spla.ArpackError, spla.ArpackNoConvergence):
+        # e.g. H = 0 (no objective on X at the start): fall back to the dense path
+        return _top_eigs(op_full, w, k, True, None, tol)
     order = np.argsort(vals)[::-1]
     vals, vecs = vals[order][:k], vecs[:, order][:, :k]
     r = op_full.adjoint_matvec(w, vecs[:, :1])[:, 0] - vals[0] * vecs[:, 0]
@@ -645,7 +649,8 @@ def _aggregate(U: np.ndarray, theta: np.ndarray) -> np.ndarray:
 _SQRT2 = np.sqrt(2.0)
 
 
-def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k):
+def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
+                      acc=1e-10):
     r"""Solve the restricted master over ``X = P W P^T + alpha Xbar`` with Clarabel.
 
     ``max <P^T C P, W> + alpha cbar + c^T z`` s.t. ``tr W + alpha = t`` (or ``<= t``),
@@ -703,8 +708,8 @@ def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq,
     for extra in attempts:
         st = clarabel.DefaultSettings()
         st.verbose = False
-        st.tol_gap_abs = st.tol_gap_rel = 1e-10
-        st.tol_feas = 1e-10
+        st.tol_gap_abs = st.tol_gap_rel = acc
+        st.tol_feas = acc
         st.max_threads = 1
         for key, val in extra.items():
             setattr(st, key, val)
@@ -754,14 +759,17 @@ def _psd_block_loop(
     v0 = None
     status = "max_iters"
     obj_prev = -np.inf
+    gap_prev = 1.0
     it = 0
     for it in range(1, max_iters + 1):
         k = P.shape[1]
         I, J = _pairs(k)
         scale = np.where(I == J, 1.0, _SQRT2)
         Bfull = full.quad_pairs(P) * scale
+        # tight master solves (looser ones early on were measured to cost rounds at the end)
+        acc = 1e-10
         obj, W, alpha, z, y, mu = _psd_block_master(
-            Bfull[1:], Bfull[0], abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k
+            Bfull[1:], Bfull[0], abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k, acc
         )
         y = _clip_duals(y, lb, ub)
         # current X = P W P^T + alpha Xbar, as eigen-factor Q diag(s2) Q^T
@@ -792,6 +800,7 @@ def _psd_block_loop(
         v0 = vecs[:, 0]
         obj_prev = max(obj_prev, obj)
         gap = (best_bound - obj) / max(1.0, abs(obj))
+        gap_prev = gap
         hist["objective"].append(obj + offset)
         hist["bound"].append(best_bound + offset)
         hist["gap"].append(gap)
