@@ -9,8 +9,8 @@ with it, ``-1`` where it decreases); with ``a = s alpha`` the breakpoint identit
 
 a convex part (``a_n tr K + sum_{c_i > 0} c_i lambda_sum_largest(K, i)``, kept) and a concave part
 majorized at the current iterate by ``tr(K B)``, ``B = sum_i beta_i v_i v_i^T`` (eigenvectors of
-the current K). ``B`` is a ``cp.Parameter``: the convex subproblem is DPP, compiled once, and SCS
-is warm-started from the previous iterate. The loop (``specopt.solvers.iterated_sdp``) has a
+the current K). ``vec(B)`` is a ``cp.Parameter``: the convex subproblem is DPP, compiled once,
+and SCS is warm-started from the previous iterate. The loop (``specopt.solvers.iterated_sdp``) has a
 monotone objective trace; the status is :data:`specopt.certificate.STATIONARY`.
 
 Options (``specopt.solve(prob, route="iterated_sdp", **opts)``): ``max_iters`` (50), ``tol``
@@ -125,9 +125,11 @@ class _Builder:
             if not np.any(beta):  # convex where it stands: kept as it is
                 return expr.copy([K])
             n = K.shape[0]
-            B = cp.Parameter((n, n), symmetric=True, name=f"B{len(self.nodes)}")
+            # tr(K B) = vec(B) . vec(K): a flat parameter compiles ~80x faster than a
+            # symmetric (n, n) one in cp.sum(cp.multiply(B, K)) (0.07 s vs 5.8 s at n = 100)
+            B = cp.Parameter(n * n, name=f"vecB{len(self.nodes)}")
             self.nodes.append(_Node(K_user, K, beta, B))
-            return s * (_convex_part(K, a - beta) + cp.sum(cp.multiply(B, K)))
+            return s * (_convex_part(K, a - beta) + B @ cp.vec(K, order="F"))
         new_args = []
         for i, arg in enumerate(expr.args):
             if expr.is_incr(i):
@@ -259,7 +261,7 @@ class IteratedSDPRoute(Route):
 
         def run(Bs: list[np.ndarray]) -> dict[str, Any]:
             for nd, B in zip(surr.nodes, Bs, strict=True):
-                nd.B.value = 0.5 * (B + B.T)
+                nd.B.value = (0.5 * (B + B.T)).ravel(order="F")
             t0 = time.perf_counter()
             try:
                 prob.solve(solver=backend, warm_start=True, verbose=verbose, **solver_opts)
