@@ -8,3 +8,4 @@ from .embedding import (  # noqa: F401
 )
 from .completion import NuclearNormCompletion, SpectralMatrixCompletion  # noqa: F401
 from .psdboost import PSDBoostMetric  # noqa: F401
+from .relative_comparison import RelativeComparisonMetric  # noqa: F401

@@ -1,0 +1,184 @@
+r"""Schultz-Joachims metric learning from relative comparisons (triplets).
+
+A triplet (i, j, k) says "x_i is closer to x_j than to x_k". With a fixed linear map A (d x p;
+the identity when ``A=None``) the metric is::
+
+    d_w(u, v) = (u - v)^T A diag(w) A^T (u - v) = w^T ((A^T u - A^T v) o (A^T u - A^T v)),  w >= 0
+
+and w solves the QP (2.3) of Nguyen, Morell and De Baets::
+
+    min_{w >= 0, xi >= 0}  1/2 w^T L w + C sum_t xi_t   s.t.  w^T z_t >= 1 - xi_t,
+    L = (A^T A) o (A^T A),   z_ijk = Delta(x_i, x_k) - Delta(x_i, x_j),
+    Delta(u, v) = (A^T u - A^T v) o (A^T u - A^T v)
+
+(1/2 w^T L w = 1/2 ||A diag(w) A^T||_F^2), solved by :func:`specopt.solvers.dual_cd.dual_cd`
+(dual coordinate descent with a duality-gap certificate).
+
+Conventions follow metric-learn: ``get_mahalanobis_matrix()`` is M = A diag(w) A^T,
+``components_`` is (A diag(sqrt(w)))^T so that ``transform(X) = X @ components_.T`` and
+||transform(u) - transform(v)||^2 = d_w(u, v); ``decision_function(triplets)`` is
+d(x_i, x_k) - d(x_i, x_j), ``predict`` its sign, ``score_triplets`` the fraction of triplets
+ordered correctly.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from ..solvers.dual_cd import dual_cd
+
+__all__ = ["RelativeComparisonMetric", "draw_triplets"]
+
+
+def draw_triplets(y: np.ndarray, n_triplets: int, random_state: Any = None) -> np.ndarray:
+    """Random triplets (i, j, k) with y_i = y_j, i != j and y_i != y_k (the paper's protocol).
+
+    Anchors i are drawn uniformly among points whose class has another member and whose class
+    is not the only one; j uniformly in the anchor's class minus i, k uniformly outside it.
+    """
+    y = np.asarray(y)
+    if n_triplets < 1:
+        raise ValueError(f"n_triplets must be >= 1, got {n_triplets}")
+    rng = check_random_state(random_state)
+    classes, inv, counts = np.unique(y, return_inverse=True, return_counts=True)
+    n = y.size
+    ok = (counts[inv] >= 2) & (counts[inv] < n)
+    anchors = np.flatnonzero(ok)
+    if anchors.size == 0:
+        raise ValueError("triplets need a class with >= 2 points and at least two classes")
+    order = np.argsort(inv, kind="stable")  # points grouped by class
+    start = np.concatenate([[0], np.cumsum(counts)])
+    i = anchors[rng.randint(0, anchors.size, n_triplets)]
+    ci = inv[i]
+    # j: uniform in the class of i without i (draw among count-1 slots, skip i's own slot)
+    pos_i = np.empty(n, dtype=np.int64)
+    pos_i[order] = np.arange(n) - start[inv[order]]
+    rj = rng.randint(0, counts[ci] - 1)
+    rj = rj + (rj >= pos_i[i])
+    j = order[start[ci] + rj]
+    # k: uniform among the n - count points outside the class of i
+    rk = rng.randint(0, n - counts[ci])
+    rk = rk + counts[ci] * (rk >= start[ci])
+    k = order[rk]
+    return np.column_stack([i, j, k])
+
+
+class RelativeComparisonMetric(TransformerMixin, BaseEstimator):
+    """Learn w >= 0 of the metric (u - v)^T A diag(w) A^T (u - v) from triplets.
+
+    Parameters
+    ----------
+    C : weight of the hinge losses (> 0).
+    A : None (A = I) or a (d, p) array, the fixed map of the metric. (Called ``A`` rather than
+        ``transform`` because ``transform`` is the scikit-learn method of this estimator.)
+    tol, max_passes, ridge, random_state : passed to :func:`specopt.solvers.dual_cd.dual_cd`
+        (``random_state`` seeds its permutations and the triplets of ``fit_supervised``).
+    """
+
+    def __init__(self, C: float = 1.0, A: np.ndarray | None = None, tol: float = 1e-8,
+                 max_passes: int = 2000, ridge: float = 0.0, random_state: Any = None):
+        self.C = C
+        self.A = A
+        self.tol = tol
+        self.max_passes = max_passes
+        self.ridge = ridge
+        self.random_state = random_state
+
+    # ---------------------------------------------------------------------------------------
+    def _A(self, d: int) -> np.ndarray:
+        if self.A is None:
+            return np.eye(d)
+        A = check_array(self.A, ensure_2d=True)
+        if A.shape[0] != d:
+            raise ValueError(f"A must have {d} rows (one per feature), got shape {A.shape}")
+        return A
+
+    @staticmethod
+    def _triplet_z(XA: np.ndarray, T: np.ndarray) -> np.ndarray:
+        dij = (XA[T[:, 0]] - XA[T[:, 1]]) ** 2
+        dik = (XA[T[:, 0]] - XA[T[:, 2]]) ** 2
+        return dik - dij
+
+    def _check_triplets(self, triplets, n: int) -> np.ndarray:
+        T = np.asarray(triplets)
+        if T.ndim != 2 or T.shape[1] != 3:
+            raise ValueError(f"triplets must have shape (n_triplets, 3), got {T.shape}")
+        if T.shape[0] == 0:
+            raise ValueError("at least one triplet is needed")
+        if not np.issubdtype(T.dtype, np.integer):
+            raise ValueError("triplets must be integer indices into X")
+        if T.min() < 0 or T.max() >= n:
+            raise ValueError(f"triplet indices must lie in [0, {n})")
+        return T
+
+    def fit(self, X, triplets) -> RelativeComparisonMetric:
+        """Fit from ``X`` (N, d) and integer ``triplets`` (n, 3): x_i closer to x_j than x_k."""
+        X = check_array(X)
+        T = self._check_triplets(triplets, X.shape[0])
+        A = self._A(X.shape[1])
+        XA = X @ A
+        Z = self._triplet_z(XA, T)
+        AtA = A.T @ A
+        L = AtA * AtA
+        seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
+        res = dual_cd(L, Z, self.C, nonneg=True, tol=self.tol, max_passes=self.max_passes,
+                      ridge=self.ridge, seed=seed)
+        if not res.converged:
+            warnings.warn(f"dual coordinate descent stopped with relative gap {res.rel_gap:.2e} "
+                          f"> tol={self.tol:g} after {res.iterations} passes",
+                          ConvergenceWarning, stacklevel=2)
+        self.w_ = res.w
+        self.transform_matrix_ = A
+        self.components_ = (A * np.sqrt(res.w)).T
+        self.n_iter_ = res.iterations
+        self.objective_ = res.primal
+        self.gap_ = res.gap
+        self.converged_ = res.converged
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def fit_supervised(self, X, y, n_triplets: int | None = None) -> RelativeComparisonMetric:
+        """Fit from labels with ``n_triplets`` (default 3 N) triplets from :func:`draw_triplets`."""
+        X = check_array(X)
+        y = np.asarray(y)
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        n_t = 3 * X.shape[0] if n_triplets is None else int(n_triplets)
+        self.triplets_ = draw_triplets(y, n_t, self.random_state)
+        return self.fit(X, self.triplets_)
+
+    # ---------------------------------------------------------------------------------------
+    def get_mahalanobis_matrix(self) -> np.ndarray:
+        """M = A diag(w) A^T."""
+        check_is_fitted(self, "components_")
+        return self.components_.T @ self.components_
+
+    def transform(self, X) -> np.ndarray:
+        """X A diag(sqrt(w)): squared Euclidean distances there are the learned distances."""
+        check_is_fitted(self, "components_")
+        X = check_array(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, expected {self.n_features_in_}")
+        return X @ self.components_.T
+
+    def decision_function(self, X, triplets) -> np.ndarray:
+        """d(x_i, x_k) - d(x_i, x_j) for each triplet (positive: ordered as the triplet says)."""
+        check_is_fitted(self, "components_")
+        XT = self.transform(X)
+        T = self._check_triplets(triplets, XT.shape[0])
+        return self._triplet_z(XT, T).sum(axis=1)
+
+    def predict(self, X, triplets) -> np.ndarray:
+        """+1 where x_i is closer to x_j than to x_k under the learned metric, else -1."""
+        return np.where(self.decision_function(X, triplets) > 0, 1, -1)
+
+    def score_triplets(self, X, triplets) -> float:
+        """Fraction of triplets ordered correctly (d(x_i, x_j) < d(x_i, x_k))."""
+        return float(np.mean(self.decision_function(X, triplets) > 0))
