@@ -16,7 +16,7 @@ monotone objective trace; the status is :data:`specopt.certificate.STATIONARY`.
 Options (``specopt.solve(prob, route="iterated_sdp", **opts)``): ``max_iters`` (50), ``tol``
 (relative objective change), ``tol_K`` (relative change of K), ``restarts`` (0: extra seeded
 random starts), ``seed`` (0), ``init`` ("auto" | "value" | "relaxation" | "random"),
-``monotone_tol``; other options go to the conic backend.
+``monotone_tol``; other options go to the conic backend (``scs_max_iters`` for SCS's own cap).
 
 Convex problems are not accepted: they are a :class:`RouteMismatch` naming the conic route (a
 global solve with a certificate, which this local method cannot give).
@@ -239,13 +239,15 @@ class IteratedSDPRoute(Route):
         # default: the lead's size rule (Clarabel for small PSD parts, SCS for large ones)
         backend = (solver or default_backend(surr.problem)).upper()
         solver_opts = dict(opts)
+        if "scs_max_iters" in solver_opts:  # ``max_iters`` is the route's own option
+            solver_opts["max_iters"] = solver_opts.pop("scs_max_iters")
         if backend == "SCS":
             solver_opts.setdefault("eps_abs", _SCS_EPS)
             solver_opts.setdefault("eps_rel", _SCS_EPS)
             solver_opts.setdefault("max_iters", 20000)
             acc = max(solver_opts["eps_abs"], solver_opts["eps_rel"])
             defaults = {"tol": max(1e-6, 10 * acc), "tol_K": max(1e-4, 1e3 * acc),
-                        "monotone_tol": max(1e-6, 100 * acc)}
+                        "monotone_tol": max(1e-6, 10 * acc)}
         else:
             defaults = {"tol": 1e-6, "tol_K": 1e-4, "monotone_tol": 1e-6}
         for k, v in defaults.items():
