@@ -169,24 +169,42 @@ def _dphi(r, sd, C, mu, wLd, dLd, a):
 
 @njit(cache=True)
 def _exact_step(r, sd, C, mu, wLd, dLd, a_max):
-    """Minimizer of the convex piecewise quadratic phi on [0, a_max] by bisection on phi'."""
-    if _dphi(r, sd, C, mu, wLd, dLd, 0.0) >= 0.0:
+    """Minimizer of the convex piecewise quadratic phi on [0, a_max]: root of the piecewise
+    linear, increasing phi' by bracketing and regula falsi (Illinois), exact once both ends lie
+    on one linear piece."""
+    f_lo = _dphi(r, sd, C, mu, wLd, dLd, 0.0)
+    if f_lo >= 0.0:
         return 0.0
+    lo = 0.0
     hi = min(1.0, a_max)
-    while _dphi(r, sd, C, mu, wLd, dLd, hi) < 0.0:
+    f_hi = _dphi(r, sd, C, mu, wLd, dLd, hi)
+    while f_hi < 0.0:
         if hi >= a_max:
             return a_max
+        lo, f_lo = hi, f_hi
         hi = min(2.0 * hi, a_max)
-    lo = 0.0
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        if _dphi(r, sd, C, mu, wLd, dLd, mid) < 0.0:
-            lo = mid
+        f_hi = _dphi(r, sd, C, mu, wLd, dLd, hi)
+    side = 0
+    for _ in range(200):
+        a = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+        if not (lo < a < hi):
+            a = 0.5 * (lo + hi)
+        fa = _dphi(r, sd, C, mu, wLd, dLd, a)
+        if fa == 0.0:
+            return a
+        if fa < 0.0:
+            lo, f_lo = a, fa
+            if side == -1:
+                f_hi *= 0.5
+            side = -1
         else:
-            hi = mid
-        if hi - lo <= 1e-15 * hi:
+            hi, f_hi = a, fa
+            if side == 1:
+                f_lo *= 0.5
+            side = 1
+        if hi - lo <= 1e-14 * hi or abs(fa) <= 1e-13 * (abs(wLd) + a * dLd + 1e-300):
             break
-    return hi
+    return a if fa > 0.0 else lo if fa < 0.0 and lo > 0 else a
 
 
 # --------------------------------------------------------------------------------------------
