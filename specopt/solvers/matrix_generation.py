@@ -470,6 +470,7 @@ def solve_spectraplex_lp(
     big_m: float = 1e4,
     master: str = "lp",
     max_rank: int = 30,
+    row_selection: int = 500,
     verbose: bool = False,
 ) -> MatrixGenerationResult:
     r"""Column generation for ``max <C,X> + c^T z`` over the spectraplex (see module docstring).
@@ -486,6 +487,10 @@ def solve_spectraplex_lp(
     prune_after : delete columns that were zero for this many consecutive rounds (0 disables).
     max_columns : aggregate all columns into the eigenvectors of ``X`` beyond this many.
     dense_threshold : use dense ``eigh`` for n <= this, Lanczos (``eigsh``) above.
+    master : "lp" (HiGHS over rank-one columns) or "psd" (PSD block over the generated span).
+    max_rank : size of the PSD block (it grows beyond when X needs more directions).
+    row_selection : with the PSD master and at least this many rows, inactive rows with zero
+        multiplier leave the master and return when violated.
     """
     t0 = time.perf_counter()
     n, m = A.n, A.m
@@ -517,7 +522,7 @@ def solve_spectraplex_lp(
     if master == "psd":
         return _psd_block_loop(full, A, C, G, c, lb, ub, zlb, zub, trace, trace_eq, tol,
                                max_iters, time_limit, columns_per_round, max_rank, dense,
-                               verbose, t0, offset, smoothing)
+                               verbose, t0, offset, smoothing, row_selection)
     if master != "lp":
         raise ValueError(f"master must be 'lp' or 'psd', got {master!r}")
     max_columns = max_columns or max(4 * n, 200)
@@ -747,7 +752,7 @@ def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq,
 
 def _psd_block_loop(
     full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, tol, max_iters, time_limit, cpr, max_rank,
-    dense, verbose, t0, offset, smoothing,
+    dense, verbose, t0, offset, smoothing, row_selection_min=500,
 ) -> MatrixGenerationResult:
     m = A.m
     _, P = _top_eigs(full, np.append(1.0, np.zeros(m)), cpr, dense, None, 1e-8)
@@ -759,18 +764,36 @@ def _psd_block_loop(
     v0 = None
     status = "max_iters"
     obj_prev = -np.inf
-    gap_prev = 1.0
     it = 0
+    p = G.shape[1]
+    # row working set (rows may leave the master when inactive, see _master_on_rows)
+    select_rows = m >= row_selection_min
+    work = np.ones(m, dtype=bool)
+    Gc = sp.csc_array(G)
+    cnt = np.diff(Gc.indptr)
+    priv = np.full(p, -1)
+    if select_rows and Gc.nnz:
+        one = np.flatnonzero(cnt == 1)
+        priv[one] = Gc.indices[Gc.indptr[one]]
+    zcur = np.clip(np.zeros(p), zlb, zub)
     for it in range(1, max_iters + 1):
         k = P.shape[1]
         I, J = _pairs(k)
         scale = np.where(I == J, 1.0, _SQRT2)
         Bfull = full.quad_pairs(P) * scale
         # tight master solves (looser ones early on were measured to cost rounds at the end)
-        acc = 1e-10
-        obj, W, alpha, z, y, mu = _psd_block_master(
-            Bfull[1:], Bfull[0], abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k, acc
+        obj, W, alpha, z, y, mu = _master_on_rows(
+            Bfull, I, J, scale, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k, work, priv,
+            zcur,
         )
+        zcur = z
+        if select_rows:
+            # rows with room to spare and a zero multiplier leave the master (their private LP
+            # variables are frozen); they come back as soon as they are violated
+            act = _row_activity(Bfull, I, J, scale, W, alpha, abar) + G @ z
+            slack = np.minimum(act - lb, ub - act)
+            small = np.abs(y) <= 1e-7 * max(1.0, float(np.abs(y).max(initial=0.0)))
+            work = ~((slack > 1e-4 * np.maximum(1.0, np.abs(act))) & small)
         y = _clip_duals(y, lb, ub)
         # current X = P W P^T + alpha Xbar, as eigen-factor Q diag(s2) Q^T
         lw, Vw = np.linalg.eigh(W)
@@ -788,19 +811,20 @@ def _psd_block_loop(
         if bnd < best_bound:
             best_bound, y_best = bnd, ys
         if use_smooth:
+            # price at the master duals too (one more eigen-solve, cheap next to the master):
+            # their bound is often the better one, and their columns never misprice
+            vm, Um = _top_eigs(full, np.append(1.0, -y), cpr, dense, v0, 1e-10)
+            bnd = lagrangian_bound(vm[0], y, lb, ub, G, c, zlb, zub, t, trace_eq, ztol=1e-7)
+            if bnd < best_bound:
+                best_bound, y_best = bnd, y
+            vecs = np.linalg.qr(np.hstack([Um, vecs]))[0]
             rc = full.quad(vecs).T @ np.append(1.0, -y) - mu
-            if not (rc > 1e-12 * max(1.0, abs(obj))).any():  # mispricing: use the master duals
-                vals, vecs = _top_eigs(full, np.append(1.0, -y), cpr, dense, v0, 1e-10)
-                bnd = lagrangian_bound(vals[0], y, lb, ub, G, c, zlb, zub, t, trace_eq, ztol=1e-7)
-                if bnd < best_bound:
-                    best_bound, y_best = bnd, y
-                rc = vals - mu
+            vals = np.append(vm[0], vals)
         else:
             rc = vals - mu
         v0 = vecs[:, 0]
         obj_prev = max(obj_prev, obj)
         gap = (best_bound - obj) / max(1.0, abs(obj))
-        gap_prev = gap
         hist["objective"].append(obj + offset)
         hist["bound"].append(best_bound + offset)
         hist["gap"].append(gap)
@@ -809,7 +833,7 @@ def _psd_block_loop(
         hist["lambda"].append(float(vals[0]))
         if verbose:
             print(f"[mg-psd] it {it:3d} obj {obj + offset:+.9e} bound {best_bound + offset:+.9e} "
-                  f"gap {gap:.2e} k {k} rank {Q.shape[1]}")
+                  f"gap {gap:.2e} k {k} rank {Q.shape[1]} rows {int(work.sum())}")
         if gap <= tol:
             status = "optimal"
             break
@@ -875,6 +899,47 @@ def _psd_block_loop(
     )
 
 
+def _row_activity(Bfull, I, J, scale, W, alpha, abar):
+    """``A(P W P^T + alpha Xbar)`` from the scaled pair coefficients."""
+    act = Bfull[1:] @ (W[I, J] * scale)
+    return act + alpha * abar if abar is not None else act
+
+
+def _master_on_rows(Bfull, I, J, scale, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
+                    work, priv, zcur):
+    """The PSD-block master on the rows in ``work`` (updated in place), exact for all rows.
+
+    LP variables private to a row outside the working set (one nonzero in G, in that row) are
+    frozen at ``zcur``. After a solve, rows outside the set that are violated are added and the
+    master is solved again, so the result is the optimum of the master with every row (its
+    multipliers are zero on the rows left out).
+    """
+    m = len(lb)
+    while True:
+        rows = np.flatnonzero(work)
+        free = (priv < 0) | work[np.maximum(priv, 0)]
+        Gr = sp.csr_array(G[rows])
+        const = float(c[~free] @ zcur[~free])
+        obj, W, alpha, zf, yr, mu = _psd_block_master(
+            Bfull[1:][rows], Bfull[0], abar[rows] if abar is not None else None, cbar,
+            sp.csr_array(Gr[:, np.flatnonzero(free)]), c[free], lb[rows], ub[rows],
+            zlb[free], zub[free], t, trace_eq, k,
+        )
+        z = zcur.copy()
+        z[free] = zf
+        if work.all():
+            break
+        act = _row_activity(Bfull, I, J, scale, W, alpha, abar) + G @ z
+        tol = 1e-9 * np.maximum(1.0, np.abs(act))
+        viol = ~work & ((act < lb - tol) | (act > ub + tol))
+        if not viol.any():
+            break
+        work |= viol
+    y = np.zeros(m)
+    y[rows] = yr
+    return obj + const, W, alpha, z, y, mu
+
+
 def _polish_z(ax, G, c, lb, ub, zlb, zub):
     """With ``A(X) = ax`` fixed, the best exactly feasible ``z`` (an LP in HiGHS), or None."""
     m, p = G.shape
@@ -882,6 +947,8 @@ def _polish_z(ax, G, c, lb, ub, zlb, zub):
         return np.zeros(0), ax
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
+    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-10)
     inf = highspy.kHighsInf
     f = lambda a: np.clip(np.nan_to_num(a, posinf=inf, neginf=-inf), -inf, inf)  # noqa: E731
     Gc = sp.csc_array(G)
@@ -893,5 +960,5 @@ def _polish_z(ax, G, c, lb, ub, zlb, zub):
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None, None
-    z = np.asarray(h.getSolution().col_value)
+    z = np.clip(np.asarray(h.getSolution().col_value), zlb, zub)
     return z, ax + G @ z

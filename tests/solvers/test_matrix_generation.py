@@ -63,6 +63,7 @@ def instance():
         {"master": "lp", "smoothing": 0.5},
         {"master": "psd", "max_rank": 3, "smoothing": 0.5},  # block grows to rank(X)
         {"master": "psd", "dense_threshold": 0},  # Lanczos pricing
+        {"master": "psd", "max_rank": 4, "row_selection": 10},  # row working set
     ],
 )
 def test_psdboost_bound_valid_monotone_and_on_spectraplex(instance, opts):
