@@ -144,6 +144,6 @@ def test_failed_solve_keeps_user_values():
 def test_pays_off_threshold():
     route = get_route("dual_cd")
     small = _hinge(*_data(0, 20, 3, 0.3), 1.0, True)[0]
-    big = _hinge(*_data(0, 400, 3, 0.3), 1.0, True)[0]
+    big = _hinge(*_data(0, 1500, 3, 0.3), 1.0, True)[0]
     assert not route.pays_off(small, route.recognize(small))[0]
     assert route.pays_off(big, route.recognize(big))[0]
