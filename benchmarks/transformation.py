@@ -147,8 +147,7 @@ def run_digits(runs: int) -> tuple[list[dict], list[dict]]:
         # multitask: one shared M for the six tasks, C by validation on the summed error
         best = None
         for C in (1.0, 10.0):
-            mt = MultitaskTransformationSVM(n_ramps=10, C=C, solver="extragradient",
-                                            bias=True, tol=1e-3).fit(
+            mt = MultitaskTransformationSVM(n_ramps=10, C=C, solver="conic", bias=True).fit(
                 [X[s[0]] for s in splits.values()], [y[s[0]] for s in splits.values()])
             va_err = np.mean([np.mean(mt.predict(X[s[1]], task=k) != y[s[1]])
                               for k, s in enumerate(splits.values())])

@@ -157,6 +157,17 @@ def _fit_matrix(tasks, model, solver, bias, tol, max_iter, conic_solver):
     return r.M, r.alphas, r.biases, r.gap, {"iterations": r.iterations, "solver": solver}
 
 
+def _sklearn_svm(Z: np.ndarray, y: np.ndarray, C: float, bias: bool) -> tuple[np.ndarray, float]:
+    """SVM step of the greedy mixture: ``min ||w||^2 + 2C sum xi`` (= libsvm's ``SVC(C)``)."""
+    from sklearn.svm import SVC, LinearSVC
+
+    if bias:
+        est = SVC(kernel="linear", C=C, tol=1e-8).fit(Z, y)
+        return est.coef_.ravel(), float(est.intercept_[0])
+    est = LinearSVC(C=C, loss="hinge", fit_intercept=False, tol=1e-10, max_iter=100_000).fit(Z, y)
+    return est.coef_.ravel(), 0.0
+
+
 def _binary_labels(y) -> tuple[np.ndarray, np.ndarray]:
     classes = unique_labels(y)
     if classes.size != 2:
@@ -228,7 +239,8 @@ class TransformationSVM(_TransformationBase):
         if self.model == "mixture":
             if self.solver != "auto":
                 raise ValueError("model='mixture' is learned greedily; use solver='auto'")
-            g = greedy_mixture(F, ys, self.C, bias=self.bias, max_iter=self.max_iter or 30)
+            g = greedy_mixture(F, ys, self.C, bias=self.bias, max_iter=self.max_iter or 30,
+                               svm=_sklearn_svm)
             self.m_, self.M_ = g.m, np.outer(g.m, g.m)
             self.coef_ = np.outer(g.m, g.w)
             self.intercept_ = g.b

@@ -412,6 +412,7 @@ def greedy_mixture(
     m0: np.ndarray | None = None,
     max_iter: int = 30,
     tol: float = 1e-6,
+    svm: Callable[[np.ndarray, np.ndarray, float, bool], tuple[np.ndarray, float]] | None = None,
 ) -> GreedyResult:
     """Greedy mixture of transformations ``Phi_m(x) = sum_j m_j phi_j(x)`` (thesis Alg. 1).
 
@@ -419,6 +420,8 @@ def greedy_mixture(
     over ``m >= 0, 1^T m <= 1``: SVM step (exact QP in (w, b), m fixed), LP step (m and slacks, w
     and b fixed; ||w||^2 is constant there). Each step is exact, so the objective is
     non-increasing; a step that would increase it (solver round-off) is rejected.
+    ``svm(Z, y, C, bias) -> (w, b)`` solves the SVM step (default :func:`linear_svm_qp`, exact
+    but slow for larger D; the learners pass libsvm/liblinear).
     """
     F = np.asarray(F, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -432,7 +435,7 @@ def greedy_mixture(
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007
         Z = np.einsum("njd,j->nd", F, m)
-        w1, b1 = linear_svm_qp(Z, y, C, bias)
+        w1, b1 = (svm or linear_svm_qp)(Z, y, C, bias)
         o1 = svm_primal_objective(Z, y, w1, b1, C)
         if o1 <= obj:
             w, b, obj = w1, b1, o1
