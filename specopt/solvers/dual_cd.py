@@ -158,53 +158,49 @@ def _combine(Y, x, v):
 
 @njit(cache=True)
 def _dphi(r, sd, C, mu, wLd, dLd, a):
-    """phi'(a) for phi(a) = P_mu(w + a d) (see :func:`_huber_newton`)."""
-    tot = wLd + a * dLd
+    """phi'(a) and phi''(a) for phi(a) = P_mu(w + a d) (see :func:`_huber_newton`)."""
+    g = wLd + a * dLd
+    h = dLd
     for i in range(r.shape[0]):
         x = (r[i] - a * sd[i]) / mu
         if x > 0.0:
-            tot -= C[i] * sd[i] * (x if x < 1.0 else 1.0)
-    return tot
+            if x < 1.0:
+                g -= C[i] * sd[i] * x
+                h += C[i] * sd[i] * sd[i] / mu
+            else:
+                g -= C[i] * sd[i]
+    return g, h
 
 
 @njit(cache=True)
 def _exact_step(r, sd, C, mu, wLd, dLd, a_max):
-    """Minimizer of the convex piecewise quadratic phi on [0, a_max]: root of the piecewise
-    linear, increasing phi' by bracketing and regula falsi (Illinois), exact once both ends lie
-    on one linear piece."""
-    f_lo = _dphi(r, sd, C, mu, wLd, dLd, 0.0)
-    if f_lo >= 0.0:
+    """Minimizer of the convex piecewise quadratic phi on [0, a_max]: root of the increasing,
+    piecewise linear phi' by safeguarded Newton steps inside a bracket (exact once the iterate
+    lies on the root's linear piece)."""
+    g, h = _dphi(r, sd, C, mu, wLd, dLd, 0.0)
+    if g >= 0.0:
         return 0.0
-    lo = 0.0
-    hi = min(1.0, a_max)
-    f_hi = _dphi(r, sd, C, mu, wLd, dLd, hi)
-    while f_hi < 0.0:
-        if hi >= a_max:
-            return a_max
-        lo, f_lo = hi, f_hi
-        hi = min(2.0 * hi, a_max)
-        f_hi = _dphi(r, sd, C, mu, wLd, dLd, hi)
-    side = 0
-    for _ in range(200):
-        a = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        if not (lo < a < hi):
-            a = 0.5 * (lo + hi)
-        fa = _dphi(r, sd, C, mu, wLd, dLd, a)
-        if fa == 0.0:
+    lo, hi = 0.0, a_max
+    a = min(1.0, a_max)
+    for _ in range(100):
+        g, h = _dphi(r, sd, C, mu, wLd, dLd, a)
+        if g == 0.0:
             return a
-        if fa < 0.0:
-            lo, f_lo = a, fa
-            if side == -1:
-                f_hi *= 0.5
-            side = -1
+        if g < 0.0:
+            lo = a
+            if lo >= a_max:
+                return a_max
         else:
-            hi, f_hi = a, fa
-            if side == 1:
-                f_lo *= 0.5
-            side = 1
-        if hi - lo <= 1e-14 * hi or abs(fa) <= 1e-13 * (abs(wLd) + a * dLd + 1e-300):
+            hi = a
+        if hi - lo <= 1e-12 * hi:
             break
-    return a if fa > 0.0 else lo if fa < 0.0 and lo > 0 else a
+        nxt = a - g / h
+        if abs(nxt - a) <= 1e-13 * a:  # on the root's linear piece: Newton step is exact
+            return nxt if lo < nxt < hi else a
+        if not (lo < nxt < hi):
+            nxt = 0.5 * (lo + hi) if np.isfinite(hi) else 2.0 * max(a, lo)
+        a = nxt
+    return a
 
 
 # --------------------------------------------------------------------------------------------
@@ -571,6 +567,8 @@ def _huber_newton(L, Z, C, mask, w, mu, max_iter=50):
             fn = _huber_value(L, C, mu, wn, rn)
             if fn < f:
                 accepted = True
+                break
+            if not bent.any():  # the exact step along the ray does not decrease: converged
                 break
             step *= 0.5
         if not accepted or f - fn <= 1e-16 * abs(f):

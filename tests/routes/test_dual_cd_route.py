@@ -147,3 +147,20 @@ def test_pays_off_threshold():
     big = _hinge(*_data(0, 1500, 3, 0.3), 1.0, True)[0]
     assert not route.pays_off(small, route.recognize(small))[0]
     assert route.pays_off(big, route.recognize(big))[0]
+
+
+def test_fast_hinge_reader_agrees_with_cvxpy_coefficients():
+    from specopt._cvxpy_compat import affine_coefficients
+    from specopt.reductions.dual_cd import _affine_in_w
+
+    rng = np.random.default_rng(0)
+    Z, c = rng.normal(size=(6, 3)), np.arange(1.0, 7.0)
+    w = cp.Variable(3)
+    exprs = [1 - Z @ w, 2 - 3 * (Z @ w), -(Z @ w) + np.arange(6.0), 0.5 * (1 - Z @ w),
+             (1 - Z @ w) * 2, cp.multiply(c, 1 - Z @ w)]
+    for e in exprs:
+        A, b = _affine_in_w(e, w)
+        co, off = affine_coefficients(e, [w])
+        np.testing.assert_allclose(A, co[w.id].toarray())
+        np.testing.assert_allclose(b, off)
+    assert _affine_in_w(1 - w[0] * np.ones(6), w) is None  # unknown pattern: general reader
