@@ -452,8 +452,8 @@ def _primal_value(Y, R, v, tcoords, C):
 def _kkt_polish(L, Z, C, mask, lam, t):
     """Exact primal-dual pair for the active-set partition of the current dual iterate.
 
-    With U = {lam_i = C_i}, F = {0 < lam_i < C_i} and T = {j in J: t_j = 0 is not binding,
-    i.e. t_j > 0} it solves (least squares) the KKT system of that partition::
+    With U = {lam_i = C_i}, F = {0 < lam_i < C_i} and T = {j in J: t_j > 0} (w_j held at 0)
+    it solves (least squares) the KKT system of that partition::
 
         L w - Z_U^T C_U - Z_F^T lam_F - t = 0,   Z_F w = 1,   w_T = 0
 
