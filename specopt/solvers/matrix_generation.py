@@ -435,6 +435,11 @@ class _Master:
     def solve(self):
         self.h.run()
         status = self.h.getModelStatus()
+        if status == highspy.HighsModelStatus.kNotset:
+            # the warm start failed inside HiGHS (seen after column deletion): solve cold
+            self.h.clearSolver()
+            self.h.run()
+            status = self.h.getModelStatus()
         sol = self.h.getSolution()
         x = np.asarray(sol.col_value)
         y = np.asarray(sol.row_dual)
