@@ -334,8 +334,10 @@ def _ray_candidates(lam: np.ndarray, last: list[np.ndarray]) -> list[np.ndarray]
 class _Loop:
     """Shared outer loop: sweeps in chunks, cheap violation test, expensive certificate."""
 
-    def __init__(self, tol, max_sweeps, time_limit, check_every, growth=2):
+    def __init__(self, tol, max_sweeps, time_limit, check_every, growth=2, sweep_work=1.0):
         self.growth = growth
+        # sweeps per compiled call: up to ~1e6 flops of work per call, at most 1024
+        self.max_chunk = int(min(1024, max(1, 1e6 // max(sweep_work, 1.0))))
         self.tol = float(tol)
         self.max_sweeps = int(max_sweeps)
         self.time_limit = time_limit
@@ -359,11 +361,11 @@ class _Loop:
         while True:
             n = min(chunk, self.max_sweeps - done)
             if n > 0:
-                ts = time.perf_counter()
                 sweep(n)
                 done += n
-                if self.check_every is None and time.perf_counter() - ts < 2e-3:
-                    chunk = min(2 * chunk, 1024)  # amortize the per-call overhead
+                if self.check_every is None:
+                    # amortize the per-call overhead on cheap sweeps; deterministic (no timing)
+                    chunk = min(2 * chunk, self.max_chunk)
             # cheap test first: violation and complementarity |sum lam delta (p - xi)|, which
             # equals primal - dual at an exact iterate; the full certificate confirms it
             viol, comp = violation()
@@ -491,7 +493,7 @@ def itml_linear(
         return None
 
     t0 = time.perf_counter()
-    loop = _Loop(tol, max_sweeps, time_limit, check_every)
+    loop = _Loop(tol, max_sweeps, time_limit, check_every, sweep_work=4.0 * mk * d * d)
     if mk == 0:
         status, it, primal, dual, gap, viol, ray = "optimal", 0, 0.0, 0.0, 0.0, 0.0, None
     else:
@@ -651,7 +653,7 @@ def itml_kernel(
         return None
 
     t0 = time.perf_counter()
-    loop = _Loop(tol, max_sweeps, time_limit, check_every, growth=4)
+    loop = _Loop(tol, max_sweeps, time_limit, check_every, growth=4, sweep_work=4.0 * mk * s * s)
     if mk == 0:
         status, it, primal, dual, gap, viol, ray = "optimal", 0, 0.0, 0.0, 0.0, 0.0, None
     else:

@@ -194,8 +194,14 @@ def test_infeasible_hard_constraints_detected():
     assert np.all(r >= 0) and np.sum(delta * r * b) < 0
     X = np.hstack([np.zeros((3, 1)), v[:, None], rng.standard_normal((3, 2))])
     P = np.array([[0, 1], [1, 0], [0, 2], [2, 3]])
-    resk = itml_kernel(X.T @ X, P, np.array([1.0, 2.0, 5, 0.1]), np.array([1.0, -1, 1, -1]),
-                       gamma=math.inf, max_sweeps=20_000)
+    resk = itml_kernel(
+        X.T @ X,
+        P,
+        np.array([1.0, 2.0, 5, 0.1]),
+        np.array([1.0, -1, 1, -1]),
+        gamma=math.inf,
+        max_sweeps=20_000,
+    )
     assert resk.status == "infeasible"
     # slack problems are always feasible
     assert itml_linear(V, b, delta, gamma=1.0).status == "optimal"
