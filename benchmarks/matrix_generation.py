@@ -191,12 +191,13 @@ def table(rows: list[dict], cap: float) -> str:
     return "\n".join(lines)
 
 
+_PA = dict(prune_after=30, max_columns=200)  # pruning after 30 idle rounds, aggregation past 200
 REMEDIES = {
-    "LP master, 1 column/round, no stabilization": dict(master="lp", columns_per_round=1,
-                                                        smoothing=0.0, prune_after=0),
-    "LP, 5 columns/round": dict(master="lp", smoothing=0.0),
-    "LP, 5 columns + Wentges 0.5": dict(master="lp", smoothing=0.5),
-    "LP, 5 columns + Wentges 0.8": dict(master="lp", smoothing=0.8),
+    "LP master, 1 column/round, no stabilization, pruning+aggregation": dict(
+        master="lp", columns_per_round=1, smoothing=0.0, prune_after=0, max_columns=200),
+    "LP, 5 columns/round, pruning+aggregation": dict(master="lp", smoothing=0.0, **_PA),
+    "LP, 5 columns + Wentges 0.5, pruning+aggregation": dict(master="lp", smoothing=0.5, **_PA),
+    "LP, 5 columns + Wentges 0.8, pruning+aggregation": dict(master="lp", smoothing=0.8, **_PA),
     "LP, 5 columns + Wentges 0.8, no pruning/aggregation": dict(
         master="lp", smoothing=0.8, prune_after=0, max_columns=10**6),
     "PSD block, max_rank 10, Wentges 0.5": dict(master="psd", max_rank=10, smoothing=0.5),

@@ -468,7 +468,7 @@ def solve_spectraplex_lp(
     time_limit: float = np.inf,
     columns_per_round: int = 5,
     smoothing: float = 0.5,
-    prune_after: int = 30,
+    prune_after: int = 0,
     max_columns: int | None = None,
     dense_threshold: int = 300,
     init_columns: np.ndarray | None = None,
@@ -489,8 +489,10 @@ def solve_spectraplex_lp(
     tol : stop when ``(bound - master) / max(1, |master|) <= tol``.
     columns_per_round : eigenvectors priced per round (those with positive reduced cost are added).
     smoothing : Wentges parameter ``alpha`` in [0, 1) (0 disables stabilization).
-    prune_after : delete columns that were zero for this many consecutive rounds (0 disables).
-    max_columns : aggregate all columns into the eigenvectors of ``X`` beyond this many.
+    prune_after : delete columns that were zero for this many consecutive rounds (0, default,
+        disables: measured to cost rounds, see docs/routes/matrix_generation.md).
+    max_columns : aggregate all columns into the eigenvectors of ``X`` beyond this many (None,
+        default: never; aggregation was measured to cost rounds as well).
     dense_threshold : use dense ``eigh`` for n <= this, Lanczos (``eigsh``) above.
     master : "lp" (HiGHS over rank-one columns) or "psd" (PSD block over the generated span).
     max_rank : size of the PSD block (it grows beyond when X needs more directions).
@@ -530,7 +532,7 @@ def solve_spectraplex_lp(
                                verbose, t0, offset, smoothing, row_selection)
     if master != "lp":
         raise ValueError(f"master must be 'lp' or 'psd', got {master!r}")
-    max_columns = max_columns or max(4 * n, 200)
+    max_columns = max_columns or np.iinfo(np.int64).max
 
     master = _Master(A, C, G, c, lb, ub, zlb, zub, trace, trace_eq, big_m)
     # initial columns: top eigenvectors of C (or given), plus the coordinate axes for small n
