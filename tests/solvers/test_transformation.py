@@ -5,6 +5,8 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specopt.learn._transformation_cvx import nc_tla, qcqp_master, solve_conic
 from specopt.solvers.extragradient import extragradient
@@ -191,3 +193,18 @@ def test_upper_bound_is_a_valid_bound_for_any_pair(small):
     M = A @ A.T / np.trace(A @ A.T)
     a = rng.uniform(0, 1, size=len(y))
     assert upper_bound(tasks, M, [a], False)[0] >= _svm_dual_value(tasks, M, False) - 1e-7
+
+
+@settings(max_examples=5, deadline=None)
+@given(st.integers(0, 10_000), st.booleans())
+def test_random_instances_three_solvers_agree(seed, bias):
+    rng = np.random.default_rng(seed)
+    F, y = ramp_data(rng, N=int(rng.integers(12, 30)), D=int(rng.integers(1, 4)),
+                     J=int(rng.integers(2, 5)))
+    tasks = make_tasks(F, y, float(rng.choice([0.3, 1.0, 5.0])))
+    rc = solve_conic(tasks, bias=bias)
+    rm = matrix_generation(tasks, qcqp_master(), bias=bias, tol=1e-6)
+    re = extragradient(tasks, bias=bias, tol=1e-6, max_iter=200_000)
+    for r in (rc, rm, re):
+        assert r.gap <= 1e-5
+        assert abs(r.upper - rc.upper) <= 1e-4 * max(1.0, abs(rc.upper))
