@@ -53,12 +53,11 @@ _ROUTE_OPTS = (
 
 #: ``route="auto"`` picks matrix generation when ``n >= PAYS_OFF_MIN_N`` and the stacked data
 #: ``|rows| * n^2`` (what the conic form would store) is at least ``PAYS_OFF_MIN_DATA``.
-#: Measured in ``benchmarks/matrix_generation.py`` (docs/routes/matrix_generation.md): at
-#: D=24/|S|=550 (rows*n^2 = 3e5) SCS through CVXPY is 6x faster than the route; at D=100/|S|=2000
-#: (2e7) the route is 12x faster than SCS (Clarabel does not finish). Between the two we have no
-#: measurement, so the switch sits at the measured winning size.
+#: Measured in ``benchmarks/matrix_generation.py`` (docs/routes/matrix_generation.md), PSDBoost
+#: instances, certified 1e-4 vs SCS: D=24/|S|=550 (rows*n^2 = 3e5) SCS 3x faster; D=100/|S|=550
+#: (5.5e6) route 1.4x faster; D=50/|S|=2000 (5e6) 7x; D=100/|S|=2000 (2e7) 12-19x.
 PAYS_OFF_MIN_N = 50
-PAYS_OFF_MIN_DATA = 2e7
+PAYS_OFF_MIN_DATA = 5e6
 
 
 @dataclass
@@ -354,7 +353,7 @@ class MatrixGenerationRoute(Route):
         if data.n >= PAYS_OFF_MIN_N and size >= PAYS_OFF_MIN_DATA:
             return True, f"n={data.n}, rows*n^2={size:.2g}: beyond the measured break-even"
         return False, (f"n={data.n}, rows*n^2={size:.2g}: small; the conic route was measured "
-                       "faster below n=50 or rows*n^2=2e7")
+                       "faster below n=50 or rows*n^2=5e6")
 
     def solve(
         self,
