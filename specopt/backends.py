@@ -1,13 +1,19 @@
 """Which conic solvers are usable here, and which one to pick for a problem.
 
-MOSEK is picked when it has a working licence. Otherwise Clarabel (interior point, high accuracy)
-or SCS (first order, scales to larger PSD blocks), by the size of the PSD part of the problem.
-Clarabel forms a dense block of size M_i = n_i (n_i + 1) / 2 per PSD cone of side n_i in its KKT
-system, so its cost grows like sum_i M_i^2 (and its memory too). Measured on this 2-core machine
-(`shared/reference/cvxpy-extension-notes.md`, section E): PSDBoost at n = 24 (M^2 = 9e4): Clarabel
-0.75 s vs SCS 1.1 s; n = 50 (M^2 = 1.6e6): Clarabel 19.6 s vs SCS 3.7 s; three blocks at n = 50:
-Clarabel 8.75 s vs SCS 0.23 s. The crossover sits between the two: Clarabel is chosen while
-sum_i M_i^2 <= CLARABEL_MAX_KKT_PSD (3e5, i.e. one block of side ~33 or several smaller).
+MOSEK is picked when it has a working licence. Otherwise Clarabel (interior point, ~1e-8
+accuracy, ~15-25 factorizations) or SCS (first order, one factorization then cheap iterations).
+Both factor a KKT system whose dense part has dimension about
+
+    d = sum_i n_i (n_i + 1) / 2   (one dense block per PSD cone of side n_i)
+        + rows that couple densely to a PSD matrix (row_quad_forms rows),
+
+so Clarabel costs ~20 d^3/3 flops and SCS ~d^3/3 + ~1000 d^2: SCS wins once d exceeds a few
+hundred. Measured on this 2-core machine: PSDBoost D = 24, |S| = 550 (d = 850): SCS 0.59 s vs
+Clarabel 1.42 s (benchmarks/matrix_generation.py); lambda_sum_largest, three blocks n = 20
+(d = 630): SCS 0.05 s vs Clarabel 0.31 s; n = 50 (d = 3825): SCS 0.23 s vs Clarabel 8.75 s;
+PSDBoost D = 10, |S| = 500 (d = 555): SCS 0.13 s vs Clarabel 0.10 s (the last three from
+`shared/reference/cvxpy-extension-notes.md`, section E). Clarabel is chosen while
+d <= CLARABEL_MAX_DENSE_DIM = 300, where it is as fast and far more accurate.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import cvxpy as cp
 
 from ._tree import walk
 
-CLARABEL_MAX_KKT_PSD = 3.0e5
+CLARABEL_MAX_DENSE_DIM = 300
 GENERIC_BACKENDS = ("CLARABEL", "SCS", "MOSEK")
 
 
@@ -93,14 +99,22 @@ def psd_block_sides(problem: cp.Problem) -> list[int]:
     return sides
 
 
+def dense_kkt_dimension(problem: cp.Problem) -> int:
+    """The estimate ``d`` of the module docstring (PSD blocks plus dense coupling rows)."""
+    from .atoms import RowQuadForms
+
+    d = sum(n * (n + 1) // 2 for n in psd_block_sides(problem))
+    roots = [problem.objective.expr, *problem.constraints]
+    d += sum(node.size for root in roots for node in walk(root) if isinstance(node, RowQuadForms))
+    return d
+
+
 def default_backend(problem: cp.Problem) -> str:
-    """MOSEK if licensed; else Clarabel for small PSD parts, SCS for large ones."""
+    """MOSEK if licensed; else Clarabel for small dense KKT parts, SCS for large ones."""
     if mosek_licensed():
         return "MOSEK"
-    sides = psd_block_sides(problem)
-    kkt = sum((n * (n + 1) / 2) ** 2 for n in sides)
     usable = available_backends()
-    if kkt <= CLARABEL_MAX_KKT_PSD and "CLARABEL" in usable:
+    if dense_kkt_dimension(problem) <= CLARABEL_MAX_DENSE_DIM and "CLARABEL" in usable:
         return "CLARABEL"
     if "SCS" in usable:
         return "SCS"
