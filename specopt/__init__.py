@@ -36,7 +36,6 @@ last_certificate = certificate
 # imported last, and by name, so that ``specopt.compare`` is the function, not the module
 from .compare import CompareTable, compare  # noqa: E402
 
-
 __all__ = [
     "STATIONARY",
     "Certificate",
