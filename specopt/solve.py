@@ -212,7 +212,8 @@ def run_route(
         status=result.status,
         objective=objective,
         bound=bound,
-        gap=result.gap if result.gap is not None else relative_gap(objective, bound),
+        # one definition for every route: |objective - bound| / max(1, |objective|)
+        gap=relative_gap(objective, bound) if bound is not None else result.gap,
         max_violation=violation,
         iterations=result.iterations,
         setup_time=result.setup_time,
