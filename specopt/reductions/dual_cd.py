@@ -45,8 +45,9 @@ _ROUTE_OPTS = ("tol", "max_passes", "seed", "shrinking", "ridge", "check_every",
 
 #: ``route="auto"`` picks dual CD from this many margin rows on. Measured in benchmarks/dual_cd.py
 #: (loaded 2-core machine): from n = 1000 rows on the route, including recognition and unpacking,
-#: beat Clarabel in every case (1.4x-3x at n = 1e3, ~15x at n = 1e4, m = 50); at n ~ 450-550 the
-#: two were within a factor 2 either way, so smaller problems stay on the conic route.
+#: beat Clarabel in every case (1.3x-2x at n = 1e3, 6x-40x at n = 1e4, 7x-37x at n = 1e5); at
+#: n ~ 450-550 it was 2x-8x faster in the final run but within 2x either way in an earlier one,
+#: so smaller problems stay on the conic route.
 PAYS_OFF_MIN_ROWS = 1000
 
 
