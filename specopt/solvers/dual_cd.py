@@ -487,7 +487,7 @@ def _kkt_polish(L, Z, C, mask, lam, t):
     return w, lam_k, t_k
 
 
-def _polish_candidates(L, Z, C, mask, lam, t, w, mu0=1.0, mu_min=1e-9):
+def _polish_candidates(L, Z, C, mask, lam, t, w, mu0=1e-2, mu_min=1e-9):
     """Primal-dual candidates for the certificate (a generator; the caller stops it early).
 
     First the KKT pair of the current dual partition; then, for mu = mu0, mu0/10, ..., a
