@@ -250,3 +250,97 @@ def test_scale_and_congruence_invariance():
     ref = T @ base.W @ T.T
     assert np.linalg.norm(cg.W - ref) <= 1e-6 * np.linalg.norm(ref)
     assert abs(cg.primal - base.primal) <= 1e-8 * max(1, abs(base.primal))
+
+
+# --------------------------------------------------------------------------------------------
+# Kernel form: factored (K0_SS = G G^T, linear ITML in R^r) and blocked sweeps == plain form
+# --------------------------------------------------------------------------------------------
+def _same_kernel_solution(a, f, Knew_a=None, Knew_f=None, rtol=1e-7):
+    assert a.status == f.status == "optimal"
+    np.testing.assert_array_equal(a.support, f.support)
+    np.testing.assert_allclose(f.lam, a.lam, rtol=1e-6, atol=1e-8 * max(a.lam.max(), 1e-300))
+    assert np.abs(f.K - a.K).max() <= rtol * np.abs(a.K).max()
+    Ka, Kf = a.extra["K_support"], f.extra["K_support"]
+    assert np.abs(Kf - Ka).max() <= rtol * np.abs(Ka).max()
+    assert np.abs(f.M - a.M).max() <= 1e-6 * max(1.0, np.abs(a.M).max())
+    for x, y in ((f.primal, a.primal), (f.dual, a.dual)):
+        assert abs(x - y) <= 1e-7 * max(1.0, abs(y))
+    assert f.gap <= 1e-9 and f.max_violation <= 1e-9
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    gamma=st.sampled_from([1.0, 10.0, math.inf]),
+    d=st.integers(2, 5),
+)
+def test_factored_equals_kernel_form_singular_linear_K0(seed, gamma, d):
+    n = 18  # linear kernel, n > d: K0 singular, numerical rank r = d <= s / 2
+    X, P, V, b, delta = _planted(seed, d, n, 24) if math.isinf(gamma) else _instance(seed, d, n, 24)
+    K0 = X.T @ X
+    a = itml_kernel(K0, P, b, delta, gamma, tol=1e-10, factored=False)
+    f = itml_kernel(K0, P, b, delta, gamma, tol=1e-10)  # auto: factored
+    assert f.extra["factored"] and f.extra["rank"] == d and not a.extra["factored"]
+    _same_kernel_solution(a, f)
+    # same out-of-sample kernel k(z1, z2) = k0(z1, z2) + k1^T M k2, and W = I + X_S M X_S^T
+    Z = np.random.default_rng(seed).standard_normal((d, 5))
+    k = Z.T @ X[:, a.support]
+    Ka, Kf = Z.T @ Z + k @ a.M @ k.T, Z.T @ Z + k @ f.M @ k.T
+    assert np.abs(Kf - Ka).max() <= 1e-7 * np.abs(Ka).max()
+    lin = itml_linear(V, b, delta, None, gamma, tol=1e-10)
+    XS = X[:, f.support]
+    Wf = np.eye(d) + XS @ f.M @ XS.T
+    assert np.linalg.norm(Wf - lin.W) <= 1e-7 * np.linalg.norm(lin.W)
+
+
+def test_factored_equals_kernel_form_rbf_cond_1e10():
+    rng = np.random.default_rng(1)
+    Z = rng.standard_normal((25, 2))
+    D2 = np.sum((Z[:, None] - Z[None]) ** 2, axis=-1)
+    g = next(g for g in np.geomspace(0.3, 0.03, 60) if np.linalg.cond(np.exp(-g * D2)) >= 1e9)
+    K0 = np.exp(-g * D2)
+    assert 1e9 <= np.linalg.cond(K0) <= 1e11
+    P = np.array([(i, (i * 5 + 2) % 25) for i in range(25) if i != 12])
+    d0 = 2 - 2 * K0[P[:, 0], P[:, 1]]
+    delta = np.where(np.arange(24) % 3 == 0, -1.0, 1.0)
+    b = np.where(delta > 0, np.percentile(d0, 10), np.percentile(d0, 90))
+    a = itml_kernel(K0, P, b, delta, 10.0, tol=1e-10, factored=False)
+    assert not a.extra["factored"]  # rank 25 > s / 2: auto keeps the kernel form
+    f = itml_kernel(K0, P, b, delta, 10.0, tol=1e-10, factored=True)
+    assert f.extra["factored"] and f.extra["rank"] == 25
+    _same_kernel_solution(a, f, rtol=1e-6)
+    # new points: learned kernel equal and PSD
+    Zn = rng.standard_normal((6, 2))
+    k = np.exp(-g * np.sum((Zn[:, None] - Z[a.support][None]) ** 2, axis=-1))
+    k00 = np.exp(-g * np.sum((Zn[:, None] - Zn[None]) ** 2, axis=-1))
+    Ka, Kf = k00 + k @ a.M @ k.T, k00 + k @ f.M @ k.T
+    assert np.abs(Kf - Ka).max() <= 1e-6 * np.abs(Ka).max()
+    assert np.linalg.eigvalsh(0.5 * (Kf + Kf.T))[0] >= -1e-8
+
+
+def test_factored_detects_infeasible_hard_constraints():
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(3)
+    X = np.hstack([np.zeros((3, 1)), v[:, None], rng.standard_normal((3, 2))])
+    P = np.array([[0, 1], [1, 0], [0, 2], [2, 3]])
+    b, delta = np.array([1.0, 2.0, 5, 0.1]), np.array([1.0, -1, 1, -1])
+    res = itml_kernel(X.T @ X, P, b, delta, math.inf, max_sweeps=20_000, factored=True)
+    assert res.status == "infeasible"
+    r = res.extra["farkas_ray"]
+    assert r.shape == (4,) and np.all(r >= 0) and np.sum(delta * r * b) < 0
+
+
+@pytest.mark.parametrize("block", [1, 3, 64])
+def test_blocked_kernel_sweeps_equal_rank_one_updates(block):
+    rng = np.random.default_rng(3)
+    Z = rng.standard_normal((40, 6))
+    K0 = np.exp(-0.1 * np.sum((Z[:, None] - Z[None]) ** 2, axis=-1))
+    P = rng.integers(0, 40, (90, 2))
+    P = P[P[:, 0] != P[:, 1]]
+    d0 = K0[P[:, 0], P[:, 0]] + K0[P[:, 1], P[:, 1]] - 2 * K0[P[:, 0], P[:, 1]]
+    delta = np.where(np.arange(len(P)) % 2 == 0, 1.0, -1.0)
+    b = np.where(delta > 0, np.percentile(d0, 30), np.percentile(d0, 70))
+    a = itml_kernel(K0, P, b, delta, 1.0, tol=1e-10, factored=False, track_M=True)
+    f = itml_kernel(K0, P, b, delta, 1.0, tol=1e-10, factored=False, track_M=False, block=block)
+    assert f.iterations == a.iterations
+    _same_kernel_solution(a, f, rtol=1e-10)
