@@ -182,7 +182,8 @@ def _kernel_block(K, U, bet, nb, I, J, delta, xi, lam, gamma, ratio, hard, c0): 
 
     Processes constraints c0, c0+1, ... until the buffer U (B x s) is full or the sweep ends;
     returns (nb, next c). Rows of K cost O(s nb), p and skipped constraints O(nb); the caller
-    folds U into K_base with one matrix product (BLAS-3) when the buffer is full.
+    folds U into K_base (two symmetric rank-k updates, BLAS-3) when the buffer is full. Only the
+    lower triangle of K_base is read (and kept up to date by the caller).
     """
     m = I.shape[0]
     B, s = U.shape
@@ -191,7 +192,7 @@ def _kernel_block(K, U, bet, nb, I, J, delta, xi, lam, gamma, ratio, hard, c0): 
     while c < m and nb < B:
         i = I[c]
         j = J[c]
-        p = K[i, i] + K[j, j] - 2.0 * K[i, j]
+        p = K[i, i] + K[j, j] - 2.0 * K[max(i, j), min(i, j)]
         for t in range(nb):
             q = U[t, i] - U[t, j]
             coef[t] = bet[t] * q
@@ -205,8 +206,15 @@ def _kernel_block(K, U, bet, nb, I, J, delta, xi, lam, gamma, ratio, hard, c0): 
             if not hard:
                 xi[c] = gamma * xi[c] / (gamma + dl * alpha * xi[c])
             lam[c] -= alpha
-            for a in range(s):
-                U[nb, a] = K[i, a] - K[j, a]
+            # row i of K from the lower triangle: K[i, :i+1] then the column K[i+1:, i]
+            for a in range(i + 1):
+                U[nb, a] = K[i, a]
+            for a in range(i + 1, s):
+                U[nb, a] = K[a, i]
+            for a in range(j + 1):
+                U[nb, a] -= K[j, a]
+            for a in range(j + 1, s):
+                U[nb, a] -= K[a, j]
             for t in range(nb):
                 ct = coef[t]
                 for a in range(s):
@@ -215,6 +223,12 @@ def _kernel_block(K, U, bet, nb, I, J, delta, xi, lam, gamma, ratio, hard, c0): 
             nb += 1
         c += 1
     return nb, c
+
+
+def _sym_from_lower(K):
+    """Symmetric matrix from the lower triangle of K."""
+    L = np.tril(K)
+    return L + np.tril(K, -1).T
 
 
 def _m_closed_form(K0s, I, J, w):
@@ -701,12 +715,19 @@ def itml_kernel(
     M_stale = [False]
     g_eff, ratio, hard = _sweep_args(gamma)
 
-    Ubuf = np.empty((0, s)) if track_M else np.empty((min(block, s), s))
+    lower_only = not track_M and block > 1  # blocked sweeps keep only the lower triangle of K
+    Ubuf = np.empty((min(block, s), s)) if lower_only else np.empty((0, s))
     bet = np.empty(Ubuf.shape[0])
 
     def flush(nb):
-        if nb:  # K += U^T diag(bet) U, in place (K.T is the F-ordered view of the same K)
-            sla.blas.dgemm(1.0, Ubuf[:nb].T * bet[:nb], Ubuf[:nb], 1.0, K.T, overwrite_c=1)
+        # K += U^T diag(bet) U on the lower triangle of K (upper of the F-ordered view K.T),
+        # in place, split by the sign of bet into two symmetric rank-k updates (half a GEMM)
+        b = bet[:nb]
+        for sign in (1.0, -1.0):
+            sel = sign * b > 0
+            if np.any(sel):
+                A = np.asfortranarray((Ubuf[:nb][sel] * np.sqrt(sign * b[sel])[:, None]).T)
+                sla.blas.dsyrk(sign, A, 1.0, K.T, lower=0, overwrite_c=1)
 
     def sweep(nn):
         if track_M:
@@ -731,7 +752,7 @@ def itml_kernel(
             M_stale[0] = False
 
     def violation():
-        p = K[I, I] + K[J, J] - 2 * K[I, J]
+        p = K[I, I] + K[J, J] - 2 * K[np.maximum(I, J), np.minimum(I, J)]
         viol = float(np.max(np.maximum(0.0, dk * (p - xi)) / xi))
         return viol, abs(float(np.sum(lam * dk * (p - xi))))
 
@@ -797,7 +818,10 @@ def itml_kernel(
         support=support,
         dropped=dropped,
         history=loop.hist,
-        extra={"K_support": 0.5 * (K + K.T), "factored": False},
+        extra={
+            "K_support": _sym_from_lower(K) if lower_only else 0.5 * (K + K.T),
+            "factored": False,
+        },
     )
     if ray is not None:
         ray_full = np.zeros(m)
