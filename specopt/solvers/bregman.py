@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg as sla
+import scipy.sparse as sps
 from numba import njit
 
 __all__ = [
@@ -234,13 +235,29 @@ def _sym_from_lower(K):
 def _m_closed_form(K0s, I, J, w):
     """M = -C (I + K0 C)^{-1}, C = sum_c w_c (e_i - e_j)(e_i - e_j)^T; no K0^{-1} or C^{-1}."""
     s = K0s.shape[0]
-    C = np.zeros((s, s))
-    np.add.at(C, (I, I), w)
-    np.add.at(C, (J, J), w)
-    np.add.at(C, (I, J), -w)
-    np.add.at(C, (J, I), -w)
-    # M = -C (I + K0 C)^{-1} = -(I + C K0)^{-1} C   (push-through identity)
-    M = -np.linalg.solve(np.eye(s) + C @ K0s, C)
+    act = w != 0
+    ma = int(act.sum())
+    if ma < s:
+        # constraint space (only active constraints, lam_c > 0, enter C): C = P^T D P with
+        # incidence rows e_i - e_j in P (ma x s), D = diag w, Q = P K0 P^T (ma x ma):
+        # M = -(I + P^T D P K0)^{-1} P^T D P = -P^T (I_ma + D Q)^{-1} D P
+        Ia, Ja, wa = I[act], J[act], w[act]
+        Q = K0s[np.ix_(Ia, Ia)] - K0s[np.ix_(Ia, Ja)]
+        Q += K0s[np.ix_(Ja, Ja)] - K0s[np.ix_(Ja, Ia)]
+        X = np.linalg.solve(np.eye(ma) + wa[:, None] * Q, np.diag(wa))
+        rows = np.repeat(np.arange(ma), 2)
+        cols = np.ravel([Ia, Ja], "F")
+        P = sps.csr_matrix((np.tile([1.0, -1.0], ma), (rows, cols)), shape=(ma, s))
+        XP = np.asarray(P.T @ X.T).T
+        M = -np.asarray(P.T @ XP)
+    else:
+        C = np.zeros((s, s))
+        np.add.at(C, (I, I), w)
+        np.add.at(C, (J, J), w)
+        np.add.at(C, (I, J), -w)
+        np.add.at(C, (J, I), -w)
+        # M = -C (I + K0 C)^{-1} = -(I + C K0)^{-1} C   (push-through identity)
+        M = -np.linalg.solve(np.eye(s) + C @ K0s, C)
     return 0.5 * (M + M.T)
 
 
@@ -757,8 +774,9 @@ def itml_kernel(
         return viol, abs(float(np.sum(lam * dk * (p - xi))))
 
     def C_congruent(weights):
-        D = R()[I] - R()[J]  # rows R^T (e_i - e_j)
-        return (D.T * (dk * weights)) @ D
+        nz = weights != 0  # zero weights add nothing
+        D = R()[I[nz]] - R()[J[nz]]  # rows R^T (e_i - e_j)
+        return (D.T * (dk[nz] * weights[nz])) @ D
 
     def certificate():
         refresh_M()
