@@ -639,7 +639,7 @@ def itml_kernel(
     full_kernel: bool = True,
     track_M: bool | None = None,
     factored: bool | None = None,
-    block: int = 64,
+    block: int | None = None,
 ) -> BregmanResult:
     """Kernel-form ITML: min D_ld(K, K0) [+ gamma burg(xi, xi0)], delta (K_ii+K_jj-2K_ij - xi) <= 0.
 
@@ -664,7 +664,7 @@ def itml_kernel(
     ``block``: without ``track_M``, the projections keep the last ``block`` rank-one updates
     of K aside (rows of K built on demand in O(s * block)) and fold them into K with one
     matrix product, the same iterates up to rounding at BLAS-3 speed (``block=1``: plain
-    rank-one updates).
+    rank-one updates; default 64 when the support has at least 200 points, else 1).
     """
     K0 = np.asarray(K0, dtype=float)
     n = K0.shape[0]
@@ -732,6 +732,8 @@ def itml_kernel(
     M_stale = [False]
     g_eff, ratio, hard = _sweep_args(gamma)
 
+    if block is None:
+        block = 64 if s >= 200 else 1
     lower_only = not track_M and block > 1  # blocked sweeps keep only the lower triangle of K
     Ubuf = np.empty((min(block, s), s)) if lower_only else np.empty((0, s))
     bet = np.empty(Ubuf.shape[0])
