@@ -27,6 +27,25 @@ def timed(func: Callable[[], Any], repeats: int = 5) -> tuple[float, Any]:
     return statistics.median(times), out
 
 
+def timed_interleaved(
+    funcs: dict[str, Callable[[], Any]], repeats: int = 5
+) -> dict[str, tuple[float, Any]]:
+    """Median wall time per function, calling them round-robin after one untimed warm-up round.
+
+    Interleaving matters for compile-time comparisons: whichever form runs first after a large
+    allocation pays the page faults, which is not a property of the form.
+    """
+    times: dict[str, list[float]] = {k: [] for k in funcs}
+    outs: dict[str, Any] = {}
+    for rep in range(repeats + 1):
+        for key, func in funcs.items():
+            t0 = time.perf_counter()
+            outs[key] = func()
+            if rep:
+                times[key].append(time.perf_counter() - t0)
+    return {k: (statistics.median(v), outs[k]) for k, v in times.items()}
+
+
 def markdown_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     def fmt(v: Any) -> str:
         if isinstance(v, float):

@@ -7,7 +7,8 @@
 * ``row_quad_forms(V, X)`` (m = 4n rows) vs ``sum(multiply(V @ X, V), axis=1)`` and vs a Python
   loop of ``v^T X v`` terms (n = 10 only: it is far slower).
 
-Compile time = ``Problem.get_problem_data("SCS")`` on a freshly built problem, median of 3.
+Compile time = ``Problem.get_problem_data("SCS")`` on a freshly built problem, median of 5, the
+forms called round-robin after a warm-up round (see ``timed_interleaved``).
 Usage: ``python benchmarks/conic_forms.py [--sizes 10 50 100]``.
 """
 
@@ -19,7 +20,7 @@ import cvxpy as cp
 import numpy as np
 
 import specopt
-from benchmarks._common import markdown_table, timed, write_json
+from benchmarks._common import markdown_table, timed_interleaved, write_json
 
 
 def cone_stats(prob: cp.Problem) -> dict:
@@ -64,14 +65,15 @@ def run(sizes: list[int]) -> list[dict]:
             "4-level": -np.repeat([3.0, 2.0, 1.0, 0.0], int(np.ceil(n / 4)))[:n],
         }
         for label, alpha in alphas.items():
-            for how in ("specopt", "hand-skip-zeros", "hand"):
-                t, prob = timed(lambda a=alpha, h=how, n=n: _compile(spectral_case(n, a, h)))
+            forms = {how: (lambda a=alpha, h=how, n=n: _compile(spectral_case(n, a, h)))
+                     for how in ("specopt", "hand-skip-zeros", "hand")}
+            for how, (t, prob) in timed_interleaved(forms).items():
                 rows.append({"atom": "linear_spectral", "case": label, "n": n, "form": how,
                              "compile_s": t, **cone_stats(prob)})
         V = rng.standard_normal((4 * n, n))
-        forms = ["specopt", "multiply"] + (["loop"] if n <= 10 else [])
-        for how in forms:
-            t, prob = timed(lambda h=how, n=n, V=V: _compile(quad_case(n, V, h)))
+        names = ["specopt", "multiply"] + (["loop"] if n <= 10 else [])
+        forms = {how: (lambda h=how, n=n, V=V: _compile(quad_case(n, V, h))) for how in names}
+        for how, (t, prob) in timed_interleaved(forms).items():
             rows.append({"atom": "row_quad_forms", "case": f"m={4 * n}", "n": n, "form": how,
                          "compile_s": t, **cone_stats(prob)})
     return rows

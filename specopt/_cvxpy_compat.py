@@ -3,7 +3,8 @@
 CVXPY (checked on 1.9.x) has no public registry for external atoms. specopt therefore
 
 * adds its canonicalizers to ``CANON_METHODS`` (looked up by exact ``type(expr)`` and called as
-  ``canon(expr, args, solver_context=...)``),
+  ``canon(expr, args, solver_context=...)``); they compose CVXPY's own canonicalizers for
+  ``lambda_sum_largest``, ``log_det`` and ``log`` through :func:`canonicalize_atom`,
 * appends its atoms to the cone-detection lists ``PSD_ATOMS`` / ``EXP_ATOMS`` so that automatic
   solver choice never hands them to a QP solver,
 * registers ``method="specopt"`` through the public ``Problem.register_solve``,
@@ -35,7 +36,6 @@ from cvxpy.atoms.affine.affine_atom import AffAtom as AffAtom  # base classes fo
 from cvxpy.atoms.atom import Atom as Atom
 from cvxpy.lin_ops import lin_utils as _lu
 from cvxpy.problems.problem import SolverStats
-from cvxpy.reductions.dcp2cone.dcp2cone import Dcp2Cone
 from cvxpy.reductions.inverse_data import InverseData
 from cvxpy.reductions.solution import Solution
 from cvxpy.utilities.coeff_extractor import CoeffExtractor
@@ -58,20 +58,14 @@ if cvxpy_version()[:2] < MIN_CVXPY:  # pragma: no cover
 # --------------------------------------------------------------------------------------------
 # Atom registration
 # --------------------------------------------------------------------------------------------
-def expand_canonicalizer(
-    expand: Callable[[Any, list], cp.Expression],
-) -> Callable[..., tuple[cp.Expression, list]]:
-    """Wrap ``expand(expr, args) -> expression in public CVXPY atoms`` as a canonicalizer.
+def canonicalize_atom(atom: cp.Expression, solver_context=None) -> tuple[cp.Expression, list]:
+    """Canonicalize one CVXPY atom whose arguments are already canonical (affine).
 
-    CVXPY does not re-canonicalize what a canonicalizer returns, so the expanded tree is run
-    through ``Dcp2Cone.canonicalize_tree`` here; the result is affine plus cone constraints.
+    Calls the canonicalizer CVXPY registered for ``type(atom)``; used by specopt's own
+    canonicalizers to compose in-tree ones (``lambda_sum_largest``, ``log_det``, ``log``)
+    without re-running ``Dcp2Cone`` over an expanded tree.
     """
-
-    def canon(expr, args, solver_context=None):
-        tree = expand(expr, args)
-        return Dcp2Cone(solver_context=solver_context).canonicalize_tree(tree, False)
-
-    return canon
+    return CANON_METHODS[type(atom)](atom, list(atom.args), solver_context=solver_context)
 
 
 def register_atom(
@@ -119,11 +113,16 @@ def is_registered(atom_type: type) -> bool:
     return atom_type in CANON_METHODS
 
 
-def linop_const_times_vec(const: np.ndarray, arg_obj, out_shape: tuple[int, ...]):
-    """Linear operator ``const @ vec(arg)`` (column-major vec) for an affine atom's graph."""
-    flat = _lu.reshape(arg_obj, (int(np.prod(arg_obj.shape)),))
-    lhs = _lu.create_const(const, const.shape)
-    return _lu.mul_expr(lhs, flat, out_shape)
+def linop_row_quad_forms(V: np.ndarray, arg_obj):
+    """Linear operator ``sum((V @ X) .* V, axis=1)`` for the graph of ``row_quad_forms``.
+
+    Built from the linear operators CVXPY itself uses for ``V @ X``, ``multiply`` and ``sum``, so
+    only ``V`` (m x n) crosses into CVXPY's matrix builder, never the m x n^2 matrix.
+    """
+    m, n = V.shape
+    VX = _lu.mul_expr(_lu.create_const(V, (m, n)), arg_obj, (m, n))
+    prod = _lu.multiply(_lu.create_const(V, (m, n)), VX)
+    return _lu.rmul_expr(prod, _lu.create_const(np.ones(n), (n,)), (m,))  # row sums, as cp.sum
 
 
 # --------------------------------------------------------------------------------------------

@@ -5,14 +5,15 @@
 (row-wise Khatri-Rao product, column-major vec). ``q`` is affine in ``X``; the atom keeps ``V`` so
 that routes can evaluate ``q`` and its adjoint ``q^*(y) = V^T diag(y) V`` matrix-free in
 ``O(m n)`` memory instead of the ``m x n^2`` matrix (1). Its conic form is the single stacked
-linear map (1), never a loop of ``m`` traces.
+linear map (1), never a loop of ``m`` traces, built as ``sum((V X) .* V, axis=1)`` so that only
+``V`` reaches CVXPY's matrix builder.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._cvxpy_compat import AffAtom, linop_const_times_vec
+from .._cvxpy_compat import AffAtom, linop_row_quad_forms
 from ._checks import as_finite_array
 
 
@@ -55,12 +56,12 @@ class RowQuadForms(AffAtom):
         return np.einsum("ri,ri->r", self.V @ X, self.V)  # BLAS product: O(m n^2) fast
 
     def khatri_rao(self) -> np.ndarray:
-        """The dense ``m x n^2`` matrix ``V ⊙ V`` of (1) (for the conic form only)."""
+        """The dense ``m x n^2`` matrix ``V ⊙ V`` of (1) (the Jacobian; for checks)."""
         m, n = self.V.shape
         return (self.V[:, None, :] * self.V[:, :, None]).reshape(m, n * n)
 
     def graph_implementation(self, arg_objs, shape, data=None):
-        return linop_const_times_vec(self.khatri_rao(), arg_objs[0], shape), []
+        return linop_row_quad_forms(self.V, arg_objs[0]), []
 
     def name(self) -> str:
         return f"row_quad_forms(V, {self.args[0].name()})"

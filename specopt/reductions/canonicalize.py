@@ -1,6 +1,8 @@
 """Conic graph forms of specopt's atoms, registered with CVXPY through ``_cvxpy_compat``.
 
-Each atom expands into public CVXPY atoms, which CVXPY's own canonicalizers then turn into cones:
+Each atom is written with public CVXPY atoms, and CVXPY's own canonicalizers for those atoms turn
+it into cones (called directly on the already-canonical arguments, so no second ``Dcp2Cone`` pass
+over an expanded tree is needed):
 
 * ``linear_spectral``: the breakpoint identity
   ``g(K) = alpha_n tr K + sum_i (alpha_i - alpha_{i+1}) lambda_sum_largest(K, i)`` with zero
@@ -8,7 +10,8 @@ Each atom expands into public CVXPY atoms, which CVXPY's own canonicalizers then
 * ``logdet_div``: ``<X0^{-1}, X> - log_det(X) + log det X0 - n`` (PSD + exponential cones);
 * ``burg_div``: ``sum(x / x0) - sum(log x) + sum(log x0) - m`` (exponential cones).
 
-``row_quad_forms`` is affine and needs no canonicalizer (its graph is one stacked linear map).
+``row_quad_forms`` is affine and needs no canonicalizer: its linear-operator graph is
+``sum((V @ X) .* V, axis=1)``, so only ``V`` (m x n) reaches CVXPY's matrix builder.
 """
 
 from __future__ import annotations
@@ -20,34 +23,35 @@ from .. import _cvxpy_compat as compat
 from ..atoms import BurgDiv, LinearSpectral, LogDetDiv
 
 
-def expand_linear_spectral(expr: LinearSpectral, args: list) -> cp.Expression:
+def canon_linear_spectral(expr: LinearSpectral, args: list, solver_context=None):
     K = args[0]
     a_n, bps = expr.breakpoints()
     out = a_n * cp.trace(K) if a_n != 0.0 else cp.Constant(0.0)
+    constraints: list = []
     for i, c in bps:
-        out = out + c * cp.lambda_sum_largest(K, i)
-    return out
+        t, cons = compat.canonicalize_atom(cp.lambda_sum_largest(K, i), solver_context)
+        out = out + c * t
+        constraints += cons
+    return out, constraints
 
 
-def expand_logdet_div(expr: LogDetDiv, args: list) -> cp.Expression:
+def canon_logdet_div(expr: LogDetDiv, args: list, solver_context=None):
     X = args[0]
     n = expr.X0.shape[0]
-    return cp.sum(cp.multiply(expr.X0_inv, X)) - cp.log_det(X) + (expr.logdet_X0 - n)
+    t, constraints = compat.canonicalize_atom(cp.log_det(X), solver_context)
+    return cp.sum(cp.multiply(expr.X0_inv, X)) - t + (expr.logdet_X0 - n), constraints
 
 
-def expand_burg_div(expr: BurgDiv, args: list) -> cp.Expression:
+def canon_burg_div(expr: BurgDiv, args: list, solver_context=None):
     x = args[0]
     x0 = np.broadcast_to(expr.x0, x.shape)
     const = float(np.sum(np.log(x0))) - x0.size
-    return cp.sum(cp.multiply(1.0 / x0, x)) - cp.sum(cp.log(x)) + const
+    t, constraints = compat.canonicalize_atom(cp.log(x), solver_context)
+    return cp.sum(cp.multiply(1.0 / x0, x)) - cp.sum(t) + const, constraints
 
 
 def register_canonicalizers() -> None:
-    """Idempotently register the expand-canonicalizers and cone families with CVXPY."""
-    compat.register_atom(
-        LinearSpectral, compat.expand_canonicalizer(expand_linear_spectral), ("PSD",)
-    )
-    compat.register_atom(
-        LogDetDiv, compat.expand_canonicalizer(expand_logdet_div), ("PSD", "EXP")
-    )
-    compat.register_atom(BurgDiv, compat.expand_canonicalizer(expand_burg_div), ("EXP",))
+    """Idempotently register the canonicalizers and cone families with CVXPY."""
+    compat.register_atom(LinearSpectral, canon_linear_spectral, ("PSD",))
+    compat.register_atom(LogDetDiv, canon_logdet_div, ("PSD", "EXP"))
+    compat.register_atom(BurgDiv, canon_burg_div, ("EXP",))
