@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._cvxpy_compat import Atom
-from ._checks import as_finite_array, is_symmetric_value
+from ._base import ScalarAtom, SymmetricArgument
+from ._checks import as_finite_array
 
 
-class LinearSpectral(Atom):
+class LinearSpectral(SymmetricArgument, ScalarAtom):
     """``sum_i alpha_i lambda_i(K)`` for a symmetric affine ``K`` (see module docstring)."""
 
     def __init__(self, K, alpha) -> None:
@@ -48,9 +48,6 @@ class LinearSpectral(Atom):
             )
         super().validate_arguments()
 
-    def shape_from_args(self) -> tuple[int, ...]:
-        return ()
-
     def sign_from_args(self) -> tuple[bool, bool]:
         K = self.args[0]
         a = self.alpha
@@ -65,26 +62,11 @@ class LinearSpectral(Atom):
     def is_atom_concave(self) -> bool:
         return bool(np.all(np.diff(self.alpha) >= 0))
 
-    def is_incr(self, idx: int) -> bool:
-        return False
-
-    def is_decr(self, idx: int) -> bool:
-        return False
-
     def _domain(self) -> list:
         K = self.args[0]
         return [K == K.T]
 
     # --- numbers -----------------------------------------------------------------------------
-    @property
-    def value(self):
-        val = self.args[0].value
-        if val is None:
-            return None
-        if not is_symmetric_value(np.asarray(val)):
-            raise ValueError("Input matrix was not symmetric.")
-        return self._value_impl()
-
     def numeric(self, values):
         eig = np.linalg.eigvalsh(values[0])[::-1]
         return float(eig @ self.alpha)

@@ -16,11 +16,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._cvxpy_compat import Atom
-from ._checks import as_finite_array, is_symmetric_value, symmetric_pd_matrix
+from ._base import ConvexDivergence, SymmetricArgument
+from ._checks import as_finite_array, symmetric_pd_matrix
 
 
-class LogDetDiv(Atom):
+class LogDetDiv(SymmetricArgument, ConvexDivergence):
     """``D_ld(X, X0)`` of (1); ``X0`` is a constant symmetric positive definite matrix."""
 
     def __init__(self, X, X0) -> None:
@@ -45,36 +45,9 @@ class LogDetDiv(Atom):
             raise ValueError("logdet_div supports real symmetric matrices only")
         super().validate_arguments()
 
-    def shape_from_args(self) -> tuple[int, ...]:
-        return ()
-
-    def sign_from_args(self) -> tuple[bool, bool]:
-        return True, False
-
-    def is_atom_convex(self) -> bool:
-        return True
-
-    def is_atom_concave(self) -> bool:
-        return False
-
-    def is_incr(self, idx: int) -> bool:
-        return False
-
-    def is_decr(self, idx: int) -> bool:
-        return False
-
     def _domain(self) -> list:
         X = self.args[0]
         return [X == X.T, X >> 0]
-
-    @property
-    def value(self):
-        val = self.args[0].value
-        if val is None:
-            return None
-        if not is_symmetric_value(np.asarray(val)):
-            raise ValueError("Input matrix was not symmetric.")
-        return self._value_impl()
 
     def numeric(self, values):
         X = np.asarray(values[0], dtype=float)
@@ -97,7 +70,7 @@ class LogDetDiv(Atom):
         return f"logdet_div({self.args[0].name()}, X0)"
 
 
-class BurgDiv(Atom):
+class BurgDiv(ConvexDivergence):
     """``sum_i x_i/x0_i - log(x_i/x0_i) - 1`` of (2); ``x0 > 0`` constant, same shape as ``x``."""
 
     def __init__(self, x, x0) -> None:
@@ -114,24 +87,6 @@ class BurgDiv(Atom):
         if self.x0.shape not in ((), x.shape):
             raise ValueError(f"burg_div: x has shape {x.shape} but x0 has shape {self.x0.shape}")
         super().validate_arguments()
-
-    def shape_from_args(self) -> tuple[int, ...]:
-        return ()
-
-    def sign_from_args(self) -> tuple[bool, bool]:
-        return True, False
-
-    def is_atom_convex(self) -> bool:
-        return True
-
-    def is_atom_concave(self) -> bool:
-        return False
-
-    def is_incr(self, idx: int) -> bool:
-        return False
-
-    def is_decr(self, idx: int) -> bool:
-        return False
 
     def _domain(self) -> list:
         return [self.args[0] >= 0]
