@@ -322,6 +322,9 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
     ``min tr(K (I - 2 V_d V_d^T))`` with ``V_d`` the top-d eigenvectors of the previous K. The
     result is a stationary point; ``history_`` holds the monotone objective trace, and
     ``restarts`` adds seeded random starts (best kept, ``run_values_`` lists all).
+    ``init="sde"`` starts instead from the SDE kernel (``max tr K``, solved as the route's first
+    step on the same compiled problem, then warm-started): fewer, cheaper steps on digits
+    subsets, a possibly different stationary point (benchmarks/embedding.py).
     """
 
     def __init__(
@@ -338,9 +341,11 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
         tol: float = 1e-4,
         restarts: int = 0,
         random_state: int | None = 0,
+        init: str = "affinity",
     ) -> None:
         super().__init__(n_components, n_neighbors, kernel, gamma, connectivity, preserve,
                          solver, solver_options)
+        self.init = init
         self.max_iter = max_iter
         self.tol = tol
         self.restarts = restarts
@@ -352,10 +357,14 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
 
         K, cons = sde_feasible_set(A, C, self.preserve)
         prob = cp.Problem(cp.Minimize(mve_cost(K, self.n_components)), cons)
-        K.value = self._centered(A)  # the paper's start K = A (centred)
+        if self.init == "affinity":
+            K.value = self._centered(A)  # the paper's start K = A (centred)
+        elif self.init != "sde":
+            raise ValueError(f"init must be 'affinity' or 'sde', got {self.init!r}")
         solver, opts = self._solver_args(A.shape[0])
         specopt.solve(
             prob, route="iterated_sdp", solver=solver, max_iters=self.max_iter, tol=self.tol,
+            init="value" if self.init == "affinity" else "trace",
             tol_K=max(float(np.sqrt(self.tol)), 1e-3),  # K is only as accurate as the SDP solver
             restarts=self.restarts, seed=self.random_state, **opts,
         )

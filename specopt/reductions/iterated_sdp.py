@@ -15,8 +15,12 @@ monotone objective trace; the status is :data:`specopt.certificate.STATIONARY`.
 
 Options (``specopt.solve(prob, route="iterated_sdp", **opts)``): ``max_iters`` (50), ``tol``
 (relative objective change), ``tol_K`` (relative change of K), ``restarts`` (0: extra seeded
-random starts), ``seed`` (0), ``init`` ("auto" | "value" | "relaxation" | "random"),
-``monotone_tol``; other options go to the conic backend (``scs_max_iters`` for SCS's own cap).
+random starts), ``seed`` (0), ``init`` ("auto" | "value" | "relaxation" | "trace" | "random";
+"trace" first solves with each concave part replaced by ``beta_min tr K``, for ``mve_cost`` the
+SDE ``max tr K``, on the compiled subproblem, so the first step is warm-started from it),
+``monotone_tol``, ``carry_scale`` (False; SCS: start each solve at the scale SCS adapted to in
+the previous one); other options go to the conic backend (``scs_max_iters`` for SCS's own cap).
+The certificate's ``extra["scs_iterations"]`` lists SCS's iteration count of every solve.
 
 Convex problems are not accepted: they are a :class:`RouteMismatch` naming the conic route (a
 global solve with a certificate, which this local method cannot give).
@@ -40,7 +44,8 @@ from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
 _SCS_EPS = 1e-6
-_ROUTE_OPTS = ("max_iters", "tol", "tol_K", "restarts", "seed", "init", "monotone_tol")
+_ROUTE_OPTS = ("max_iters", "tol", "tol_K", "restarts", "seed", "init", "monotone_tol",
+               "carry_scale")
 _VAR_ATTRS = ("nonneg", "nonpos", "pos", "neg", "symmetric", "diag", "PSD", "NSD", "hermitian")
 
 
@@ -253,20 +258,25 @@ class IteratedSDPRoute(Route):
         for k, v in defaults.items():
             route_opts.setdefault(k, v)
         init = route_opts.pop("init", "auto")
-        if init not in ("auto", "value", "relaxation", "random"):
+        if init not in ("auto", "value", "relaxation", "trace", "random"):
             raise ValueError(
-                f"init must be 'auto', 'value', 'relaxation' or 'random', got {init!r}"
+                f"init must be 'auto', 'value', 'relaxation', 'trace' or 'random', got {init!r}"
             )
 
+        carry_scale = bool(route_opts.pop("carry_scale", False)) and backend == "SCS"
         prob = surr.problem
-        timings = {"setup": None, "solve": 0.0, "solves": 0}
+        timings: dict[str, Any] = {"setup": None, "solve": 0.0, "solves": 0, "scs_iters": [],
+                                   "scale": None}
 
         def run(Bs: list[np.ndarray]) -> dict[str, Any]:
             for nd, B in zip(surr.nodes, Bs, strict=True):
                 nd.B.value = (0.5 * (B + B.T)).ravel(order="F")
+            kw = dict(solver_opts)
+            if carry_scale and timings["scale"] is not None:
+                kw.setdefault("scale", timings["scale"])  # SCS's adapted scale, warm-started
             t0 = time.perf_counter()
             try:
-                prob.solve(solver=backend, warm_start=True, verbose=verbose, **solver_opts)
+                prob.solve(solver=backend, warm_start=True, verbose=verbose, **kw)
             except SolverError as exc:
                 raise SolverError(f"iterated_sdp: the convex subproblem failed ({exc})") from exc
             dt = time.perf_counter() - t0
@@ -274,6 +284,11 @@ class IteratedSDPRoute(Route):
                 timings["setup"] = prob.compilation_time or 0.0
             timings["solve"] += dt
             timings["solves"] += 1
+            info = (prob.solver_stats.extra_stats or {}).get("info", {}) if backend == "SCS" else {}
+            if info:
+                timings["scs_iters"].append(int(info.get("iter", -1)))
+                if info.get("scale"):
+                    timings["scale"] = float(info["scale"])
             status = prob.status
             if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
                 raise SolverError("iterated_sdp: the feasible set is empty (subproblem infeasible)")
@@ -327,6 +342,7 @@ class IteratedSDPRoute(Route):
             "subproblem_solves": timings["solves"],
             "subproblem_status": point["status"],
             "iterate_time": total,
+            "scs_iterations": list(timings["scs_iters"]),
         }
         return RouteResult(
             status=STATIONARY,
@@ -350,6 +366,12 @@ class IteratedSDPRoute(Route):
                 return [np.asarray(v, dtype=float) for v in vals], "value"
             if init == "value":
                 raise ValueError("init='value' but a variable of a spectral term has no value")
+        if init == "trace":
+            # each concave part replaced by beta_min tr(K) (beta_1 = smallest weight); for
+            # mve_cost this first solve is max tr K, the SDE, on the compiled DPP problem, so the
+            # first linearized step is warm-started from it
+            p = run([float(np.min(nd.beta)) * np.eye(nd.K.shape[0]) for nd in surr.nodes])
+            return p["K"], "trace"
         if init in ("auto", "relaxation"):
             # trace relaxation: each concave part replaced by mean(beta) * tr(K)
             try:

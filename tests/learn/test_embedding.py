@@ -104,3 +104,14 @@ def test_sklearn_conventions_and_errors():
         MinimumVolumeEmbedding(connectivity="graph").fit(X)
     with pytest.raises(ValueError, match="kernel"):
         KernelPCAEmbedding(kernel="poly").fit(X)
+
+
+def test_mve_init_sde(spokes):
+    """init='sde' starts MM at the SDE kernel: at least the SDE's energy, same set, same cost."""
+    X = spokes["X"]
+    m = MinimumVolumeEmbedding(n_components=2, n_neighbors=2, init="sde").fit(X)
+    assert m.energy_ >= spokes["sde"].energy_ - 1e-6
+    assert m.certificate_.extra["init"] == "trace" and m.certificate_.extra["monotone"]
+    assert m.energy_ >= 0.95
+    with pytest.raises(ValueError, match="init must be"):
+        MinimumVolumeEmbedding(n_components=2, n_neighbors=2, init="bogus").fit(X)

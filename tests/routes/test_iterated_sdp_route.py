@@ -205,3 +205,33 @@ def test_scs_backend_dpp_compiled_once():
     ref = cp.Problem(cp.Minimize(mve_cost(K, 2)), cons)
     specopt.solve(ref, route="iterated_sdp", solver=SOLVER)
     assert prob.value == pytest.approx(ref.value, rel=1e-3)
+
+
+def test_trace_init_starts_from_sde_and_scs_options():
+    """init='trace': the first solve is max tr K (SDE) and MM never goes above its MVE value."""
+    K, cons, _ = sde_problem(10, seed=3)
+    sde = cp.Problem(cp.Maximize(cp.trace(K)), cons)
+    sde.solve(solver=SOLVER)
+    f_sde = float(mve_cost(K, 2).value)
+    prob = cp.Problem(cp.Minimize(mve_cost(K, 2)), cons)
+    specopt.solve(prob, route="iterated_sdp", solver=SOLVER, init="trace")
+    cert = specopt.certificate(prob)
+    assert cert.extra["init"] == "trace" and cert.extra["monotone"]
+    assert cert.history["objective"][0] <= f_sde + 1e-6 * max(1.0, abs(f_sde))
+    assert prob.value <= f_sde + 1e-6 * max(1.0, abs(f_sde))
+    # SCS: iteration counts are recorded per solve; carrying SCS's adapted scale between solves
+    # changes the path, not the local value reached
+    K.value = None
+    ref = cp.Problem(cp.Minimize(mve_cost(K, 2)), cons)
+    specopt.solve(ref, route="iterated_sdp", solver="SCS", init="trace")
+    its = specopt.certificate(ref).extra["scs_iterations"]
+    assert len(its) == specopt.certificate(ref).extra["subproblem_solves"]  # incl. init solve
+    assert all(i > 0 for i in its)
+    K.value = None
+    cs = cp.Problem(cp.Minimize(mve_cost(K, 2)), cons)
+    specopt.solve(cs, route="iterated_sdp", solver="SCS", init="trace", carry_scale=True)
+    assert cs.value == pytest.approx(ref.value, rel=1e-3)
+    assert specopt.certificate(cs).extra["monotone"]
+    with pytest.raises(ValueError, match="init must be"):
+        specopt.solve(cp.Problem(cp.Minimize(mve_cost(K, 2)), cons), route="iterated_sdp",
+                      solver=SOLVER, init="sde")
