@@ -1,10 +1,11 @@
-"""Walking CVXPY expression trees (public API only)."""
+"""Reading the structure of CVXPY expressions: tree walks, identity maps."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import cvxpy as cp
+import scipy.sparse as sp
 
 
 def walk(expr) -> Iterator:
@@ -25,3 +26,18 @@ def problem_nodes(problem: cp.Problem) -> Iterator:
 
 def find_atoms(problem: cp.Problem, types: type | tuple[type, ...]) -> list:
     return [node for node in problem_nodes(problem) if isinstance(node, types)]
+
+
+def is_identity_of(expr: cp.Expression, var: cp.Variable) -> bool:
+    """Whether ``expr`` is exactly ``var`` (an affine map with identity coefficients, no offset)."""
+    from ._cvxpy_compat import affine_coefficients
+
+    if any(v.id != var.id for v in expr.variables()) or expr.parameters():
+        return False
+    if not expr.is_affine() or expr.size != var.size:
+        return False
+    coeffs, off = affine_coefficients(expr, [var])
+    A = sp.csr_array(coeffs[var.id])
+    if A.shape[0] != A.shape[1] or off.any():
+        return False
+    return (A - sp.identity(A.shape[0], format="csr")).count_nonzero() == 0

@@ -40,26 +40,14 @@ def _standardized(loader: str, n_points: int | None, seed: int = 0):
     return X, y
 
 
-def nearest_neighbour_triplets(X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Triplets ``(i, j, k)``: ``j`` the nearest same-class and ``k`` the nearest other-class
-    neighbour of ``i`` (PSDBoost's construction); points without both are skipped."""
-    D2 = np.sum((X[:, None, :] - X[None, :, :]) ** 2, axis=-1)
-    np.fill_diagonal(D2, np.inf)
-    out = []
-    for i in range(len(y)):
-        same = np.where(y == y[i], D2[i], np.inf)
-        other = np.where(y != y[i], D2[i], np.inf)
-        if np.isfinite(same.min()) and np.isfinite(other.min()):
-            out.append((i, int(np.argmin(same)), int(np.argmin(other))))
-    return np.asarray(out, dtype=int).reshape(-1, 3)
-
-
 def metric_learning(size: int = 178, C: float = 0.1, dataset: str = "load_wine") -> Example:
     """Large-margin metric learning from triplets (PSDBoost's SDP) on scikit-learn's wine data:
 
         max rho - C sum xi  s.t.  <A_r, X> >= rho - xi_r, xi >= 0, X PSD, tr X = 1,
 
     ``<A_r, X> = d_ik^T X d_ik - d_ij^T X d_ij`` written with ``row_quad_forms``."""
+    from .learn.psdboost import nearest_neighbour_triplets
+
     X, y = _standardized(dataset, size)
     T = nearest_neighbour_triplets(X, y)
     d_ij, d_ik = X[T[:, 0]] - X[T[:, 1]], X[T[:, 0]] - X[T[:, 2]]

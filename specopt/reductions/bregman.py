@@ -32,6 +32,7 @@ import cvxpy as cp
 import numpy as np
 
 from .._cvxpy_compat import affine_coefficients
+from .._tree import is_identity_of
 from ..atoms import BurgDiv, LogDetDiv, RowQuadForms
 from ..solvers.bregman import itml_linear
 from .base import Match, Route, RouteMismatch, RouteResult
@@ -159,14 +160,6 @@ def _slack_side(expr: cp.Expression, xi: cp.Variable, k: int) -> np.ndarray:
     return idx
 
 
-def _is_identity_of(expr: cp.Expression, var: cp.Variable) -> bool:
-    if any(v.id != var.id for v in expr.variables()):
-        return False
-    coeffs, off = affine_coefficients(expr, [var])
-    A = coeffs[var.id]
-    return A.shape[0] == A.shape[1] and np.all(off == 0) and (A - np.eye(A.shape[0]) == 0).all()
-
-
 def extract(problem: cp.Problem) -> ITMLData:
     """Recognize the ITML form (module docstring); RouteMismatch says what does not fit."""
     ld, c1, burg, c2, offset = _objective_terms(problem)
@@ -189,7 +182,7 @@ def extract(problem: cp.Problem) -> ITMLData:
     Vs, bs, ds, slack, rows = [], [], [], [], []
     start = 0
     for con in problem.constraints:
-        if isinstance(con, cp.constraints.PSD) and _is_identity_of(con.args[0], W):
+        if isinstance(con, cp.constraints.PSD) and is_identity_of(con.args[0], W):
             continue
         if not isinstance(con, cp.constraints.Inequality):
             raise RouteMismatch(f"constraint {con} is not a distance inequality")
@@ -198,7 +191,7 @@ def extract(problem: cp.Problem) -> ITMLData:
         rw = W.id in {v.id for v in rhs.variables()}
         if not lw and not rw:
             if xi is not None and lhs.is_constant() and np.all(np.asarray(lhs.value) <= 0):
-                if _is_identity_of(rhs, xi) or all(v.id == xi.id for v in rhs.variables()):
+                if is_identity_of(rhs, xi) or all(v.id == xi.id for v in rhs.variables()):
                     continue  # xi >= 0 (or >= c <= 0): implied by burg_div's domain
             raise RouteMismatch(f"constraint {con} does not involve W")
         if lw and rw:

@@ -34,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._cvxpy_compat import affine_coefficients
+from .._tree import is_identity_of
 from ..atoms import RowQuadForms
 from ..solvers.matrix_generation import (
     DenseOperator,
@@ -152,16 +153,6 @@ def _is_trace_row(Xc, Gz, n) -> float:
     return float(a) if np.allclose(row, target, rtol=0, atol=1e-12 * abs(a)) else 0.0
 
 
-def _is_identity_of(expr: cp.Expression, var: cp.Variable) -> bool:
-    if any(v.id != var.id for v in expr.variables()):
-        return False
-    coeffs, off = affine_coefficients(expr, [var])
-    A = sp.csr_array(coeffs[var.id])
-    if A.shape[0] != A.shape[1] or np.any(off):
-        return False
-    return (A - sp.identity(A.shape[0], format="csr")).count_nonzero() == 0
-
-
 def extract(problem: cp.Problem) -> MGData:
     """Recognize the spectraplex-LP form (module docstring); RouteMismatch says what is wrong."""
     variables = problem.variables()
@@ -181,7 +172,7 @@ def extract(problem: cp.Problem) -> MGData:
     for con in psd_cons:
         e = con.args[0]
         vs = e.variables()
-        if len(vs) == 1 and vs[0].ndim == 2 and _is_identity_of(e, vs[0]):
+        if len(vs) == 1 and vs[0].ndim == 2 and is_identity_of(e, vs[0]):
             if all(vs[0] is not c for c in cands):
                 cands.append(vs[0])
         else:
