@@ -69,7 +69,12 @@ def test_box_projection_matches_cvxpy(seed, N, with_y):
     cons = [a >= 0, a <= C] + ([y @ a == 0] if with_y else [])
     cp.Problem(cp.Minimize(cp.sum_squares(a - v)), cons).solve(solver="CLARABEL", **TIGHT)
     p = project_box(v, C, y if with_y else None)
-    assert np.max(np.abs(p - a.value)) <= 1e-7
+    # p is feasible and at least as close to v as the interior-point answer (so it is the
+    # projection up to Clarabel's accuracy, which on N ~ 90 boxes is ~1e-7 - 1e-6)
+    assert np.all(p >= 0) and np.all(p <= C)
+    f_p, f_cvx = np.sum((p - v) ** 2), np.sum((a.value - v) ** 2)
+    assert f_p <= f_cvx + 1e-12 * max(1.0, f_cvx)
+    assert np.max(np.abs(p - a.value)) <= 1e-6
     if with_y:
         assert abs(y @ p) <= 1e-10
 
