@@ -9,8 +9,15 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 import specopt  # noqa: E402,F401  (registers atoms and method="specopt")
+
+# CI runs a fixed, reproducible set of hypothesis examples (a red CI must be re-runnable); local
+# runs explore new random examples each time.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture
