@@ -157,8 +157,11 @@ def compare(
             if not usable:
                 rows.append(CompareRow(name, route, "unavailable", note=why))
                 continue
+        # a fresh Problem over the same variables and constraints per backend: CVXPY caches
+        # compiled data on the Problem object, which would credit later rows with earlier compiles
+        fresh = cp.Problem(problem.objective, problem.constraints)
         try:
-            result, cert = run_route(problem, route=route, solver=solver, **opts)
+            result, cert = run_route(fresh, route=route, solver=solver, **opts)
         except Exception as exc:  # a failing backend is a row, not an exception
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             rows.append(CompareRow(name, route if route != "auto" else None, "failed",
