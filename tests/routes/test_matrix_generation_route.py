@@ -10,18 +10,7 @@ from hypothesis import strategies as st
 
 import specopt
 from specopt.reductions import RouteMismatch
-
-
-def _triplets(D, S, seed):
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 3, S)
-    X = rng.normal(size=(3, D))[y] + rng.normal(size=(S, D)) * rng.uniform(0.5, 2, D)
-    d2 = ((X[:, None] - X[None]) ** 2).sum(-1)
-    np.fill_diagonal(d2, np.inf)
-    same = y[:, None] == y[None]
-    j = np.argmin(np.where(same, d2, np.inf), 1)
-    k = np.argmin(np.where(~same, d2, np.inf), 1)
-    return (X - X[k]) / np.sqrt(D), (X - X[j]) / np.sqrt(D)
+from tests._helpers import psdboost_triplet_factors
 
 
 def psdboost_problem(P, Q, C, factored=True, trace_le=False):
@@ -63,7 +52,7 @@ def _check_spectraplex(X, t=1.0, eq=True):
     factored=st.booleans(),
 )
 def test_agrees_with_clarabel_on_random_psdboost(D, S, Cm, seed, factored):
-    P, Q = _triplets(D, S, seed)
+    P, Q = psdboost_triplet_factors(D, S, seed)
     C = Cm / S
     prob, X = psdboost_problem(P, Q, C, factored=factored)
     ref, _ = _reference(prob, "CLARABEL")
@@ -81,7 +70,7 @@ def test_agrees_with_clarabel_on_random_psdboost(D, S, Cm, seed, factored):
 
 @pytest.mark.parametrize("master", ["psd", "lp"])
 def test_agrees_with_scs_and_duals_match(master):
-    P, Q = _triplets(6, 40, 7)
+    P, Q = psdboost_triplet_factors(6, 40, 7)
     prob, X = psdboost_problem(P, Q, 0.3)
     ref_scs, _ = _reference(prob, "SCS")
     ref, duals = _reference(prob, "CLARABEL")
@@ -117,7 +106,7 @@ def test_general_form_minimize_dense_data_trace_inequality():
 
 
 def test_explain_reasons_and_named_route_errors():
-    P, Q = _triplets(4, 12, 0)
+    P, Q = psdboost_triplet_factors(4, 12, 0)
     X = cp.Variable((4, 4), PSD=True)
     Y = cp.Variable((4, 4), PSD=True)
     rho, xi = cp.Variable(), cp.Variable(12, nonneg=True)
@@ -145,14 +134,14 @@ def test_explain_reasons_and_named_route_errors():
 
 
 def test_unbounded_when_c_times_s_below_one():
-    P, Q = _triplets(4, 10, 2)
+    P, Q = psdboost_triplet_factors(4, 10, 2)
     prob, _ = psdboost_problem(P, Q, 0.05)  # C |S| = 0.5 < 1: rho -> infinity pays
     specopt.solve(prob, route="matrix_generation")
     assert prob.status == cp.UNBOUNDED
 
 
 def test_auto_uses_conic_on_small_instances_and_bad_option_errors():
-    P, Q = _triplets(5, 20, 1)
+    P, Q = psdboost_triplet_factors(5, 20, 1)
     prob, _ = psdboost_problem(P, Q, 1.0)
     exp = specopt.explain(prob)
     assert exp.verdict("matrix_generation").matches

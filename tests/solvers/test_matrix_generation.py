@@ -14,18 +14,7 @@ from specopt.solvers.matrix_generation import (
     solve_spectraplex_lp,
     triplet_operator,
 )
-
-
-def _triplets(D, S, seed):
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 3, S)
-    X = rng.normal(size=(3, D))[y] + rng.normal(size=(S, D)) * rng.uniform(0.5, 2, D)
-    d2 = ((X[:, None] - X[None]) ** 2).sum(-1)
-    np.fill_diagonal(d2, np.inf)
-    same = y[:, None] == y[None]
-    j = np.argmin(np.where(same, d2, np.inf), 1)
-    k = np.argmin(np.where(~same, d2, np.inf), 1)
-    return (X - X[k]) / np.sqrt(D), (X - X[j]) / np.sqrt(D)
+from tests._helpers import psdboost_triplet_factors
 
 
 def _psdboost_data(P, Q, C):
@@ -52,7 +41,7 @@ def _psdboost_cvxpy(P, Q, C):
 
 @pytest.fixture(scope="module")
 def instance():
-    P, Q = _triplets(6, 40, 0)
+    P, Q = psdboost_triplet_factors(6, 40, 0)
     return P, Q, 0.5, _psdboost_cvxpy(P, Q, 0.5)
 
 
