@@ -176,7 +176,7 @@ def conic_solve(
         solver, verbose=False, solver_opts=dict(solver_opts)
     )
     t1 = time.perf_counter()
-    raw = chain.solve_via_data(problem, data, warm_start, verbose, solver_opts)
+    raw = _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts)
     t2 = time.perf_counter()
     solution = chain.invert(raw, inverse_data)
     info: dict[str, Any] = {"compile_time": t1 - t0, "wall_solve_time": t2 - t1}
@@ -193,6 +193,37 @@ def conic_solve(
         info["dobj"] = float(raw.obj_val_dual)
         info["iterations"] = info["iterations"] or getattr(raw, "iterations", None)
     return solution, info
+
+
+def _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts):
+    """``chain.solve_via_data`` run so that Ctrl-C raises KeyboardInterrupt within ~0.05 s."""
+    from ._interrupt import call_interruptibly, scs_interrupted
+
+    raw = call_interruptibly(chain.solve_via_data, problem, data, warm_start, verbose,
+                             solver_opts)
+    if scs_interrupted(raw):  # SCS caught SIGINT itself and stopped
+        raise KeyboardInterrupt
+    return raw
+
+
+def solve_in_place(
+    problem: cp.Problem, solver: str, warm_start: bool = False, verbose: bool = False,
+    **solver_opts: Any,
+) -> float:
+    """``problem.solve(solver=..., ...)`` (values written into *this* problem, DPP cache and
+    warm start kept) through the public ``get_problem_data`` / ``solve_via_data`` /
+    ``unpack_results``, with the solve interruptible by Ctrl-C. Returns the compile seconds.
+    Used for specopt's own internal problems (never the user's)."""
+    import time
+
+    t0 = time.perf_counter()
+    data, chain, inverse_data = problem.get_problem_data(
+        solver, verbose=False, solver_opts=dict(solver_opts)
+    )
+    compile_time = time.perf_counter() - t0
+    raw = _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts)
+    problem.unpack_results(raw, chain, inverse_data)
+    return compile_time
 
 
 # --------------------------------------------------------------------------------------------

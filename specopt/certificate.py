@@ -44,6 +44,17 @@ class Certificate:
         True when the route solves a convex problem (its bound certifies global optimality).
     extra:
         Route-specific data (e.g. the factored solution ``theta, U`` of matrix generation).
+    relative_violation:
+        Largest relative violation ``violation / (1 + scale of the constraint)`` (see
+        :mod:`specopt.gate`), the quantity the gate holds to its tolerance.
+    checks:
+        The verification gate's checks: ``name -> (passed, measured, tolerance)``
+        (:class:`specopt.gate.Check`). ``optimal`` / ``stationary_point`` mean all passed.
+    gate_reasons:
+        Why the gate changed the route's status (empty when it did not).
+    attempts:
+        Earlier attempts of the conic route that failed the gate and were retried on another
+        backend (backend, status, the failing checks).
     """
 
     route: str
@@ -60,11 +71,16 @@ class Certificate:
     history: dict[str, list[float]] = field(default_factory=dict)
     is_global: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    relative_violation: float | None = None
+    checks: dict[str, Any] = field(default_factory=dict)
+    gate_reasons: list[str] = field(default_factory=list)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-data view (arrays in ``extra`` are left out)."""
         d = asdict(self)
         d["extra"] = {k: v for k, v in self.extra.items() if isinstance(v, (int, float, str, bool))}
+        d["checks"] = {k: list(v) for k, v in self.checks.items()}
         return d
 
     def __str__(self) -> str:
@@ -83,10 +99,16 @@ class Certificate:
             ("bound", self.bound),
             ("relative gap", self.gap),
             ("max violation", self.max_violation),
+            ("rel. violation", self.relative_violation),
             ("iterations", self.iterations),
             ("total time [s]", self.total_time),
             ("global", self.is_global),
         ]
+        for name, c in self.checks.items():
+            rows.append((f"check {name}",
+                         f"{'pass' if c[0] else 'FAIL'} ({fmt(c[1])} vs tol {fmt(c[2])})"))
+        for reason in self.gate_reasons:
+            rows.append(("gate", reason))
         return "\n".join(f"{k:>15}: {fmt(v)}" for k, v in rows)
 
 

@@ -161,7 +161,9 @@ def compare(
         # compiled data on the Problem object, which would credit later rows with earlier compiles
         fresh = cp.Problem(problem.objective, problem.constraints)
         try:
-            result, cert = run_route(fresh, route=route, solver=solver, **opts)
+            # an explicit backend row is that backend's result, gated but not retried elsewhere
+            result, cert = run_route(fresh, route=route, solver=solver, retry=solver is None,
+                                     **opts)
         except Exception as exc:  # a failing backend is a row, not an exception
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             rows.append(CompareRow(name, route if route != "auto" else None, "failed",

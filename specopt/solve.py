@@ -6,6 +6,7 @@ fails before, every variable and dual value is restored and the error propagates
 
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from contextlib import contextmanager
@@ -16,8 +17,10 @@ import cvxpy as cp
 import numpy as np
 
 from . import _cvxpy_compat as compat
+from . import gate
 from .certificate import STATIONARY, Certificate, relative_gap
 from .reductions import Match, Route, RouteResult, get_route, routes_in_order
+from .validate import check_problem
 
 _CERTIFICATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -179,51 +182,140 @@ def run_route(
     route: str = "auto",
     solver: str | None = None,
     verbose: bool = False,
+    retry: bool = True,
     **opts: Any,
 ) -> tuple[RouteResult, Certificate]:
-    """Solve without writing into ``problem``; returns the route's result and its certificate."""
+    """Solve without writing into ``problem``; returns the gated result and its certificate.
+
+    The result passes the verification gate (``specopt.gate``) before it is returned: a status
+    of ``optimal`` / ``stationary_point`` that fails a check is downgraded (or reclassified
+    ``infeasible``); on the conic route a failing result is first retried on the other backend
+    (SCS <-> Clarabel) unless ``retry=False``.
+    """
     if not isinstance(problem, cp.Problem):
         raise TypeError(f"expected a cvxpy.Problem, got {type(problem).__name__}")
+    check_problem(problem)
     t0 = time.perf_counter()
     chosen, match = choose_route(problem, route)
-    snap = _snapshot(problem)
-    try:
-        result = chosen.solve(problem, match, solver=solver, verbose=verbose, **opts)
-    finally:
-        _restore(snap)  # routes must not leave values behind, whatever happened
+    result, checks = _solve_and_check(problem, chosen, match, solver, verbose, opts)
+    attempts: list[dict[str, Any]] = []
+    bad = gate.failed(checks)
+    if bad and result.status in gate.CERTIFIED and chosen.name == "conic" and retry:
+        alt = _alternative_backend(result.backend)
+        if alt is not None:
+            attempts.append({"backend": result.backend, "status": result.status,
+                             "failed": gate.describe(checks, bad)})
+            # solver-specific options of the first backend do not carry over
+            retry_opts = {k: v for k, v in opts.items() if k in ("warm_start",)}
+            try:
+                result2, checks2 = _solve_and_check(problem, chosen, match, alt, verbose,
+                                                    retry_opts)
+            except cp.error.SolverError as exc:
+                attempts.append({"backend": alt, "status": "solver_error", "failed": str(exc)})
+            else:
+                bad2 = gate.failed(checks2)
+                attempts.append({"backend": alt, "status": result2.status,
+                                 "failed": gate.describe(checks2, bad2) if bad2 else ""})
+                if not bad2 or _better(checks2, checks):
+                    result, checks, bad = result2, checks2, bad2
+    reasons: list[str] = []
+    status = result.status
+    if bad and status in gate.CERTIFIED:
+        reasons.append(f"{status} not certified by the gate ({gate.describe(checks, bad)})")
+        status = cp.OPTIMAL_INACCURATE
+    if ("feasibility" in bad or "objective" in bad) and status == cp.OPTIMAL_INACCURATE:
+        verdict = gate.feasibility_probe(problem)
+        if verdict == "infeasible":
+            reasons.append("the returned point is infeasible and a conic feasibility probe "
+                           "(Clarabel) certifies that the constraints admit no point")
+            status = cp.INFEASIBLE
+    if status != result.status:
+        result = _with_status(result, status, problem)
     total = time.perf_counter() - t0
-    if result.status in cp.settings.ERROR:
-        raise cp.error.SolverError(f"route {chosen.name} failed with status {result.status}")
-    has_point = result.status in compat.SOLUTION_PRESENT or result.status == STATIONARY
-    if has_point:
-        missing = [v.name() for v in problem.variables() if v.id not in result.primal]
-        if missing:
-            raise cp.error.SolverError(
-                f"route {chosen.name} returned no value for variable(s) {', '.join(missing)}"
-            )
-        objective = evaluate_at(problem, result.primal)
-        violation = max_violation_at(problem, result.primal)
-    else:
-        objective, violation = result.objective, None
-    bound = result.bound
+    has_point = status in compat.SOLUTION_PRESENT or status == STATIONARY
+    meas = result.extra.get("_gate_measured", {}) if has_point else {}
+    objective = meas.get("objective") if has_point else result.objective
+    bound = result.bound if has_point else None
     cert = Certificate(
         route=chosen.name,
         backend=result.backend,
-        status=result.status,
+        status=status,
         objective=objective,
         bound=bound,
         # one definition for every route: |objective - bound| / max(1, |objective|)
-        gap=relative_gap(objective, bound) if bound is not None else result.gap,
-        max_violation=violation,
+        gap=relative_gap(objective, bound) if bound is not None else (
+            result.gap if has_point else None),
+        max_violation=meas.get("max_violation"),
+        relative_violation=meas.get("relative_violation"),
         iterations=result.iterations,
         setup_time=result.setup_time,
         solve_time=result.solve_time,
         total_time=total,
         history=result.history,
         is_global=chosen.is_global,
-        extra=result.extra,
+        extra={k: v for k, v in result.extra.items() if k != "_gate_measured"},
+        checks=checks,
+        gate_reasons=reasons,
+        attempts=attempts,
     )
     return result, cert
+
+
+def _solve_and_check(
+    problem: cp.Problem, chosen: Route, match: Match, solver: str | None, verbose: bool,
+    opts: dict[str, Any],
+) -> tuple[RouteResult, dict[str, gate.Check]]:
+    """One route solve (values restored afterwards, whatever happens) and the gate's checks."""
+    snap = _snapshot(problem)
+    try:
+        result = chosen.solve(problem, match, solver=solver, verbose=verbose, **dict(opts))
+    finally:
+        _restore(snap)  # routes must not leave values behind, whatever happened
+    if result.status in cp.settings.ERROR:
+        raise cp.error.SolverError(f"route {chosen.name} failed with status {result.status}")
+    has_point = result.status in compat.SOLUTION_PRESENT or result.status == STATIONARY
+    if not has_point:
+        # infeasible / unbounded: a status, never values
+        result.primal = {}
+        return result, {}
+    missing = [v.name() for v in problem.variables() if v.id not in result.primal]
+    if missing:
+        raise cp.error.SolverError(
+            f"route {chosen.name} returned no value for variable(s) {', '.join(missing)}"
+        )
+    meas = gate.measure(problem, result.primal)
+    result.extra = dict(result.extra or {})
+    result.extra["_gate_measured"] = meas
+    return result, gate.run_checks(problem, result, chosen.is_global, meas)
+
+
+def _alternative_backend(backend: str) -> str | None:
+    from .backends import backend_status
+
+    alt = {"SCS": "CLARABEL", "CLARABEL": "SCS", "MOSEK": "CLARABEL"}.get(str(backend).upper())
+    return alt if alt is not None and backend_status(alt)[0] else None
+
+
+def _better(new: dict[str, gate.Check], old: dict[str, gate.Check]) -> bool:
+    """Whether a failing retry is still closer to feasible than the failing first attempt."""
+    def viol(c):
+        m = c.get("feasibility")
+        return math.inf if m is None or m.measured is None else m.measured
+
+    return viol(new) < viol(old)
+
+
+def _with_status(result: RouteResult, status: str, problem: cp.Problem) -> RouteResult:
+    """``result`` with a new status; infeasible/unbounded carry no point and no duals."""
+    import dataclasses
+
+    if status in compat.INF_OR_UNB:
+        sense = 1.0 if isinstance(problem.objective, cp.Minimize) else -1.0
+        inf = sense * math.inf if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE) else (
+            -sense * math.inf)
+        return dataclasses.replace(result, status=status, primal={}, dual={}, objective=inf,
+                                   bound=None, gap=None)
+    return dataclasses.replace(result, status=status)
 
 
 def apply_result(problem: cp.Problem, result: RouteResult, cert: Certificate) -> None:

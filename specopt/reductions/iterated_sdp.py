@@ -36,6 +36,7 @@ import cvxpy as cp
 import numpy as np
 from cvxpy.error import SolverError
 
+from .. import _cvxpy_compat as compat
 from ..atoms import LinearSpectral
 from ..backends import default_backend
 from ..certificate import STATIONARY
@@ -202,6 +203,117 @@ def build_surrogate(problem: cp.Problem) -> _Surrogate:
     )
 
 
+class _Infeasible(Exception):
+    """A convex subproblem (same feasible set as the user's problem) is infeasible."""
+
+
+class _Unbounded(Exception):
+    """A linearized subproblem is unbounded (the majorizer, hence probably the problem)."""
+
+
+#: Smallest relative surrogate decrease that counts as a descent step (stationarity tolerance
+#: is ``max(10 * tol, STATIONARITY_TOL)``, relative to ``1 + |F(K*)|``).
+STATIONARITY_TOL = 1e-6
+#: Eigenvalues closer than this (relative to ``max(1, |lambda|_max)``) are treated as tied.
+TIE_TOL = 1e-4
+#: At most this many extra subproblem solves per stationarity check at ties.
+MAX_TIE_SOLVES = 24
+
+
+def _tied_clusters(lam: np.ndarray, beta: np.ndarray) -> list[np.ndarray]:
+    """Runs of (decreasing) eigenvalues within TIE_TOL on which the weights ``beta`` differ."""
+    tol = TIE_TOL * max(1.0, float(np.max(np.abs(lam))) if lam.size else 1.0)
+    out, start = [], 0
+    for i in range(1, lam.size + 1):
+        if i == lam.size or lam[i - 1] - lam[i] > tol:
+            idx = np.arange(start, i)
+            if idx.size > 1 and np.ptp(beta[idx]) > 0:
+                out.append(idx)
+            start = i
+    return out
+
+
+def _rotations(r: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Bases of an r-dim tied eigenspace to try: reversed order, a grid of angles (r = 2) or
+    seeded random orthogonal matrices (r > 2)."""
+    qs = [np.eye(r)[:, ::-1]]
+    if r == 2:
+        for t in np.pi * np.arange(1, 8) / 8:
+            qs.append(np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]))
+    else:
+        for _ in range(6):
+            q, rr = np.linalg.qr(rng.standard_normal((r, r)))
+            qs.append(q * np.sign(np.diag(rr)))
+    return qs
+
+
+def stationarity_check(surr: _Surrogate, point: dict, run, tol: float, seed) -> dict[str, Any]:
+    """Is ``point`` (a K*) a stationary point, including at tied eigenvalues?
+
+    With ``F = convex + h``, ``h`` concave spectral, K* is stationary iff for every supergradient
+    G of h at K* the majorizer ``convex + tr(G K)`` (tight at K*) is minimized by K*:
+    ``F(K*) - min_K [convex(K) + tr(G K)] <= tol (1 + |F(K*)|)``. When the eigenvalues of K* are
+    distinct where ``beta`` changes, G is unique and one solve decides. At a tie the
+    supergradients over the tied eigenspace U are ``U Q diag(beta_tie) Q^T U^T`` (Q orthogonal,
+    and their convex hull); the test then tries the reversed basis, an angle grid (r = 2) or
+    seeded random bases, and the basis aligned with the best step found (smallest weight on the
+    largest eigenvalue of ``U^T (K+ - K*) U``, the minimizing supergradient for that direction).
+    Returns ``measured`` (largest relative decrease found), ``descent`` (the subproblem point of a
+    decrease > tol, or None), ``supergradients_tested``, ``tied_dims`` and ``exhaustive``
+    (True when no tie was found: the single solve is then a complete test).
+    """
+    F = float(point["objective"])
+    scale = 1.0 + abs(F)
+    Ks = [np.asarray(k, dtype=float) for k in point["K"]]
+    eig = []
+    for K in Ks:
+        lam, V = np.linalg.eigh(0.5 * (K + K.T))
+        eig.append((lam[::-1], V[:, ::-1]))
+    base = [(V * nd.beta) @ V.T for (lam, V), nd in zip(eig, surr.nodes, strict=True)]
+    best = {"dec": -np.inf, "point": None}
+    tested = 0
+
+    def attempt(Bs):
+        nonlocal tested
+        tested += 1
+        p = run(Bs)
+        dec = (F - p["surrogate"]) / scale
+        if dec > best["dec"]:
+            best["dec"], best["point"] = dec, p
+        return p, dec
+
+    attempt(base)
+    tied_dims: list[int] = []
+    rng = np.random.default_rng(seed)
+    for j, ((lam, V), nd) in enumerate(zip(eig, surr.nodes, strict=True)):
+        for idx in _tied_clusters(lam, nd.beta):
+            tied_dims.append(int(idx.size))
+            U = V[:, idx]
+            local = {"dec": -np.inf, "p": None}
+            for Q in _rotations(idx.size, rng):
+                if tested >= MAX_TIE_SOLVES:
+                    break
+                Vc = V.copy()
+                Vc[:, idx] = U @ Q
+                Bs = list(base)
+                Bs[j] = (Vc * nd.beta) @ Vc.T
+                p, dec = attempt(Bs)
+                if dec > local["dec"]:
+                    local = {"dec": dec, "p": p}
+            if local["p"] is not None and tested < MAX_TIE_SOLVES:
+                D = np.asarray(local["p"]["K"][j]) - Ks[j]
+                _, Y = np.linalg.eigh(U.T @ (0.5 * (D + D.T)) @ U)
+                Vc = V.copy()
+                Vc[:, idx] = U @ Y[:, ::-1]
+                Bs = list(base)
+                Bs[j] = (Vc * nd.beta) @ Vc.T
+                attempt(Bs)
+    descent = best["point"] if best["dec"] > tol else None
+    return {"measured": float(max(best["dec"], 0.0)), "descent": descent,
+            "supergradients_tested": tested, "tied_dims": tied_dims,
+            "exhaustive": not tied_dims, "tolerance": tol}
+
+
 class IteratedSDPRoute(Route):
     """Majorize-minimize over convex SDP subproblems (local method, see module docstring)."""
 
@@ -266,7 +378,7 @@ class IteratedSDPRoute(Route):
         carry_scale = bool(route_opts.pop("carry_scale", False)) and backend == "SCS"
         prob = surr.problem
         timings: dict[str, Any] = {"setup": None, "solve": 0.0, "solves": 0, "scs_iters": [],
-                                   "scale": None}
+                                   "scale": None, "statuses": []}
 
         def run(Bs: list[np.ndarray]) -> dict[str, Any]:
             for nd, B in zip(surr.nodes, Bs, strict=True):
@@ -276,12 +388,14 @@ class IteratedSDPRoute(Route):
                 kw.setdefault("scale", timings["scale"])  # SCS's adapted scale, warm-started
             t0 = time.perf_counter()
             try:
-                prob.solve(solver=backend, warm_start=True, verbose=verbose, **kw)
+                # interruptible by Ctrl-C (inner solve in a worker thread, see _interrupt)
+                compile_time = compat.solve_in_place(prob, backend, warm_start=True,
+                                                     verbose=verbose, **kw)
             except SolverError as exc:
                 raise SolverError(f"iterated_sdp: the convex subproblem failed ({exc})") from exc
             dt = time.perf_counter() - t0
             if timings["setup"] is None:
-                timings["setup"] = prob.compilation_time or 0.0
+                timings["setup"] = compile_time
             timings["solve"] += dt
             timings["solves"] += 1
             info = (prob.solver_stats.extra_stats or {}).get("info", {}) if backend == "SCS" else {}
@@ -290,13 +404,11 @@ class IteratedSDPRoute(Route):
                 if info.get("scale"):
                     timings["scale"] = float(info["scale"])
             status = prob.status
+            timings["statuses"].append(status)
             if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
-                raise SolverError("iterated_sdp: the feasible set is empty (subproblem infeasible)")
+                raise _Infeasible(status)
             if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
-                raise SolverError(
-                    "iterated_sdp: a linearized subproblem is unbounded; the non-convex objective "
-                    "is probably unbounded on the feasible set (add bounds)"
-                )
+                raise _Unbounded(status)
             if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
                 raise SolverError(f"iterated_sdp: subproblem solver returned status {status}")
             primal = {
@@ -307,55 +419,91 @@ class IteratedSDPRoute(Route):
             dual = {cid: fc.dual_value for cid, fc in surr.con_map}
             value = float(np.asarray(surr.true_objective.value))
             return {"primal": primal, "K": K, "objective": surr.sense * value, "dual": dual,
-                    "status": status}
+                    "status": status, "surrogate": surr.sense * float(prob.value)}
 
-        K0, init_used = self._initial(surr, init, run, route_opts.get("seed", 0))
+        betas = [nd.beta for nd in surr.nodes]
+        max_iters = int(route_opts.pop("max_iters", 50))
+        seed = route_opts.get("seed", 0)
+        stat_tol = max(10.0 * float(route_opts["tol"]), STATIONARITY_TOL)
+        sign = surr.sense
         t_start = time.perf_counter()
-        res = iterated_sdp(
-            run,
-            lambda p: p["objective"],
-            K0,
-            [nd.beta for nd in surr.nodes],
-            get_K=lambda p: p["K"],
-            **route_opts,
-        )
+        try:
+            K0, init_used = self._initial(surr, init, run, seed)
+            res = iterated_sdp(run, lambda p: p["objective"], K0, betas, get_K=lambda p: p["K"],
+                               max_iters=max_iters, **route_opts)
+            results = [res]
+            used = res.iterations
+            while True:
+                stat = stationarity_check(surr, res.point, run, stat_tol, seed)
+                if stat["descent"] is None or used >= max_iters:
+                    break
+                # a supergradient of the tied eigenspace gives a descent step: continue from it
+                opts_more = {k: v for k, v in route_opts.items() if k not in ("restarts", "seed")}
+                res = iterated_sdp(run, lambda p: p["objective"], stat["descent"]["K"], betas,
+                                   get_K=lambda p: p["K"], max_iters=max_iters - used,
+                                   **opts_more)
+                results.append(res)
+                used += res.iterations
+        except _Infeasible as exc:
+            return self._no_point(cp.INFEASIBLE if exc.args[0] == cp.INFEASIBLE
+                                  else cp.INFEASIBLE_INACCURATE, sign, backend, timings)
+        except _Unbounded as exc:
+            return self._no_point(cp.UNBOUNDED if exc.args[0] == cp.UNBOUNDED
+                                  else cp.UNBOUNDED_INACCURATE, -sign, backend, timings)
         total = time.perf_counter() - t_start
         point = res.point
-        sign = surr.sense
-        violations = [(it, inc) for run_ in res.runs for it, inc in run_.monotone_violations]
-        hist = {
-            "objective": [sign * v for v in res.history["objective"]],
-            "rel_change_objective": list(res.history["rel_change_objective"]),
-            "rel_change_K": list(res.history["rel_change_K"]),
-        }
+        if stat["descent"] is not None and stat["descent"]["objective"] < res.objective:
+            point = stat["descent"]  # better than the last MM point (no iterations left)
+        first = results[0]
+        violations = [(it, inc) for r in results for run_ in r.runs
+                      for it, inc in run_.monotone_violations]
+        hist: dict[str, list[float]] = {"objective": [], "rel_change_objective": [],
+                                        "rel_change_K": []}
+        for r in results:
+            hist["objective"] += [sign * v for v in r.history["objective"]]
+            hist["rel_change_objective"] += list(r.history["rel_change_objective"])
+            hist["rel_change_K"] += list(r.history["rel_change_K"])
+        total_iters = sum(r.total_iterations for r in results)
         extra = {
             "converged": res.converged,
             "stop_reason": res.stop_reason,
             "monotone": not violations,
             "monotone_violations": violations,
             "init": init_used,
-            "restarts": len(res.runs) - 1,
-            "run_values": [sign * v for v in res.run_values],
-            "spread": res.spread,
-            "best_run": res.best_run,
-            "total_iterations": res.total_iterations,
+            "restarts": len(first.runs) - 1,
+            "run_values": [sign * v for v in first.run_values],
+            "spread": first.spread,
+            "best_run": first.best_run,
+            "total_iterations": total_iters,
             "subproblem_solves": timings["solves"],
             "subproblem_status": point["status"],
+            "inner_solves_accurate": all(st == cp.OPTIMAL for st in timings["statuses"]),
             "iterate_time": total,
             "scs_iterations": list(timings["scs_iters"]),
+            # (passed, measured, tolerance) for the gate; details below
+            "stationarity": (stat["measured"] <= stat_tol, stat["measured"], stat_tol),
+            "stationarity_detail": {k: v for k, v in stat.items() if k != "descent"},
+            "tie_escapes": len(results) - 1,
         }
         return RouteResult(
             status=STATIONARY,
             primal={v.id: point["primal"][v.id] for v in surr.user_vars},
-            objective=sign * res.objective,
+            objective=float(point["objective"]) * sign,
             backend=backend,
             dual=point["dual"],
-            iterations=res.total_iterations,
+            iterations=total_iters,
             setup_time=timings["setup"],
             solve_time=timings["solve"],
             history=hist,
             extra=extra,
         )
+
+    @staticmethod
+    def _no_point(status: str, sign_inf: int, backend: str, timings: dict) -> RouteResult:
+        """Infeasible / unbounded: a status, no values."""
+        return RouteResult(status=status, primal={}, objective=sign_inf * np.inf, backend=backend,
+                           setup_time=timings["setup"], solve_time=timings["solve"],
+                           extra={"subproblem_solves": timings["solves"]})
 
     @staticmethod
     def _initial(surr: _Surrogate, init: str, run, seed) -> tuple[list[np.ndarray], str]:
