@@ -229,6 +229,17 @@ def run_route(
             reasons.append("the returned point is infeasible and a conic feasibility probe "
                            "(Clarabel) certifies that the constraints admit no point")
             status = cp.INFEASIBLE
+    if status in (cp.INFEASIBLE, cp.UNBOUNDED) and chosen.name != "conic":
+        # a specialized route's infeasibility claim, cross-checked where a conic probe is cheap
+        verdict = gate.feasibility_probe(problem)
+        if verdict is not None:
+            ok = verdict == "infeasible" if status == cp.INFEASIBLE else verdict == "feasible"
+            checks["conic_probe"] = gate.Check(ok, float(ok), 1.0)
+            if not ok:
+                reasons.append(f"the route said {status} but the conic feasibility probe "
+                               f"found the constraints {verdict}")
+                status = cp.INFEASIBLE_INACCURATE if status == cp.INFEASIBLE else (
+                    cp.UNBOUNDED_INACCURATE)
     if status != result.status:
         result = _with_status(result, status, problem)
     total = time.perf_counter() - t0

@@ -39,6 +39,7 @@ from ..atoms import RowQuadForms
 from ..solvers.matrix_generation import (
     DenseOperator,
     FactoredOperator,
+    MasterInfeasible,
     SymOperator,
     UnboundedProblem,
     solve_spectraplex_lp,
@@ -363,12 +364,22 @@ class MatrixGenerationRoute(Route):
             raise ValueError(f"unknown option(s) for route 'matrix_generation': {sorted(unknown)}")
         kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, **opts}
         t0 = time.perf_counter()
-        try:
-            res = solve_spectraplex_lp(
+
+        def run(kw):
+            return solve_spectraplex_lp(
                 data.A, data.C, data.G, data.c, data.lb, data.ub, data.zlb, data.zub,
                 trace=data.trace, trace_eq=data.trace_eq, offset=data.offset, verbose=verbose,
                 **kw,
             )
+
+        try:
+            try:
+                res = run(kw)
+            except MasterInfeasible:
+                # the PSD-block master restricts X to a subspace: its infeasibility proves
+                # nothing. The LP master has a phase-1 (artificial variables) that decides it.
+                kw = {**kw, "master": "lp"}
+                res = run(kw)
         except UnboundedProblem:
             return RouteResult(status=cp.UNBOUNDED, primal={}, objective=data.sense * np.inf,
                                backend=_backend(kw), solve_time=time.perf_counter() - t0)

@@ -253,6 +253,10 @@ class UnboundedProblem(ValueError):
     """The objective is unbounded above on the feasible set."""
 
 
+class MasterInfeasible(RuntimeError):
+    """The restricted (PSD-block) master is infeasible: not a proof that the problem is."""
+
+
 # --------------------------------------------------------------------------------------------
 # Result
 # --------------------------------------------------------------------------------------------
@@ -731,6 +735,8 @@ def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq,
             break
     if str(sol.status) in ("DualInfeasible", "AlmostDualInfeasible"):
         raise UnboundedProblem("the problem is unbounded (the PSD-block master is)")
+    if str(sol.status) in ("PrimalInfeasible", "AlmostPrimalInfeasible"):
+        raise MasterInfeasible(f"Clarabel PSD-block master failed: {sol.status}")
     if str(sol.status) not in ("Solved", "AlmostSolved"):
         raise RuntimeError(f"Clarabel PSD-block master failed: {sol.status}")
     x = np.asarray(sol.x)
