@@ -1,0 +1,94 @@
+"""Child process of tests/test_interrupt.py: start a long solve on one route, report Ctrl-C.
+
+Prints ``ready`` just before the solve, then on KeyboardInterrupt one line
+``interrupted <time.monotonic()> <values untouched> <status is None>`` (CLOCK_MONOTONIC is
+system-wide on Linux, so the parent can subtract the time it sent SIGINT).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import cvxpy as cp
+import numpy as np
+
+import specopt
+
+
+def long_problem(route: str):
+    rng = np.random.default_rng(0)
+    if route in ("conic-SCS", "conic-CLARABEL"):
+        n = 60
+        C = rng.standard_normal((n, n))
+        X = cp.Variable((n, n), symmetric=True)
+        prob = cp.Problem(cp.Minimize(cp.trace((C + C.T) @ X) + cp.sum_squares(X)),
+                          [X >> 0, cp.trace(X) == 1, X[0, 1] >= 0.01])
+        if route == "conic-SCS":  # a badly scaled instance SCS converges on very slowly
+            sys.path.insert(0, "tests")
+            from test_gate import _badly_scaled
+
+            prob, X = _badly_scaled(12, 0, 3)
+            opts = dict(route="conic", solver="SCS", max_iters=10**8, eps_abs=1e-12,
+                        eps_rel=1e-12)
+        else:
+            opts = dict(route="conic", solver="CLARABEL", max_iter=10**6, tol_gap_abs=1e-30,
+                        tol_gap_rel=1e-30, tol_feas=1e-30)
+        return prob, X, opts
+    if route in ("iterated_sdp-SCS", "iterated_sdp-CLARABEL"):
+        n = 30
+        G = rng.standard_normal((n, 3))
+        D = np.sum((G[:, None, :] - G[None, :, :]) ** 2, axis=2)
+        K = cp.Variable((n, n), symmetric=True)
+        cons = [K >> 0, cp.sum(K) == 0]
+        cons += [K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i in range(n) for j in
+                 range(i + 1, min(n, i + 3))]
+        prob = cp.Problem(cp.Minimize(specopt.mve_cost(K, 2)), cons)
+        solver = route.split("-")[1]
+        opts = dict(route="iterated_sdp", solver=solver, max_iters=10**6, tol=0.0, tol_K=0.0)
+        if solver == "SCS":
+            opts.update(eps_abs=1e-12, eps_rel=1e-12)
+        return prob, K, opts
+    if route == "bregman":
+        sys.path.insert(0, "tests")
+        from test_gate import _wine_itml
+
+        prob, W = _wine_itml()  # infeasible: runs until max_sweeps
+        return prob, W, dict(route="bregman", max_sweeps=10**9, tol=1e-300)
+    if route == "matrix_generation":
+        n = 120
+        C = rng.standard_normal((n, n))
+        X = cp.Variable((n, n), symmetric=True)
+        A = [rng.standard_normal((n, n)) for _ in range(3)]
+        cons = [X >> 0, cp.trace(X) == 1] + [cp.trace((a + a.T) @ X) <= 0.1 for a in A]
+        prob = cp.Problem(cp.Maximize(cp.trace((C + C.T) @ X)), cons)
+        return prob, X, dict(route="matrix_generation", tol=1e-300, max_iters=10**7,
+                             master="lp", max_rank=0)
+    if route == "dual_cd":
+        m, d = 20000, 30
+        Z = rng.standard_normal((m, d))
+        w = cp.Variable(d)
+        prob = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + cp.sum(cp.pos(1 - Z @ w))))
+        return prob, w, dict(route="dual_cd", tol=1e-300, max_passes=10**9, polish=False)
+    raise ValueError(route)
+
+
+def main() -> None:
+    route = sys.argv[1]
+    prob, var, opts = long_problem(route)
+    before = np.full(var.shape, 0.125)
+    var.value = before
+    print("ready", flush=True)
+    try:
+        specopt.solve(prob, **opts)
+    except KeyboardInterrupt:
+        t = time.monotonic()
+        untouched = var.value is not None and np.array_equal(var.value, before)
+        print(f"interrupted {t!r} {untouched} {prob.status is None}", flush=True)
+        os._exit(0)  # do not wait for an abandoned inner solve (a daemon thread) to finish
+    print(f"finished {prob.status}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
