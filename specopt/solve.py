@@ -7,6 +7,7 @@ fails before, every variable and dual value is restored and the error propagates
 from __future__ import annotations
 
 import math
+import re
 import time
 import weakref
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ from . import _cvxpy_compat as compat
 from . import gate
 from .certificate import STATIONARY, Certificate, relative_gap
 from .reductions import Match, Route, RouteResult, get_route, routes_in_order
-from .validate import check_problem
+from .validate import check_numeric_options, check_problem
 
 _CERTIFICATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -126,6 +127,8 @@ class Explanation:
 
 def explain(problem: cp.Problem) -> Explanation:
     """Which routes match ``problem`` and why the others don't (``print(specopt.explain(p))``)."""
+    if not isinstance(problem, cp.Problem):
+        raise TypeError(f"explain expects a cvxpy.Problem, got {type(problem).__name__}")
     verdicts: list[RouteVerdict] = []
     chosen = None
     for route in routes_in_order():
@@ -143,9 +146,25 @@ def explain(problem: cp.Problem) -> Explanation:
 
 def _recognize(route: Route, problem: cp.Problem) -> Match:
     try:
-        return route.recognize(problem)
+        match = route.recognize(problem)
     except Exception as exc:  # a recognizer bug must not hide the other routes
-        return Match.no(f"recognizer failed: {type(exc).__name__}: {exc}")
+        match = Match.no(f"recognizer failed: {type(exc).__name__}: {exc}")
+    match.reason = short_reason(match.reason)
+    return match
+
+
+#: Longest reason ``explain`` prints for a route (matrices in expressions are elided).
+MAX_REASON_CHARS = 300
+_ARRAY_LITERAL = re.compile(r"\[\[.*?\]\]", re.DOTALL)
+
+
+def short_reason(reason: str) -> str:
+    """A route's reason on one line: array literals (printed matrices) elided, length capped."""
+    text = _ARRAY_LITERAL.sub("[[...]]", str(reason))
+    text = " ".join(text.split())
+    if len(text) > MAX_REASON_CHARS:
+        text = text[: MAX_REASON_CHARS - 3] + "..."
+    return text
 
 
 def choose_route(problem: cp.Problem, route: str = "auto") -> tuple[Route, Match]:
@@ -195,6 +214,7 @@ def run_route(
     if not isinstance(problem, cp.Problem):
         raise TypeError(f"expected a cvxpy.Problem, got {type(problem).__name__}")
     check_problem(problem)
+    check_numeric_options(opts)
     t0 = time.perf_counter()
     chosen, match = choose_route(problem, route)
     result, checks = _solve_and_check(problem, chosen, match, solver, verbose, opts)

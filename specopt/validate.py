@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import cvxpy as cp
+import numpy as np
 
 
 def check_problem(problem: cp.Problem) -> None:
@@ -21,7 +22,8 @@ def check_problem(problem: cp.Problem) -> None:
             )
 
 
-def check_options(route: str, given: Iterable[str], known: Iterable[str]) -> None:
+def check_options(route: str, given: Iterable[str], known: Iterable[str],
+                  where: str | None = None) -> None:
     """Unknown options are an error naming the known ones (and the closest match)."""
     known = sorted(set(known))
     unknown = sorted(set(given) - set(known))
@@ -35,8 +37,8 @@ def check_options(route: str, given: Iterable[str], known: Iterable[str]) -> Non
         else:
             hints.append(repr(u))
     raise ValueError(
-        f"unknown option(s) for route {route!r}: {', '.join(hints)}; "
-        f"the route's options are: {', '.join(known)}"
+        f"unknown option(s) for {where or f'route {route!r}'}: {', '.join(hints)}; "
+        f"the known options are: {', '.join(known)}"
     )
 
 
@@ -54,3 +56,62 @@ def check_positive(name: str, value: Any, *, allow_none: bool = False, integer: 
         kind = "an integer" if integer else "a finite number"
         rel = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be {kind} {rel}, got {value!r}")
+
+
+#: Numeric options shared by the routes: name -> (integer, minimum allowed, minimum inclusive)
+_NUMERIC_OPTIONS = {
+    "tol": (False, 0.0, True), "tol_K": (False, 0.0, True), "monotone_tol": (False, 0.0, True),
+    "max_iters": (True, 1, True), "max_sweeps": (True, 1, True), "max_passes": (True, 1, True),
+    "scs_max_iters": (True, 1, True), "max_iter": (True, 1, True),
+    "time_limit": (False, 0.0, False), "restarts": (True, 0, True),
+    "check_every": (True, 1, True), "max_columns": (True, 1, True),
+    "columns_per_round": (True, 1, True), "row_selection": (True, 1, True),
+    "eps_abs": (False, 0.0, True), "eps_rel": (False, 0.0, True),
+}
+
+
+def check_numeric_options(opts: dict[str, Any]) -> None:
+    """Reject NaN, infinite, negative or (for counts) fractional values of the shared options.
+
+    ``time_limit=None`` is allowed (no limit); booleans are not numbers here.
+    """
+    for name, value in opts.items():
+        spec = _NUMERIC_OPTIONS.get(name)
+        if spec is None or (value is None and name == "time_limit"):
+            continue
+        integer, lo, inclusive = spec
+        ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+            value, bool)
+        if ok:
+            v = float(value)
+            ok = math.isfinite(v) and (v >= lo if inclusive else v > lo)
+            if ok and integer:
+                ok = v.is_integer()
+        if not ok:
+            kind = "an integer" if integer else "a finite number"
+            rel = (">=" if inclusive else ">") + f" {lo:g}"
+            raise ValueError(f"option {name} must be {kind} {rel}, got {value!r}")
+
+
+#: SCS 3 settings (and CVXPY's SCS interface's own) accepted by the conic route.
+SCS_OPTIONS = (
+    "max_iters", "eps_abs", "eps_rel", "eps_infeas", "alpha", "time_limit_secs", "verbose",
+    "normalize", "scale", "adaptive_scale", "rho_x", "acceleration_lookback",
+    "acceleration_interval", "write_data_filename", "log_csv_filename", "warm_start",
+    "use_indirect", "gpu", "use_quad_obj", "mkl",
+)
+
+
+def conic_backend_options(backend: str) -> tuple[str, ...] | None:
+    """Names of the options a conic backend accepts, or None when specopt does not check."""
+    backend = backend.upper()
+    if backend == "SCS":
+        return SCS_OPTIONS
+    if backend == "CLARABEL":
+        try:
+            import clarabel
+        except ImportError:  # pragma: no cover
+            return None
+        names = [a for a in dir(clarabel.DefaultSettings()) if not a.startswith("_")]
+        return (*names, "warm_start")
+    return None

@@ -7,6 +7,12 @@ import numpy as np
 
 def as_finite_array(value, name: str, ndim: int | None = None) -> np.ndarray:
     """``value`` as a float array; ValueError if it is not numeric, has NaN/inf or wrong ndim."""
+    if value is None:
+        raise ValueError(f"{name} must be a numeric array, got None")
+    if np.iscomplexobj(value):
+        raise ValueError(
+            f"{name} is complex; specopt works with real (symmetric) matrices only"
+        )
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError) as exc:

@@ -113,11 +113,24 @@ def _prior_matrix(prior, X: np.ndarray) -> np.ndarray:
     W0 = np.asarray(prior, dtype=float)
     if W0.shape != (d, d):
         raise ValueError(f"prior must be {d} x {d}, got {W0.shape}")
+    if not np.all(np.isfinite(W0)):
+        raise ValueError("prior contains NaN or inf entries")
+    scale = max(1.0, float(np.max(np.abs(W0))))
+    if np.max(np.abs(W0 - W0.T)) > 1e-8 * scale:
+        raise ValueError("prior must be a symmetric matrix")
+    lam_min = float(np.linalg.eigvalsh(0.5 * (W0 + W0.T))[0])
+    if lam_min <= 1e-12 * scale:
+        raise ValueError(
+            f"prior must be symmetric positive definite (ITML's LogDet divergence needs W0 > 0); "
+            f"its smallest eigenvalue is {lam_min:.3g}"
+        )
     return W0
 
 
 def _sides(y) -> np.ndarray:
     y = np.asarray(y, dtype=float).ravel()
+    if np.any(np.isnan(y)):
+        raise ValueError("pair labels y contain NaN")
     if not np.all(np.isin(y, (-1.0, 1.0))):
         raise ValueError("pair labels y must be +1 (similar) or -1 (dissimilar)")
     return y

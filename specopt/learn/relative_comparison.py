@@ -150,6 +150,11 @@ class RelativeComparisonMetric(TransformerMixin, BaseEstimator):
         y = np.asarray(y)
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        if y.dtype.kind in "fc" and np.any(np.isnan(y)):
+            raise ValueError("Input y contains NaN.")
+        if y.dtype.kind == "O" and any(v is None or (isinstance(v, float) and np.isnan(v))
+                                       for v in y):
+            raise ValueError("Input y contains NaN or None.")
         n_t = 3 * X.shape[0] if n_triplets is None else int(n_triplets)
         self.triplets_ = draw_triplets(y, n_t, self.random_state)
         return self.fit(X, self.triplets_)

@@ -35,6 +35,7 @@ from .._cvxpy_compat import affine_coefficients
 from .._tree import is_identity_of
 from ..atoms import BurgDiv, LogDetDiv, RowQuadForms
 from ..solvers.bregman import itml_linear
+from ..validate import check_options
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -296,9 +297,7 @@ class BregmanRoute(Route):
         data: ITMLData = match.data
         if data is None:
             raise RouteMismatch("no ITML data: call recognize first")
-        unknown = set(opts) - set(_ROUTE_OPTS)
-        if unknown:
-            raise ValueError(f"unknown option(s) for route 'bregman': {sorted(unknown)}")
+        check_options('bregman', opts, _ROUTE_OPTS)
         t0 = time.perf_counter()
         res = itml_linear(data.V, data.bounds, data.delta, data.W0, data.gamma, **opts)
         elapsed = time.perf_counter() - t0

@@ -16,6 +16,7 @@ from .. import _cvxpy_compat as compat
 from .._tree import walk
 from ..backends import backend_status, default_backend
 from ..certificate import relative_gap
+from ..validate import check_options, conic_backend_options
 from .base import Match, Route, RouteResult
 from .registry import register_route
 
@@ -42,6 +43,9 @@ class ConicRoute(Route):
         usable, why = backend_status(backend)
         if not usable:
             raise cp.error.SolverError(f"backend {backend} is not usable: {why}")
+        known = conic_backend_options(backend)
+        if known is not None:
+            check_options("conic", opts, known, where=f"route 'conic' on backend {backend}")
         warm_start = bool(opts.pop("warm_start", False))
         solution, info = compat.conic_solve(problem, backend, verbose, warm_start, **opts)
         status = solution.status

@@ -37,6 +37,7 @@ import scipy.sparse as sp
 
 from .._cvxpy_compat import affine_coefficients
 from ..solvers.dual_cd import dual_cd
+from ..validate import check_options
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -396,9 +397,7 @@ class DualCDRoute(Route):
         data: DualCDData = match.data
         if data is None:
             raise RouteMismatch("no dual_cd data: call recognize first")
-        unknown = set(opts) - set(_ROUTE_OPTS)
-        if unknown:
-            raise ValueError(f"unknown option(s) for route 'dual_cd': {sorted(unknown)}")
+        check_options('dual_cd', opts, _ROUTE_OPTS)
         t0 = time.perf_counter()
         res = dual_cd(data.L, data.Z, data.C, nonneg=data.mask, verbose=verbose, **opts)
         elapsed = time.perf_counter() - t0

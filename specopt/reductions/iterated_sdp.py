@@ -28,6 +28,7 @@ global solve with a certificate, which this local method cannot give).
 
 from __future__ import annotations
 
+import difflib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,7 @@ from ..atoms import LinearSpectral
 from ..backends import default_backend
 from ..certificate import STATIONARY
 from ..solvers.iterated_sdp import concave_weights, iterated_sdp
+from ..validate import check_options
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -353,6 +355,9 @@ class IteratedSDPRoute(Route):
             match = m
         surr: _Surrogate = match.data
         route_opts = {k: opts.pop(k) for k in _ROUTE_OPTS if k in opts}
+        near_miss = {k for k in opts if difflib.get_close_matches(k, _ROUTE_OPTS, n=1, cutoff=0.8)}
+        if near_miss:  # e.g. max_iter for max_iters: an error, not a silent backend setting
+            check_options("iterated_sdp", near_miss, (*_ROUTE_OPTS, "scs_max_iters"))
         # default: the lead's size rule (Clarabel for small PSD parts, SCS for large ones)
         backend = (solver or default_backend(surr.problem)).upper()
         solver_opts = dict(opts)

@@ -45,6 +45,7 @@ from ..solvers.matrix_generation import (
     solve_spectraplex_lp,
     sum_operators,
 )
+from ..validate import check_options
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -359,9 +360,7 @@ class MatrixGenerationRoute(Route):
         data: MGData = match.data if match is not None else None
         if data is None:
             raise RouteMismatch("no matrix-generation data: call recognize first")
-        unknown = set(opts) - set(_ROUTE_OPTS)
-        if unknown:
-            raise ValueError(f"unknown option(s) for route 'matrix_generation': {sorted(unknown)}")
+        check_options('matrix_generation', opts, _ROUTE_OPTS)
         kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, **opts}
         t0 = time.perf_counter()
 
