@@ -87,26 +87,45 @@ def register_solve_method(name: str, func: Callable[..., Any]) -> None:
 def install_dcp_hint(hint_for: Callable[[cp.Problem], str | None]) -> None:
     """Make a plain ``prob.solve()`` that fails the DCP check say how specopt can help.
 
-    Wraps ``Problem._solve`` (what ``solve()`` calls without ``method=``): on ``DCPError``, if
-    ``hint_for(problem)`` returns a hint, the error is re-raised with the hint appended.
+    CVXPY raises ``DCPError("Problem does not follow DCP rules. ...")`` in
+    ``make_problem_form(problem, ...)`` (and ``construct_intermediate_chain(problem, ...)``),
+    which look the name ``DCPError`` up in their modules. That name is replaced there by a
+    subclass whose constructor appends
+    ``hint_for(problem)`` (the ``problem`` of the raising frame) when there is one. Nothing wraps
+    ``Problem.solve`` / ``_solve``: no specopt frame is on the stack of a solve, so CVXPY's
+    warnings keep their origin (its ``warn`` attributes them to the first frame outside cvxpy,
+    Python's ``stacklevel`` counts frames). ``except cp.error.DCPError`` still catches the error.
     Idempotent.
     """
-    original = cp.Problem._solve
-    if getattr(original, "_specopt_wrapped", False):
+    from cvxpy.problems import problem_form as _pf
+    from cvxpy.reductions.solvers import intermediate_chain as _ic
+
+    modules = [m for m in (_pf, _ic) if getattr(m, "DCPError", None) is not None]
+    if all(getattr(m.DCPError, "_specopt_hint", False) for m in modules):
         return
+    base = cp.error.DCPError
 
-    def _solve(self, *args, **kwargs):
-        try:
-            return original(self, *args, **kwargs)
-        except cp.error.DCPError as exc:
-            hint = hint_for(self)
-            if hint is None:
-                raise
-            raise cp.error.DCPError(f"{exc}\n\n{hint}") from exc
+    class DCPError(base):  # type: ignore[valid-type,misc]
+        """CVXPY's DCPError, with specopt's hint appended when specopt can solve the problem."""
 
-    _solve._specopt_wrapped = True  # type: ignore[attr-defined]
-    _solve.__wrapped__ = original  # type: ignore[attr-defined]
-    cp.Problem._solve = _solve
+        _specopt_hint = True
+
+        def __init__(self, *args: Any) -> None:
+            import sys
+
+            problem = sys._getframe(1).f_locals.get("problem")
+            hint = None
+            if isinstance(problem, cp.Problem) and args and isinstance(args[0], str):
+                try:
+                    hint = hint_for(problem)
+                except Exception:  # the hint must never replace CVXPY's own error
+                    hint = None
+            if hint:
+                args = (f"{args[0]}\n\n{hint}", *args[1:])
+            super().__init__(*args)
+
+    for module in modules:
+        module.DCPError = DCPError
 
 
 def is_registered(atom_type: type) -> bool:
