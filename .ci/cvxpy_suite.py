@@ -24,8 +24,8 @@ COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|warnin
 
 
 def run(with_specopt: bool, extra: list[str]) -> dict[str, int]:
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "cvxpy.tests", "-q", "-p", "no:cacheprovider",
-           "-p", "no:randomly", *extra]
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "cvxpy.tests", "-q",
+           "-p", "no:cacheprovider", *extra]
     if with_specopt:
         cmd[5:5] = ["-p", "specopt"]
     env = dict(os.environ)

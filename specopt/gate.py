@@ -32,6 +32,10 @@ Checks (each recorded as ``checks[name] = Check(passed, measured, tolerance)``):
 ``converged``
     The route's own convergence flag (``extra["converged"]``) and, for iterated routes, whether
     every inner solve was accurate (``extra["inner_solves_accurate"]``).
+``conic_probe``
+    For ``infeasible`` (and ``unbounded`` from a specialized route): a feasibility solve
+    (Clarabel, zero objective, the constraints plus the objective's domain) must agree. A wrong
+    infeasibility claim is retried (conic route), else a ``SolverError``.
 ``stationarity``
     For ``stationary_point``: the route's own stationarity test (``extra["stationarity"]``, a
     ``(passed, measured, tolerance)`` triple), e.g. the tied-eigenspace test of the iterated SDP.
@@ -216,5 +220,10 @@ def feasibility_probe(problem: cp.Problem) -> str | None:
     if solution.status == cp.INFEASIBLE:
         return "infeasible"
     if solution.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-        return "feasible"
+        # "feasible" only with a point that passes the gate's own feasibility measure
+        point = {v.id: solution.primal_vars.get(v.id) for v in problem.variables()}
+        if any(val is None for val in point.values()):
+            return None
+        rel = measure(probe, point)["relative_violation"]
+        return "feasible" if rel is not None and rel <= FEASIBILITY_TOL else None
     return None

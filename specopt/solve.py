@@ -220,7 +220,8 @@ def run_route(
     result, checks = _solve_and_check(problem, chosen, match, solver, verbose, opts)
     attempts: list[dict[str, Any]] = []
     bad = gate.failed(checks)
-    if bad and result.status in gate.CERTIFIED and chosen.name == "conic" and retry:
+    retryable = result.status in gate.CERTIFIED or result.status == cp.INFEASIBLE
+    if bad and retryable and chosen.name == "conic" and retry:
         alt = _alternative_backend(result.backend)
         if alt is not None:
             attempts.append({"backend": result.backend, "status": result.status,
@@ -240,6 +241,14 @@ def run_route(
                     result, checks, bad = result2, checks2, bad2
     reasons: list[str] = []
     status = result.status
+    if "conic_probe" in bad and status == cp.INFEASIBLE:
+        raise cp.error.SolverError(
+            f"route {chosen.name} ({result.backend}) reported the problem infeasible, but a "
+            "feasibility solve (Clarabel, zero objective) found a point that satisfies every "
+            "constraint to the gate's tolerance: the infeasibility claim is wrong (badly "
+            "scaled data?); try another solver, or rescale the problem"
+            + (f"; attempts: {attempts}" if attempts else "")
+        )
     if bad and status in gate.CERTIFIED:
         reasons.append(f"{status} not certified by the gate ({gate.describe(checks, bad)})")
         status = cp.OPTIMAL_INACCURATE
@@ -249,17 +258,17 @@ def run_route(
             reasons.append("the returned point is infeasible and a conic feasibility probe "
                            "(Clarabel) certifies that the constraints admit no point")
             status = cp.INFEASIBLE
-    if status in (cp.INFEASIBLE, cp.UNBOUNDED) and chosen.name != "conic":
-        # a specialized route's infeasibility claim, cross-checked where a conic probe is cheap
+            checks["conic_probe"] = gate.Check(True, 1.0, 1.0)
+    if status == cp.UNBOUNDED and chosen.name != "conic":
+        # an unbounded claim needs a feasible set; cross-checked where the probe is cheap
         verdict = gate.feasibility_probe(problem)
         if verdict is not None:
-            ok = verdict == "infeasible" if status == cp.INFEASIBLE else verdict == "feasible"
+            ok = verdict == "feasible"
             checks["conic_probe"] = gate.Check(ok, float(ok), 1.0)
             if not ok:
-                reasons.append(f"the route said {status} but the conic feasibility probe "
-                               f"found the constraints {verdict}")
-                status = cp.INFEASIBLE_INACCURATE if status == cp.INFEASIBLE else (
-                    cp.UNBOUNDED_INACCURATE)
+                reasons.append("the route said unbounded but the conic feasibility probe "
+                               "found the constraints infeasible")
+                status = cp.INFEASIBLE
     if status != result.status:
         result = _with_status(result, status, problem)
     total = time.perf_counter() - t0
@@ -308,7 +317,14 @@ def _solve_and_check(
     if not has_point:
         # infeasible / unbounded: a status, never values
         result.primal = {}
-        return result, {}
+        checks: dict[str, gate.Check] = {}
+        if result.status == cp.INFEASIBLE:
+            # the claim is cross-checked: a feasibility solve must not find a point
+            verdict = gate.feasibility_probe(problem)
+            if verdict is not None:
+                ok = verdict == "infeasible"
+                checks["conic_probe"] = gate.Check(ok, float(ok), 1.0)
+        return result, checks
     missing = [v.name() for v in problem.variables() if v.id not in result.primal]
     if missing:
         raise cp.error.SolverError(

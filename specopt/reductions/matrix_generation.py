@@ -374,9 +374,12 @@ class MatrixGenerationRoute(Route):
         try:
             try:
                 res = run(kw)
-            except MasterInfeasible:
+            except (MasterInfeasible, RuntimeError, np.linalg.LinAlgError):
+                if kw.get("master") != "psd":
+                    raise
                 # the PSD-block master restricts X to a subspace: its infeasibility proves
-                # nothing. The LP master has a phase-1 (artificial variables) that decides it.
+                # nothing, and Clarabel can stall on it (badly scaled data). The LP master has
+                # a phase 1 (artificial variables) that decides feasibility.
                 kw = {**kw, "master": "lp"}
                 res = run(kw)
         except UnboundedProblem:
