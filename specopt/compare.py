@@ -129,6 +129,15 @@ class CompareTable:
     __repr__ = __str__
 
 
+def _note(cert: Certificate) -> str:
+    """What the verification gate changed (first reason, short), and local-solution marks."""
+    parts = [] if cert.is_global else ["local solution (non-convex route)"]
+    if cert.gate_reasons:
+        reason = cert.gate_reasons[0]
+        parts.append("gate: " + (reason if len(reason) <= 120 else reason[:117] + "..."))
+    return "; ".join(parts)
+
+
 def _parse_backend(name: str) -> tuple[str, str | None]:
     """``"SCS"`` -> conic route on SCS; ``"specopt"`` -> auto; ``"specopt:<route>"`` -> route."""
     if name == "specopt":
@@ -181,7 +190,7 @@ def compare(
                 solve_time=cert.solve_time,
                 total_time=cert.total_time,
                 iterations=cert.iterations,
-                note="" if cert.is_global else "local solution (non-convex route)",
+                note=_note(cert),
                 certificate=cert,
                 _result=result,
             )

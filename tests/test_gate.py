@@ -77,6 +77,7 @@ def test_case1_badly_scaled_scs_is_retried_and_never_certified_wrong():
     assert scs.status == cp.OPTIMAL_INACCURATE
     assert not scs.certificate.checks["feasibility"].passed
     assert any("feasibility" in r for r in scs.certificate.gate_reasons)
+    assert scs.note.startswith("gate: ") and not scs.certified
     assert table.best.backend == "CLARABEL"
 
 
