@@ -100,13 +100,23 @@ def psd_block_sides(problem: cp.Problem) -> list[int]:
 
 
 def dense_kkt_dimension(problem: cp.Problem) -> int:
-    """The estimate ``d`` of the module docstring (PSD blocks plus dense coupling rows)."""
-    from .atoms import RowQuadForms
+    """The estimate ``d`` of the module docstring (PSD blocks plus dense coupling rows).
+
+    The rows are counted on the normalized description (``reductions.analysis``), so every
+    spelling of the same rows gives the same ``d``: ``row_quad_forms(V, X) >= ...``, a list of
+    ``trace(A_r @ X) >= ...`` and hinge terms ``pos(rho - <A_r, X>)`` alike.
+    """
+    from .reductions.analysis import analyze
 
     d = sum(n * (n + 1) // 2 for n in psd_block_sides(problem))
-    roots = [problem.objective.expr, *problem.constraints]
-    d += sum(node.size for root in roots for node in walk(root) if isinstance(node, RowQuadForms))
-    return d
+    try:
+        return d + analyze(problem).dense_rows()
+    except ValueError:  # a parameter without a value: count the factored rows in the tree
+        from .atoms import RowQuadForms
+
+        roots = [problem.objective.expr, *problem.constraints]
+        return d + sum(node.size for root in roots for node in walk(root)
+                       if isinstance(node, RowQuadForms))
 
 
 def default_backend(problem: cp.Problem) -> str:

@@ -447,6 +447,7 @@ class Description:
     constant: float
     constraints: list[ConstraintInfo]
     has_parameters: bool = False
+    _hinge_maps: list | None = field(default=None, repr=False)
 
     # -- objective queries ---------------------------------------------------------------------
     def of_kind(self, *kinds: str) -> list[Term]:
@@ -470,21 +471,30 @@ class Description:
     def affine_constraints(self) -> list[ConstraintInfo]:
         return [c for c in self.constraints if c.kind in ("eq", "le", "ge")]
 
+    def hinge_maps(self) -> list[AffineMap]:
+        """Affine maps of the hinge terms' arguments (rows of their slack lift), read once."""
+        if self._hinge_maps is None:
+            hinges = [t for t in self.terms if isinstance(t, HingeTerm)]
+            self._hinge_maps = affine_maps([t.inner for t in hinges], self.variables)
+        return self._hinge_maps
+
     def dense_rows(self, psd_vars: list[cp.Variable] | None = None) -> int:
-        """Constraint rows coupling densely to a PSD matrix (more than n entries of an n x n
-        PSD variable, or a factored ``row_quad_forms`` row): what the KKT estimate counts."""
+        """Rows coupling densely to a PSD matrix (more than n entries of an n x n PSD variable,
+        or a factored ``row_quad_forms`` row), in constraints and in hinge arguments (which a
+        conic form lifts to rows): what the KKT estimate of ``backends`` counts. The same for
+        every spelling of the rows (``row_quad_forms``, a list of ``trace(A_r @ X)``, hinges)."""
         psd_vars = self.psd_variables() if psd_vars is None else psd_vars
+        maps = [c.map for c in self.affine_constraints() if c.map is not None]
+        maps += self.hinge_maps()
         total = 0
-        for c in self.affine_constraints():
-            if c.map is None:
-                continue
-            dense = np.zeros(c.map.size, dtype=bool)
+        for m in maps:
+            dense = np.zeros(m.size, dtype=bool)
             for X in psd_vars:
                 n = X.shape[0]
-                C = c.map.coeffs.get(X.id)
+                C = m.coeffs.get(X.id)
                 if C is not None and C.nnz:
                     dense |= np.diff(sp.csr_array(C).indptr) > n
-                for M, _ in c.map.factored.get(X.id, []):
+                for M, _ in m.factored.get(X.id, []):
                     dense |= np.diff(sp.csr_array(M).indptr) > 0
             total += int(dense.sum())
         return total
