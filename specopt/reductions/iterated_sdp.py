@@ -40,7 +40,7 @@ from ..atoms import LinearSpectral
 from ..backends import available_backends, default_backend
 from ..certificate import STATIONARY
 from ..solvers.iterated_sdp import concave_weights, iterated_sdp
-from .analysis import analyze, normalized_problem
+from .analysis import analyze, normalized_problem, short
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -169,8 +169,8 @@ def build_surrogate(problem: cp.Problem, con_ids: list[int] | None = None) -> _S
     for c in problem.constraints:
         if not c.is_dcp():
             raise RouteMismatch(
-                f"constraint {c} is not convex; the iterated-SDP route linearizes spectral terms "
-                "of the objective only (the feasible set must be convex)"
+                f"constraint {short(c)} is not convex; the iterated-SDP route linearizes spectral "
+                "terms of the objective only (the feasible set must be convex)"
             )
     if not _contains_spectral(obj.expr):
         raise RouteMismatch(
