@@ -119,7 +119,7 @@ def test_constraints_classified_and_rows_factored():
     assert M.shape == (m, m)
     assert desc.constraints[3].is_centering(X) and desc.constraints[4].is_centering(X)
     assert not desc.constraints[1].is_centering(X)
-    assert desc.dense_rows() == m
+    assert desc.dense_rows() == m + 1  # the factored rows and sum(X) (n^2 entries)
 
 
 def test_parameters_bound_and_structure_cached():
