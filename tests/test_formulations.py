@@ -457,9 +457,24 @@ def _qp_spellings():
         return cp.Problem(cp.Minimize(cp.sum_squares(w) / 2 + cp.sum(xi) * Cp),
                           [1 - xi <= Z_Q @ w])
 
+    def self_product_norm1():
+        w = cp.Variable(M_Q)
+        return cp.Problem(cp.Minimize(0.5 * (w @ w) + C_Q * cp.norm1(cp.pos(1 - Z_Q @ w))))
+
+    def vdot_mean_scalene():
+        w = cp.Variable(M_Q)
+        obj = cp.vdot(w, w) / 2 + C_Q * N_Q * cp.mean(cp.scalene(1 - Z_Q @ w, 1, 0))
+        return cp.Problem(cp.Minimize(obj))
+
+    def python_sum_of_scalar_hinges():
+        w = cp.Variable(M_Q)
+        obj = 0.5 * cp.pnorm(w, 2) ** 2 + C_Q * sum(cp.pos(1 - z @ w) for z in Z_Q)
+        return cp.Problem(cp.Minimize(obj))
+
     return [slack_quad_form, norm_squared_hinge, square_norm_maximum, sum_square_mean_hinge,
             quad_over_lin_inner_weight, parameter_c, maximize_negated, weight_vector_norm2,
-            pos_times_const_parameter_slack]
+            pos_times_const_parameter_slack, self_product_norm1, vdot_mean_scalene,
+            python_sum_of_scalar_hinges]
 
 
 def test_qp_spellings_reach_dual_cd():

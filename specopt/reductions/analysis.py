@@ -503,6 +503,32 @@ class Description:
 # --------------------------------------------------------------------------------------------
 # Reading the objective
 # --------------------------------------------------------------------------------------------
+def is_linear(node: Any) -> bool:
+    """Affine in the strict sense: only affine atoms in the tree (CVXPY's ``is_affine`` also
+    says yes to ``0 * neg(x)``, which its coefficient extractor cannot read)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if hasattr(n, "is_atom_affine") and not n.is_atom_affine():
+            return False
+        stack.extend(getattr(n, "args", []))
+    return bool(node.is_affine())
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two expressions are the same (identical object or identical text and variables)."""
+    if a is b:
+        return True
+    if type(a).__name__ == "conj":  # conj of a real expression is itself (cp.vdot)
+        a = a.args[0]
+    if type(b).__name__ == "conj":
+        b = b.args[0]
+    if a is b:
+        return True
+    return a.shape == b.shape and str(a) == str(b) and \
+        {v.id for v in a.variables()} == {v.id for v in b.variables()}
+
+
 def _const_value(node: Any) -> np.ndarray | None:
     if isinstance(node, cp.Expression) and node.is_constant() and not node.parameters():
         return np.asarray(node.value, dtype=float)
@@ -546,11 +572,17 @@ class _Reader:
         if cv is not None:
             self.constant += float(np.sum(W * cv))
             return
-        if node.is_affine():
+        if is_linear(node):
             self.affine.append((W, node))
             return
         name = type(node).__name__
         args = node.args
+        if name in ("norm1", "abs") or (_is(node, "Pnorm") and node.p == 1):
+            # |x| summed (or elementwise) on a nonnegative argument is x itself
+            if args[0].is_nonneg() and (name == "abs" or node.axis is None):
+                full = np.broadcast_to(W, node.shape)
+                self.read(args[0], full if name == "abs" else np.full(args[0].shape, float(W)))
+                return
         if name == "AddExpression":
             for a in args:
                 self.read(a, _reduce_to(np.broadcast_to(W, node.shape), a.shape))
@@ -561,6 +593,15 @@ class _Reader:
         if name == "Promote":
             self.read(args[0], np.asarray(W.sum()).reshape(args[0].shape))
             return
+        if name in ("multiply", "MulExpression") and _const_value(args[0]) is None \
+                and _const_value(args[1]) is None and _same(args[0], args[1]):
+            u = args[1]
+            if is_linear(u) and (name == "multiply" or u.ndim <= 1):
+                Wd = np.broadcast_to(W, node.shape)
+                P = (float(Wd) * np.eye(u.size) if name == "MulExpression"
+                     else np.diag(np.broadcast_to(Wd, u.shape).ravel(order="F")))
+                self._quad(node, u, P)
+                return
         if name == "multiply":
             for c, e in ((args[0], args[1]), (args[1], args[0])):
                 cv = _const_value(c)
@@ -631,17 +672,17 @@ class _Reader:
             inner = args[0]
             if _is(inner, "Pnorm") and inner.p == 2 and inner.axis is None and scalar:
                 u = inner.args[0]
-                if u.is_affine():
+                if is_linear(u):
                     self._quad(node, u, w * np.eye(u.size))
                     return True
-            if inner.is_affine():
+            if is_linear(inner):
                 self._quad(node, inner, np.diag(np.broadcast_to(W, inner.shape).ravel("F")))
                 return True
             return False
         if name == "quad_over_lin" and scalar and node.axis is None:
             u, y = args
             yv = _const_value(y)
-            if yv is not None and u.is_affine() and float(yv) > 0:
+            if yv is not None and is_linear(u) and float(yv) > 0:
                 self._quad(node, u, (w / float(yv)) * np.eye(u.size))
                 return True
             return False
@@ -650,7 +691,7 @@ class _Reader:
             Pv = _const_value(P)
             if Pv is None and type(P).__name__ == "psd_wrap":
                 Pv = _const_value(P.args[0])
-            if Pv is not None and u.is_affine():
+            if Pv is not None and is_linear(u):
                 Pv = np.atleast_2d(Pv)
                 self._quad(node, u, w * 0.5 * (Pv + Pv.T))
                 return True
@@ -659,7 +700,7 @@ class _Reader:
         if name == "maximum" and len(args) == 2:
             for e, c in ((args[0], args[1]), (args[1], args[0])):
                 cv = _const_value(c)
-                if cv is not None and e.is_affine():
+                if cv is not None and is_linear(e):
                     Wf = np.broadcast_to(W, node.shape).astype(float)
                     cfull = np.broadcast_to(cv, node.shape)
                     self.constant += float(np.sum(Wf * cfull))
@@ -699,7 +740,7 @@ class _Reader:
         if isinstance(node, cp.log_det) and scalar:
             self.raw_logdet.append((w, args[0], node))
             return True
-        if isinstance(node, cp.log) and args[0].is_affine():
+        if isinstance(node, cp.log) and is_linear(args[0]):
             self.raw_log.append((np.broadcast_to(W, node.shape).astype(float), args[0], node))
             return True
         return False
@@ -748,11 +789,21 @@ def _read_objective(expr: Any, variables: list[cp.Variable]):
     r.read(expr, np.ones(expr.shape) if expr.shape else np.asarray(1.0))
     # the affine part, all leaves in one pass
     affine = zero_map(1)
-    if r.affine:
-        maps = affine_maps([e for _, e in r.affine], variables)
-        for (W, e), m in zip(r.affine, maps, strict=True):
-            affine = affine + m.weighted(np.broadcast_to(W, e.shape).ravel(order="F"))
     terms = r.terms
+    if r.affine:
+        try:
+            maps = affine_maps([e for _, e in r.affine], variables)
+        except Exception:  # a leaf CVXPY cannot read: classify leaf by leaf
+            maps = []
+            for W, e in r.affine:
+                try:
+                    maps.append(affine_maps([e], variables)[0])
+                except Exception:
+                    maps.append(None)
+                    terms.append(OtherTerm("other", e, weight=W if W.size > 1 else float(W)))
+        for (W, e), m in zip(r.affine, maps, strict=True):
+            if m is not None:
+                affine = affine + m.weighted(np.broadcast_to(W, e.shape).ravel(order="F"))
     constant = r.constant + float(affine.offset[0])
     affine.offset = np.zeros(1)
     # trace(K) on a spectral matrix joins its alpha
@@ -915,7 +966,7 @@ def _read_constraints(cons: list, bound: list, variables: list, cache: dict) -> 
                     and is_identity_of(expr, vs[0]):
                 info.var = vs[0]
         elif kind in ("eq", "le", "ge"):
-            if not expr.is_affine():
+            if not is_linear(expr):
                 info.kind = "nonaffine"
             elif b is con and con.id in cache:
                 info.map = cache[con.id]
