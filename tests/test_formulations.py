@@ -105,8 +105,27 @@ def _psdboost_spellings():
         cons += [cp.trace(X @ A) - rho + xi[r] >= 0 for r, A in enumerate(A_T)]
         return cp.Problem(cp.Maximize(rho - Cp * cp.sum(xi)), cons)
 
+    def hinge_diag_congruence():
+        X, rho = _psd_x(), cp.Variable()
+        marg = cp.diag(P_T @ X @ P_T.T) - cp.diag(Q_T @ X @ Q_T.T)
+        return cp.Problem(cp.Maximize(rho - C_PSD * cp.sum(cp.pos(rho - marg))),
+                          [cp.trace(X) == 1])
+
+    def slack_norm1_multiply_list():
+        X, rho, xi = _psd_x(), cp.Variable(), cp.Variable(S, nonneg=True)
+        cons = [cp.trace(X) == 1]
+        cons += [cp.sum(cp.multiply(A, X)) >= rho - xi[r] for r, A in enumerate(A_T)]
+        return cp.Problem(cp.Maximize(rho - C_PSD * cp.norm1(xi)), cons)
+
+    def hinge_hstack_of_quadratics():
+        X, rho = _psd_x(), cp.Variable()
+        marg = cp.hstack([p @ X @ p - q @ X @ q for p, q in zip(P_T, Q_T, strict=True)])
+        return cp.Problem(cp.Maximize(rho - C_PSD * cp.sum(cp.pos(rho - marg))),
+                          [cp.trace(X) == 1])
+
     return [slack_rqf, slack_trace_list, slack_vec_matrix, hinge_pos, hinge_maximum_min_form,
-            hinge_weighted_sum, hinge_parameter, slack_parameter_trace_list]
+            hinge_weighted_sum, hinge_parameter, slack_parameter_trace_list,
+            hinge_diag_congruence, slack_norm1_multiply_list, hinge_hstack_of_quadratics]
 
 
 def test_psdboost_spellings_reach_matrix_generation():
@@ -170,8 +189,30 @@ def _itml_hard_spellings():
         return cp.Problem(cp.Minimize(cp.trace(half @ W) - cp.log_det(W) + cp.trace(W @ half)),
                           cons(W))
 
+    def vector_quadratic_list():
+        W = cp.Variable((d_I, d_I), symmetric=True)
+        cs = [W >> 0] + [(v @ W @ v <= U_I[r]) if SIM[r] else (v @ W @ v >= L_I[r])
+                         for r, v in enumerate(V_I)]
+        return cp.Problem(cp.Minimize(logdet_div(W, W0_I)), cs)
+
+    def signed_rows():
+        W = cp.Variable((d_I, d_I), PSD=True)
+        delta = np.where(SIM, 1.0, -1.0)
+        return cp.Problem(cp.Minimize(logdet_div(W, W0_I)),
+                          [cp.multiply(delta, row_quad_forms(V_I, W)) <= delta * B_I])
+
+    def hstack_of_outer_products():
+        W = cp.Variable((d_I, d_I), PSD=True)
+
+        def dist(rows):
+            return cp.hstack([cp.sum(cp.multiply(np.outer(v, v), W)) for v in rows])
+
+        return cp.Problem(cp.Minimize(cp.trace(W @ S_inv) - cp.log_det(W)),
+                          [dist(V_I[SIM]) <= U_I[SIM], dist(V_I[~SIM]) >= L_I[~SIM]])
+
     return [atom, handwritten_trace, handwritten_multiply_const, quad_form_list,
-            maximize_negative, split_trace]
+            maximize_negative, split_trace, vector_quadratic_list, signed_rows,
+            hstack_of_outer_products]
 
 
 def _itml_slack_spellings():
