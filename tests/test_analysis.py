@@ -136,6 +136,12 @@ def test_parameters_bound_and_structure_cached():
     assert d2 is not d1
     assert np.allclose(d2.affine.coef(xi).toarray(), 3.0)
     assert d2.constraints[0].map is d1.constraints[0].map  # parameter-free rows reused
+    hinge = cp.Problem(cp.Minimize(cp.sum_squares(w) + C * cp.sum(cp.pos(1 - Z @ w))))
+    h1 = analyze(hinge).hinge_maps()[0]
+    C.value = 0.5
+    dh = analyze(hinge)
+    assert dh.hinge_maps()[0] is h1  # the hinge argument is not re-read in a sweep
+    assert np.allclose(dh.terms[1].weights, 0.5)
     b = cp.Parameter(3, value=np.ones(3))
     prob2 = cp.Problem(cp.Minimize(cp.sum_squares(w)), [w >= b])
     assert np.allclose(analyze(prob2).constraints[0].map.offset, 1.0)  # b - w <= 0

@@ -214,6 +214,26 @@ def zero_map(size: int = 1) -> AffineMap:
     return AffineMap(size, {}, {}, np.zeros(size))
 
 
+def cached_maps(exprs: list, variables: list[cp.Variable], cache: dict) -> list[AffineMap]:
+    """:func:`affine_maps` with a cache keyed by expression object (parameter-free only): a
+    parameter sweep re-reads only the expressions that hold parameters."""
+    out: list[AffineMap | None] = []
+    todo = []
+    for i, e in enumerate(exprs):
+        hit = cache.get(id(e))
+        if hit is not None and hit[0] is e:
+            out.append(hit[1])
+        else:
+            out.append(None)
+            todo.append(i)
+    if todo:
+        maps = affine_maps([exprs[i] for i in todo], variables)
+        for i, m in zip(todo, maps, strict=True):
+            out[i] = m
+            cache[id(exprs[i])] = (exprs[i], m)  # the reference keeps the id unique
+    return out  # type: ignore[return-value]
+
+
 def _substitute_rqf(expr: Any, found: list) -> Any:
     """Replace ``row_quad_forms(V, X)`` (X a variable) by placeholder variables."""
     from ..atoms import RowQuadForms
@@ -448,6 +468,7 @@ class Description:
     constraints: list[ConstraintInfo]
     has_parameters: bool = False
     _hinge_maps: list | None = field(default=None, repr=False)
+    _expr_maps: dict = field(default_factory=dict, repr=False)  # shared per-problem cache
 
     # -- objective queries ---------------------------------------------------------------------
     def of_kind(self, *kinds: str) -> list[Term]:
@@ -475,7 +496,8 @@ class Description:
         """Affine maps of the hinge terms' arguments (rows of their slack lift), read once."""
         if self._hinge_maps is None:
             hinges = [t for t in self.terms if isinstance(t, HingeTerm)]
-            self._hinge_maps = affine_maps([t.inner for t in hinges], self.variables)
+            self._hinge_maps = cached_maps([t.inner for t in hinges], self.variables,
+                                           self._expr_maps)
         return self._hinge_maps
 
     def dense_rows(self, psd_vars: list[cp.Variable] | None = None) -> int:
@@ -784,7 +806,7 @@ def _scalar_multiple(K: Any) -> tuple[Any, float]:
         return K, s
 
 
-def _read_objective(expr: Any, variables: list[cp.Variable]):
+def _read_objective(expr: Any, variables: list[cp.Variable], cache: dict | None = None):
     r = _Reader()
     r.read(expr, np.ones(expr.shape) if expr.shape else np.asarray(1.0))
     # the affine part, all leaves in one pass
@@ -792,7 +814,7 @@ def _read_objective(expr: Any, variables: list[cp.Variable]):
     terms = r.terms
     if r.affine:
         try:
-            maps = affine_maps([e for _, e in r.affine], variables)
+            maps = cached_maps([e for _, e in r.affine], variables, {} if cache is None else cache)
         except Exception:  # a leaf CVXPY cannot read: classify leaf by leaf
             maps = []
             for W, e in r.affine:
@@ -1004,7 +1026,7 @@ def analyze(problem: cp.Problem) -> Description:
     variables = problem.variables()
     obj = problem.objective
     expr = bind_parameters(obj.expr)
-    terms, affine, constant = _read_objective(expr, variables)
+    terms, affine, constant = _read_objective(expr, variables, entry.setdefault("exprs", {}))
     bound = [bind_parameters(c) for c in problem.constraints]
     infos = _read_constraints(list(problem.constraints), bound, variables, entry["maps"])
     desc = Description(
@@ -1015,6 +1037,7 @@ def analyze(problem: cp.Problem) -> Description:
         constant=constant,
         constraints=infos,
         has_parameters=bool(problem.parameters()),
+        _expr_maps=entry.setdefault("exprs", {}),
     )
     entry["sig"], entry["desc"] = sig, desc
     return desc

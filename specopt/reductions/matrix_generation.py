@@ -41,7 +41,7 @@ from ..solvers.matrix_generation import (
     solve_spectraplex_lp,
     sum_operators,
 )
-from .analysis import AffineMap, HingeTerm, affine_maps, analyze, short, zero_map
+from .analysis import AffineMap, HingeTerm, analyze, short, zero_map
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -102,7 +102,7 @@ def _parts(amap: AffineMap, X: cp.Variable, zvars: list[cp.Variable], label: str
     return sp.csr_array(Xc), fac, sp.csr_array(Gz), np.asarray(amap.offset, dtype=float).ravel()
 
 
-def _lift_hinges(desc, sense: float, variables: list[cp.Variable]):
+def _lift_hinges(desc, sense: float):
     """Hinge terms ``sum_i w_i max(g_i, 0)`` -> slack ``t >= 0``, rows ``g - t <= 0`` and the
     objective ``w^T t`` (valid when the hinge is concave in the maximized objective)."""
     lifted, obj = [], zero_map(1)
@@ -112,15 +112,17 @@ def _lift_hinges(desc, sense: float, variables: list[cp.Variable]):
                 f"objective term {t.label} is not affine in X and the LP variables (hinge sums "
                 "are lifted to slack rows; other non-linear terms are not)"
             )
-        w = np.asarray(t.weights, dtype=float)
-        if np.any(sense * w > 0):
+        if np.any(sense * np.asarray(t.weights) > 0):
             raise RouteMismatch(f"the hinge term {t.label} has the wrong sign (it is not concave "
                                 "in the maximized objective)")
+    hinges = [t for t in desc.terms if isinstance(t, HingeTerm)]
+    for t, g in zip(hinges, desc.hinge_maps(), strict=True):
+        w = np.asarray(t.weights, dtype=float)
         k = w.size
         slack = cp.Variable(k, nonneg=True, name="hinge_slack")
-        (g,) = affine_maps([t.inner], variables)
-        g.coeffs[slack.id] = sp.csr_array(-sp.identity(k, format="csr"))
-        lifted.append((slack, g))
+        rows = AffineMap(k, dict(g.coeffs), g.factored, g.offset)
+        rows.coeffs[slack.id] = sp.csr_array(-sp.identity(k, format="csr"))
+        lifted.append((slack, rows))
         obj = obj + AffineMap(1, {slack.id: sp.csr_array(w.reshape(1, -1))}, {}, np.zeros(1))
     return lifted, obj
 
@@ -184,7 +186,7 @@ def extract(problem: cp.Problem) -> MGData:
 
     # objective: affine part plus hinge sums lifted to slack rows
     sense = -float(desc.sense)  # +1 maximize, -1 minimize
-    lifted, lift_obj = _lift_hinges(desc, sense, variables)
+    lifted, lift_obj = _lift_hinges(desc, sense)
     zvars = zvars + [t for t, _ in lifted]
     zslices: dict[int, slice] = {}
     p = 0
