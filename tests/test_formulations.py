@@ -583,3 +583,43 @@ def test_parameter_sweep_conic():
         return cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + C * cp.sum(cp.pos(1 - Z_Q @ w))))
 
     _sweep(build, "conic", [0.3, 2.0], 1e-6, solver="CLARABEL")
+
+
+def test_backend_does_not_depend_on_spelling_near_the_threshold():
+    """The issue's case: PSDBoost with row_quad_forms went to SCS, as a list of traces to
+    Clarabel. Here d = 21 + 320 > 300 for every spelling (rows, traces, hinges, vec matrix)."""
+    n, s = 6, 320
+    P, Q = psdboost_triplet_factors(n, s, seed=4)
+    As = [np.outer(p, p) - np.outer(q, q) for p, q in zip(P, Q, strict=True)]
+
+    def rows(X, rho, xi):
+        return [row_quad_forms(P, X) - row_quad_forms(Q, X) >= rho - xi]
+
+    def traces(X, rho, xi):
+        return [cp.trace(A @ X) >= rho - xi[r] for r, A in enumerate(As)]
+
+    def vec_matrix(X, rho, xi):
+        M = np.stack([A.ravel(order="F") for A in As])
+        return [M @ cp.vec(X, order="F") >= rho - xi]
+
+    backends = []
+    for spell in (rows, traces, vec_matrix):
+        X, rho, xi = cp.Variable((n, n), PSD=True), cp.Variable(), cp.Variable(s, nonneg=True)
+        prob = cp.Problem(cp.Maximize(rho - cp.sum(xi)), [cp.trace(X) == 1, *spell(X, rho, xi)])
+        backends.append(specopt.default_backend(prob))
+    X, rho = cp.Variable((n, n), symmetric=True), cp.Variable()
+    marg = row_quad_forms(P, X) - row_quad_forms(Q, X)
+    hinge = cp.Problem(cp.Maximize(rho - cp.sum(cp.pos(rho - marg))), [X >> 0, cp.trace(X) == 1])
+    backends.append(specopt.default_backend(hinge))
+    expected = "MOSEK" if specopt.mosek_licensed() else "SCS"
+    assert backends == [expected] * 4
+
+
+def test_spectral_backend_does_not_depend_on_spelling():
+    K = cp.Variable((30, 30), symmetric=True)
+    spellings = [mve_cost(K, 3), cp.trace(K) - 2 * cp.lambda_sum_largest(K, 3),
+                 -cp.lambda_sum_largest(K, 3) + cp.trace(K) - cp.lambda_sum_largest(K, 3),
+                 cp.lambda_sum_smallest(K, 27) - cp.lambda_sum_largest(K, 3)]
+    sides = {tuple(specopt.backends.psd_block_sides(
+        cp.Problem(cp.Minimize(e), [K >> 0, cp.trace(K) == 1]))) for e in spellings}
+    assert sides == {(30, 30, 30)}
