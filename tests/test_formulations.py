@@ -623,3 +623,38 @@ def test_spectral_backend_does_not_depend_on_spelling():
     sides = {tuple(specopt.backends.psd_block_sides(
         cp.Problem(cp.Minimize(e), [K >> 0, cp.trace(K) == 1]))) for e in spellings}
     assert sides == {(30, 30, 30)}
+
+
+def test_conic_route_takes_problems_that_are_dcp_once_normalized():
+    """Spectral atoms whose combination on one matrix is convex (2 lsl - lsl = lsl), and x @ x:
+    not DCP as written, DCP once normalized; values and duals agree with the DCP spelling."""
+    rng = np.random.default_rng(9)
+    B = rng.standard_normal((5, 5))
+    B = B + B.T
+
+    def make(spelling):
+        K = cp.Variable((5, 5), symmetric=True)
+        lsl = (2 * cp.lambda_sum_largest(K, 2) - cp.lambda_sum_largest(K, 2)
+               if spelling == "combined" else cp.lambda_sum_largest(K, 2))
+        return cp.Problem(cp.Minimize(lsl + cp.sum(cp.multiply(B, K))),
+                          [cp.trace(K) == 1, K >> 0])
+
+    prob = make("combined")
+    assert not prob.is_dcp()
+    explanation = specopt.explain(prob)
+    assert explanation.auto_route == "conic", str(explanation)
+    value = specopt.solve(prob, solver="CLARABEL")
+    ref = make("atom")
+    ref_value = ref.solve(solver="CLARABEL")
+    assert abs(value - ref_value) <= 1e-6 * max(1.0, abs(ref_value))
+    assert abs(prob.constraints[0].dual_value - ref.constraints[0].dual_value) <= 1e-5
+
+    w = cp.Variable(M_Q)
+    qp = cp.Problem(cp.Minimize(0.5 * (w @ w) + C_Q * cp.sum(cp.pos(1 - Z_Q @ w))))
+    assert specopt.explain(qp).verdict("conic").matches
+    value = specopt.solve(qp, route="conic", solver="CLARABEL")
+    w2 = cp.Variable(M_Q)
+    ref_value = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w2)
+                                       + C_Q * cp.sum(cp.pos(1 - Z_Q @ w2)))).solve(
+        solver="CLARABEL")
+    assert abs(value - ref_value) <= 1e-6 * max(1.0, abs(ref_value))
