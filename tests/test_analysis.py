@@ -166,3 +166,19 @@ def test_explain_reasons_are_short():
     for v in specopt.explain(prob).verdicts:
         assert len(v.reason) < 400, v.reason
         assert "1. 1. 1." not in v.reason
+
+
+def test_unreadable_problems_give_reasons_not_crashes():
+    x = cp.Variable(3)
+    p = cp.Parameter(3)  # no value
+    unset = cp.Problem(cp.Minimize(p @ x), [x >= 0, x <= 1])
+    z = cp.Variable(3, complex=True)
+    complex_prob = cp.Problem(cp.Minimize(cp.sum_squares(cp.abs(z))), [cp.real(z) >= 1])
+    zero_times = cp.Problem(cp.Minimize(cp.sum_squares(x) + cp.sum(cp.scalene(1 - x, 1, 0))))
+    for prob in (unset, complex_prob, zero_times):
+        explanation = specopt.explain(prob)
+        assert explanation.auto_route is not None
+        for v in explanation.verdicts:
+            assert "recognizer failed" not in v.reason, v.reason
+        assert specopt.default_backend(prob) in specopt.available_backends()
+    assert "no value" in specopt.explain(unset).verdict("dual_cd").reason

@@ -265,10 +265,8 @@ def affine_maps(exprs: list, variables: list[cp.Variable] | None = None) -> list
         variables = list(seen.values())
     aux = [a for a, _, _ in found]
     allvars = [*variables, *aux]
-    if len(subs) == 1:
-        stacked = subs[0]
-    else:
-        stacked = cp.hstack([cp.vec(e, order="F") if e.ndim != 1 else e for e in subs])
+    flat = [cp.vec(e, order="F") if e.ndim > 1 else e for e in subs]
+    stacked = flat[0] if len(flat) == 1 else cp.hstack(flat)
     if not allvars:
         offs = np.asarray(stacked.value, dtype=float).ravel(order="F")
         coeffs: dict = {}
@@ -398,7 +396,8 @@ class ConstraintInfo:
 
     ``kind``: ``"psd"`` (``expr >> 0``; ``var`` set when expr is a variable), ``"eq"``
     (``map == 0``), ``"le"`` (``map <= 0``), ``"ge"`` (``map >= 0``), ``"cone"`` (another cone),
-    ``"nonaffine"``. ``con`` is the user's constraint, ``bound`` the same with parameters bound.
+    ``"nonaffine"``, ``"unreadable"`` (affine, but CVXPY gave no coefficients, e.g. complex).
+    ``con`` is the user's constraint, ``bound`` the same with parameters bound.
     """
 
     con: Any
@@ -996,8 +995,19 @@ def _read_constraints(cons: list, bound: list, variables: list, cache: dict) -> 
                 todo.append((len(infos), expr))
         infos.append(info)
     if todo:
-        maps = affine_maps([e for _, e in todo], variables)
+        try:
+            maps: list = affine_maps([e for _, e in todo], variables)
+        except Exception:  # one CVXPY cannot read (complex, ...): constraint by constraint
+            maps = []
+            for _, e in todo:
+                try:
+                    maps.append(affine_maps([e], variables)[0])
+                except Exception:
+                    maps.append(None)
         for (i, _), m in zip(todo, maps, strict=True):
+            if m is None:
+                infos[i].kind = "unreadable"  # CVXPY could not give its coefficients
+                continue
             infos[i].map = m
             if infos[i].bound is infos[i].con:
                 cache[infos[i].con.id] = m
@@ -1041,6 +1051,17 @@ def analyze(problem: cp.Problem) -> Description:
     )
     entry["sig"], entry["desc"] = sig, desc
     return desc
+
+
+def try_analyze(problem: cp.Problem) -> tuple[Description | None, str]:
+    """``(description, "")``, or ``(None, reason)`` when the problem cannot be read (a parameter
+    without a value, an expression CVXPY cannot extract coefficients from)."""
+    try:
+        return analyze(problem), ""
+    except ValueError as exc:
+        return None, f"the problem cannot be analyzed: {exc}"
+    except Exception as exc:  # noqa: BLE001 - reported as the reason, never raised
+        return None, f"the problem cannot be analyzed ({type(exc).__name__}: {exc})"[:200]
 
 
 def clear_cache() -> None:

@@ -41,7 +41,7 @@ from ..solvers.matrix_generation import (
     solve_spectraplex_lp,
     sum_operators,
 )
-from .analysis import AffineMap, HingeTerm, analyze, short, zero_map
+from .analysis import AffineMap, HingeTerm, short, try_analyze, zero_map
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -143,11 +143,14 @@ def _is_trace_row(Xc, Gz, n) -> float:
 
 def extract(problem: cp.Problem) -> MGData:
     """Recognize the spectraplex-LP form (module docstring); RouteMismatch says what is wrong."""
-    desc = analyze(problem)
+    desc, why = try_analyze(problem)
+    if desc is None:
+        raise RouteMismatch(why)
     variables = problem.variables()
     for info in desc.constraints:
-        if info.kind in ("cone", "nonaffine"):
-            what = "a " + type(info.con).__name__ + " cone" if info.kind == "cone" else "non-affine"
+        if info.kind in ("cone", "nonaffine", "unreadable"):
+            what = {"cone": f"a {type(info.con).__name__} cone", "nonaffine": "non-affine",
+                    "unreadable": "not readable as real affine rows"}[info.kind]
             raise RouteMismatch(
                 f"constraint {info.label} is {what}; only X >> 0, a trace bound and affine "
                 "constraints are allowed"
