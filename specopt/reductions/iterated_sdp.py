@@ -254,6 +254,9 @@ class IteratedSDPRoute(Route):
             return Match.no(why)
         spectral = desc.of_kind("spectral")
         if not spectral and not _contains_spectral(problem.objective.expr):
+            if problem.is_dcp():
+                return Match.no("the problem is convex (DCP) and has no spectral term: the "
+                                "conic route solves it globally")
             return Match.no(
                 "the objective has no spectral term (linear_spectral / mve_cost / eigengap, or "
                 "lambda_max / lambda_sum_largest / ... combinations); its non-convexity is not "
