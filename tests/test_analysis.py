@@ -182,3 +182,25 @@ def test_unreadable_problems_give_reasons_not_crashes():
             assert "recognizer failed" not in v.reason, v.reason
         assert specopt.default_backend(prob) in specopt.available_backends()
     assert "no value" in specopt.explain(unset).verdict("dual_cd").reason
+
+
+def test_weights_pass_through_reshape_transpose_index_and_sparse_constants():
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(4)
+    Z = rng.standard_normal((40, 5))
+    w, X = cp.Variable(5), cp.Variable((3, 4))
+    obj = (0.5 * cp.sum_squares(w)
+           + cp.sum(cp.multiply(sp.csr_matrix(0.3 * np.ones((1, 40))),
+                                cp.reshape(cp.pos(1 - Z @ w), (1, 40), order="F")))
+           + cp.square(w[2]) + cp.sum(cp.pos(X.T) @ np.arange(3.0)) + cp.pos(X[1, 2] - 1)
+           + cp.sum(cp.pos(cp.reshape(X, (4, 3), order="C"))[1:, :])
+           + cp.quad_form(w, sp.diags(np.arange(1.0, 6.0))))
+    prob = cp.Problem(cp.Minimize(obj))
+    desc = analyze(prob)
+    assert [t.kind for t in desc.terms].count("hinge") == 4
+    assert not [t for t in desc.terms if isinstance(t, OtherTerm)]
+    norm = normalized_problem(prob, desc)
+    for _ in range(3):
+        w.value, X.value = rng.standard_normal(5), rng.standard_normal((3, 4))
+        assert np.isclose(_value(norm.objective.expr), _value(obj), rtol=1e-10, atol=1e-10)

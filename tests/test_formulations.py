@@ -512,7 +512,16 @@ def _qp_spellings():
         obj = 0.5 * cp.pnorm(w, 2) ** 2 + C_Q * sum(cp.pos(1 - z @ w) for z in Z_Q)
         return cp.Problem(cp.Minimize(obj))
 
-    return [slack_quad_form, norm_squared_hinge, square_norm_maximum, sum_square_mean_hinge,
+    def sparse_constants():
+        import scipy.sparse as sp
+
+        w = cp.Variable(M_Q)
+        obj = 0.5 * cp.quad_form(w, sp.identity(M_Q, format="csr")) \
+            + C_Q * cp.sum(cp.pos(1 - sp.csr_matrix(Z_Q) @ w))
+        return cp.Problem(cp.Minimize(obj))
+
+    return [sparse_constants,
+            slack_quad_form, norm_squared_hinge, square_norm_maximum, sum_square_mean_hinge,
             quad_over_lin_inner_weight, parameter_c, maximize_negated, weight_vector_norm2,
             pos_times_const_parameter_slack, self_product_norm1, vdot_mean_scalene,
             python_sum_of_scalar_hinges]

@@ -268,7 +268,7 @@ def affine_maps(exprs: list, variables: list[cp.Variable] | None = None) -> list
     flat = [cp.vec(e, order="F") if e.ndim > 1 else e for e in subs]
     stacked = flat[0] if len(flat) == 1 else cp.hstack(flat)
     if not allvars:
-        offs = np.asarray(stacked.value, dtype=float).ravel(order="F")
+        offs = dense_value(stacked.value).ravel(order="F")
         coeffs: dict = {}
     else:
         coeffs, offs = affine_coefficients(stacked, allvars)
@@ -550,9 +550,16 @@ def _same(a: Any, b: Any) -> bool:
         {v.id for v in a.variables()} == {v.id for v in b.variables()}
 
 
+def dense_value(value: Any) -> np.ndarray:
+    """A constant's value as a dense float array (scipy sparse constants included)."""
+    if sp.issparse(value):
+        value = value.toarray()
+    return np.asarray(value, dtype=float)
+
+
 def _const_value(node: Any) -> np.ndarray | None:
     if isinstance(node, cp.Expression) and node.is_constant() and not node.parameters():
-        return np.asarray(node.value, dtype=float)
+        return dense_value(node.value)
     return None
 
 
@@ -613,6 +620,19 @@ class _Reader:
             return
         if name == "Promote":
             self.read(args[0], np.asarray(W.sum()).reshape(args[0].shape))
+            return
+        if name == "reshape":
+            order = getattr(node, "order", "F")
+            full = np.broadcast_to(W, node.shape).ravel(order=order)
+            self.read(args[0], full.reshape(args[0].shape, order=order))
+            return
+        if name == "transpose" and args[0].ndim == 2 and node.axes is None:
+            self.read(args[0], np.broadcast_to(W, node.shape).T.copy())
+            return
+        if name == "index":
+            Wa = np.zeros(args[0].shape)
+            Wa[node.key] = np.broadcast_to(W, node.shape)
+            self.read(args[0], Wa)
             return
         if name in ("multiply", "MulExpression") and _const_value(args[0]) is None \
                 and _const_value(args[1]) is None and _same(args[0], args[1]):

@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..solvers.dual_cd import dual_cd
-from .analysis import HingeTerm, QuadTerm, affine_maps, try_analyze
+from .analysis import HingeTerm, QuadTerm, affine_maps, dense_value, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -79,7 +79,7 @@ class DualCDData:
 # --------------------------------------------------------------------------------------------
 def _const(expr) -> np.ndarray | None:
     if isinstance(expr, cp.Expression) and expr.is_constant() and not expr.parameters():
-        return np.asarray(expr.value, dtype=float)
+        return dense_value(expr.value)
     return None
 
 
