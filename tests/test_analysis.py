@@ -119,6 +119,7 @@ def test_constraints_classified_and_rows_factored():
     assert M.shape == (m, m)
     assert desc.constraints[3].is_centering(X) and desc.constraints[4].is_centering(X)
     assert not desc.constraints[1].is_centering(X)
+    assert desc.constraints[5].is_bound() and not desc.constraints[2].is_bound()
     assert desc.dense_rows() == m + 1  # the factored rows and sum(X) (n^2 entries)
 
 
@@ -141,6 +142,10 @@ def test_parameters_bound_and_structure_cached():
     C.value = 0.5
     dh = analyze(hinge)
     assert dh.hinge_maps()[0] is h1  # the hinge argument is not re-read in a sweep
+    ((t, rows, wts),) = dh.hinge_slack_rows()
+    assert t.attributes["nonneg"] and rows.size == 6 and np.allclose(wts, 0.5)
+    w.value, t.value = np.zeros(3), np.ones(6)
+    assert np.allclose(rows.coef(t).toarray(), -np.eye(6)) and np.allclose(rows.offset, 1.0)
     assert np.allclose(dh.terms[1].weights, 0.5)
     b = cp.Parameter(3, value=np.ones(3))
     prob2 = cp.Problem(cp.Minimize(cp.sum_squares(w)), [w >= b])

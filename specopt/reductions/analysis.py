@@ -410,6 +410,17 @@ class ConstraintInfo:
     def label(self) -> str:
         return short(self.con)
 
+    def is_bound(self) -> bool:
+        """Every row is ``a x_j + c`` on one entry of one variable (a bound, not a coupling)."""
+        m = self.map
+        if m is None or self.kind not in ("eq", "le", "ge") or m.factored:
+            return False
+        ids = m.variable_ids()
+        if len(ids) != 1:
+            return False
+        C = sp.csr_array(m.coeffs[next(iter(ids))])
+        return bool(np.all(np.diff(C.indptr) == 1))
+
     def trace_scale(self, X: cp.Variable) -> float:
         """``a`` if this is one row ``a tr(X) + c`` (nothing else), else 0."""
         m = self.map
@@ -498,6 +509,20 @@ class Description:
             self._hinge_maps = cached_maps([t.inner for t in hinges], self.variables,
                                            self._expr_maps)
         return self._hinge_maps
+
+    def hinge_slack_rows(self) -> list[tuple[cp.Variable, AffineMap, np.ndarray]]:
+        """Hinge terms lifted for LP-type routes: for ``sum_i w_i max(g_i, 0)`` a slack
+        ``t >= 0`` (fresh variable), the rows ``g - t <= 0`` and the objective weights ``w``
+        (``w^T t`` replaces the term where it is convex in the minimized objective)."""
+        out = []
+        hinges = [t for t in self.terms if isinstance(t, HingeTerm)]
+        for t, g in zip(hinges, self.hinge_maps(), strict=True):
+            k = int(np.asarray(t.weights).size)
+            slack = cp.Variable(k, nonneg=True, name="hinge_slack")
+            rows = AffineMap(k, dict(g.coeffs), g.factored, g.offset)
+            rows.coeffs[slack.id] = sp.csr_array(-sp.identity(k, format="csr"))
+            out.append((slack, rows, np.asarray(t.weights, dtype=float)))
+        return out
 
     def dense_rows(self, psd_vars: list[cp.Variable] | None = None) -> int:
         """Rows coupling densely to a PSD matrix (more than n entries of an n x n PSD variable,

@@ -115,13 +115,7 @@ def _lift_hinges(desc, sense: float):
         if np.any(sense * np.asarray(t.weights) > 0):
             raise RouteMismatch(f"the hinge term {t.label} has the wrong sign (it is not concave "
                                 "in the maximized objective)")
-    hinges = [t for t in desc.terms if isinstance(t, HingeTerm)]
-    for t, g in zip(hinges, desc.hinge_maps(), strict=True):
-        w = np.asarray(t.weights, dtype=float)
-        k = w.size
-        slack = cp.Variable(k, nonneg=True, name="hinge_slack")
-        rows = AffineMap(k, dict(g.coeffs), g.factored, g.offset)
-        rows.coeffs[slack.id] = sp.csr_array(-sp.identity(k, format="csr"))
+    for slack, rows, w in desc.hinge_slack_rows():
         lifted.append((slack, rows))
         obj = obj + AffineMap(1, {slack.id: sp.csr_array(w.reshape(1, -1))}, {}, np.zeros(1))
     return lifted, obj
