@@ -436,14 +436,18 @@ class ConstraintInfo:
         if self.kind != "eq" or m is None or m.variable_ids() != {K.id} or np.any(m.offset):
             return False
         n = K.shape[0]
-        A = m.coef(K).toarray()
-        if m.size == 1:
-            return np.allclose(A, A[0, 0]) and A[0, 0] != 0
-        if m.size != n:
+        A = sp.coo_array(m.coef(K))
+        if A.nnz == 0:
             return False
-        rows = np.kron(np.ones((1, n)), np.eye(n))  # (K 1)_i
-        cols = np.kron(np.eye(n), np.ones((1, n)))  # (1^T K)_i
-        return bool(np.allclose(A, A[0, 0] * rows) or np.allclose(A, A[0, 0] * cols)) and A[0, 0]
+        c = A.data[0]
+        if c == 0 or not np.all(A.data == c):
+            return False
+        if m.size == 1:
+            return A.nnz == n * n
+        if m.size != n or A.nnz != n * n:
+            return False
+        i, j = A.col % n, A.col // n  # entry K[i, j] (column-major vec)
+        return bool(np.array_equal(A.row, i) or np.array_equal(A.row, j))
 
 
 def _identity_multiple(row, n: int) -> float:
