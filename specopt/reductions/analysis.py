@@ -780,6 +780,16 @@ class _Reader:
                     self.terms.append(HingeTerm("hinge", node, inner=inner,
                                                 weights=Wf.ravel(order="F").copy()))
                     return True
+            u, v = args
+            if is_linear(u) and is_linear(v):  # max(u, v) = v + max(u - v, 0)
+                Wf = np.broadcast_to(W, node.shape).astype(float)
+                self.read(v, _reduce_to(Wf, v.shape))
+                inner = u - v
+                if inner.shape != node.shape:
+                    inner = inner + np.zeros(node.shape)
+                self.terms.append(HingeTerm("hinge", node, inner=inner,
+                                            weights=Wf.ravel(order="F").copy()))
+                return True
             return False
         # spectral
         if scalar and isinstance(node, (cp.lambda_max, cp.lambda_sum_largest, LinearSpectral)):
