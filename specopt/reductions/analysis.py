@@ -1077,6 +1077,7 @@ def _read_constraints(cons: list, bound: list, variables: list, cache: dict) -> 
 # Entry point (cached)
 # --------------------------------------------------------------------------------------------
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_MAX_CACHED_EXPRS = 512
 
 
 def analyze(problem: cp.Problem) -> Description:
@@ -1092,6 +1093,8 @@ def analyze(problem: cp.Problem) -> Description:
     sig = parameter_signature(problem)
     if entry["desc"] is not None and entry["sig"] == sig:
         return entry["desc"]
+    if len(entry.get("exprs", ())) > _MAX_CACHED_EXPRS:  # bound copies of a long sweep
+        entry["exprs"] = {}
     variables = problem.variables()
     obj = problem.objective
     expr = bind_parameters(obj.expr)
