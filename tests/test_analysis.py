@@ -201,10 +201,11 @@ def test_weights_pass_through_reshape_transpose_index_and_sparse_constants():
            + cp.square(w[2]) + cp.sum(cp.pos(X.T) @ np.arange(3.0)) + cp.pos(X[1, 2] - 1)
            + cp.sum(cp.pos(cp.reshape(X, (4, 3), order="C"))[1:, :])
            + cp.quad_form(w, sp.diags(np.arange(1.0, 6.0)))
-           + cp.sum(cp.maximum(Z @ w, 1 - w[0])))
+           + cp.sum(cp.maximum(Z @ w, 1 - w[0]))
+           + cp.sum(cp.scalene(1 - Z @ w, 0.5, 2.0)) - cp.sum(cp.minimum(w, 2)))
     prob = cp.Problem(cp.Minimize(obj))
     desc = analyze(prob)
-    assert [t.kind for t in desc.terms].count("hinge") == 5
+    assert [t.kind for t in desc.terms].count("hinge") == 8
     assert not [t for t in desc.terms if isinstance(t, OtherTerm)]
     norm = normalized_problem(prob, desc)
     for _ in range(3):

@@ -520,7 +520,12 @@ def _qp_spellings():
             + C_Q * cp.sum(cp.pos(1 - sp.csr_matrix(Z_Q) @ w))
         return cp.Problem(cp.Minimize(obj))
 
-    return [sparse_constants,
+    def negated_minimum():
+        w = cp.Variable(M_Q)
+        obj = 0.5 * cp.sum_squares(w) - C_Q * cp.sum(cp.minimum(Z_Q @ w - 1, 0))
+        return cp.Problem(cp.Minimize(obj))
+
+    return [sparse_constants, negated_minimum,
             slack_quad_form, norm_squared_hinge, square_norm_maximum, sum_square_mean_hinge,
             quad_over_lin_inner_weight, parameter_c, maximize_negated, weight_vector_norm2,
             pos_times_const_parameter_slack, self_product_norm1, vdot_mean_scalene,

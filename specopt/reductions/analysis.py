@@ -791,6 +791,19 @@ class _Reader:
                                             weights=Wf.ravel(order="F").copy()))
                 return True
             return False
+        if name == "minimum" and len(args) == 2 and is_linear(args[0]) and is_linear(args[1]):
+            # min(u, v) = v - max(v - u, 0): an affine part and a hinge with weights -W
+            u, v = args
+            if _const_value(v) is None and _const_value(u) is not None:
+                u, v = v, u
+            Wf = np.broadcast_to(W, node.shape).astype(float)
+            self.read(v, _reduce_to(Wf, v.shape))
+            inner = v - u
+            if inner.shape != node.shape:
+                inner = inner + np.zeros(node.shape)
+            self.terms.append(HingeTerm("hinge", node, inner=inner,
+                                        weights=-Wf.ravel(order="F").copy()))
+            return True
         # spectral
         if scalar and isinstance(node, (cp.lambda_max, cp.lambda_sum_largest, LinearSpectral)):
             base, s = _scalar_multiple(args[0])
