@@ -64,8 +64,12 @@ __all__ = [
 ]
 
 #: ``method="auto"`` of :func:`itml_linear` uses projected Newton on the dual up to this many
-#: constraints (slack form): each iteration factors the |F| x |F| Hessian block, |F| <= m.
-NEWTON_MAX_CONSTRAINTS = 6000
+#: constraints (slack form), random-order sweeps beyond. Newton factors the |F| x |F| Hessian
+#: block (|F| <= m) per iteration and needs no compiled kernel (no numba start-up, 0.2-0.5 s in
+#: a fresh process); measured (loaded 2-core machine, tol 1e-8, gamma = 1): d=5, m=20: 1.6 ms
+#: (random sweeps 0.8-12 ms); d=30, m=400: 32 ms (22 ms); d=64, m=1000: 262 ms (48 ms);
+#: d=20, m=3000: 6.7 s (49 ms).
+NEWTON_MAX_CONSTRAINTS = 500
 #: ``method="active"``: one full sweep, then this many - 1 sweeps over the active constraints.
 ACTIVE_SWEEPS = 10
 
@@ -593,6 +597,8 @@ def _dual_newton(VL, xi0, delta, gamma, lam, tol, max_iter=300, time_limit=None)
             gt, auxt = value(trial)
             if auxt is not None and gt >= g + 1e-4 * float(grad @ (trial - lam)):
                 break
+            if a == 1.0 and auxt is not None and abs(gt - g) <= 1e-13 * max(1.0, abs(g)):
+                break  # full step, change below rounding: quadratic region, take it
             a *= 0.5
         else:
             return it - 1, False
@@ -638,8 +644,10 @@ def itml_linear(
         if it did not certify; ``"cyclic"`` sweeps in the given order; ``"active"`` project and
         forget (Sonthalia & Gilbert): one full sweep, then ``ACTIVE_SWEEPS - 1`` sweeps over the
         constraints that were active (lam > 0) or violated at that full sweep, repeated;
-        ``"random"`` cyclic sweeps in a fresh random order each sweep (``seed``). ``"auto"``:
-        newton for gamma < inf and at most ``NEWTON_MAX_CONSTRAINTS`` constraints, else cyclic.
+        ``"random"`` sweeps in a fresh random order each sweep (``seed``). ``"auto"``:
+        newton for gamma < inf and at most ``NEWTON_MAX_CONSTRAINTS`` constraints, else random
+        (cyclic order can be pathological: on digits, similar pairs listed before dissimilar
+        ones, cyclic sweeps need ~33k sweeps to 1e-8 where random orders need ~35).
         Whatever the method, the certificate (gap, violation) is computed on ALL constraints.
     """
     V = np.ascontiguousarray(np.asarray(V, dtype=float))
@@ -687,7 +695,7 @@ def itml_linear(
     )
     if use_newton and hard:
         raise ValueError("method='newton' needs the slack form (gamma < inf)")
-    sweep_order = "cyclic" if method in ("auto", "newton") else method
+    sweep_order = {"auto": "random", "newton": "cyclic"}.get(method, method)
     rng = np.random.default_rng(seed)
     active_idx = [np.arange(mk, dtype=np.int64)]
     n_full = [0]
@@ -787,7 +795,9 @@ def itml_linear(
         W=0.5 * (A + A.T),
         dropped=dropped,
         history=loop.hist,
-        extra={"logdet_W0": logdet_W0, "method": "newton" if use_newton else sweep_order,
+        extra={"logdet_W0": logdet_W0,
+               "method": (("newton" if it == 0 else f"newton+{sweep_order}") if use_newton
+                          else sweep_order),
                "newton_iterations": newton_its, "sweeps": it},
     )
     if ray is not None:
