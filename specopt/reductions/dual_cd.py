@@ -437,7 +437,7 @@ class DualCDRoute(Route):
             solve_time=elapsed,
             history={k: list(v) for k, v in res.history.items()},
             extra={"passes": res.iterations, "rel_gap": res.rel_gap, "n": data.Z.shape[0],
-                   "m": data.Z.shape[1], "polish": res.n_polish},
+                   "m": data.Z.shape[1], "polish": res.n_polish, "method": res.method},
         )
 
 
