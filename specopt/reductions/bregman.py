@@ -34,11 +34,12 @@ import numpy as np
 from .._cvxpy_compat import affine_coefficients
 from .._tree import is_identity_of
 from ..atoms import BurgDiv, LogDetDiv, RowQuadForms
-from ..solvers.bregman import itml_linear
+from ..solvers._jit import numba_loaded
+from ..solvers.bregman import NEWTON_MAX_CONSTRAINTS, itml_linear
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
-_ROUTE_OPTS = ("tol", "max_sweeps", "time_limit", "check_every")
+_ROUTE_OPTS = ("tol", "max_sweeps", "time_limit", "check_every", "method", "seed")
 _RANK_ONE_TOL = 1e-9
 
 #: ``route="auto"`` picks Bregman from this dimension on. Measured in ``benchmarks/bregman.py``
@@ -46,6 +47,12 @@ _RANK_ONE_TOL = 1e-9
 #: d=5, m=20; 7x at d=10, m=100; 22x at d=20, m=200; 40x at d=30, m=400; 56x at d=50, m=100 (the
 #: kernel problem), and the gap grows with d (the conic form has O(d^2) exp/PSD variables).
 PAYS_OFF_MIN_DIM = 2
+#: Beyond ``NEWTON_MAX_CONSTRAINTS`` (or with hard constraints) the solver sweeps with a compiled
+#: kernel whose first call in a process costs 0.3-1.5 s (numba import and cache load, measured on
+#: the loaded 2-core machine); auto takes the route from this many constraints on, or at any size
+#: once numba is loaded. Measured in benchmarks/bregman.py part 4 (see PAYS_OFF_NOTE).
+PAYS_OFF_SWEEPS_MIN_CONSTRAINTS = 2000
+PAYS_OFF_NOTE = "faster than Clarabel on every instance of the families in benchmarks/bregman.py"
 
 
 @dataclass
@@ -279,10 +286,20 @@ class BregmanRoute(Route):
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         data: ITMLData = match.data
-        d = data.V.shape[1]
-        if d >= PAYS_OFF_MIN_DIM:
-            return True, f"d={d}: measured 5x-56x faster than Clarabel for 5 <= d <= 50"
-        return False, "d=1: a scalar problem, the conic route is as fast"
+        d, m = data.V.shape[1], data.V.shape[0]
+        if d < PAYS_OFF_MIN_DIM:
+            return False, "d=1: a scalar problem, the conic route is as fast"
+        if not math.isinf(data.gamma) and m <= NEWTON_MAX_CONSTRAINTS:
+            return True, (f"d={d}, {m} constraints: dual Newton (no compiled kernel), measured "
+                          f"{PAYS_OFF_NOTE}")
+        if numba_loaded() or m >= PAYS_OFF_SWEEPS_MIN_CONSTRAINTS:
+            return True, (f"d={d}, {m} constraints: random-order sweeps; compiled-kernel start-up "
+                          "already paid in this process" if numba_loaded() else
+                          f"d={d}, {m} >= {PAYS_OFF_SWEEPS_MIN_CONSTRAINTS} constraints: sweeps "
+                          "beat Clarabel including the compiled-kernel start-up")
+        return False, (f"{m} constraints {'(hard)' if math.isinf(data.gamma) else ''}: the sweeps' "
+                       "one-off compiled-kernel start-up (0.3-1.5 s per process) exceeds "
+                       "Clarabel's time at this size")
 
     def solve(
         self,
