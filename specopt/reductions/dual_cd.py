@@ -22,7 +22,7 @@ feasible w; status ``optimal`` when ``gap / max(1, objective) <= tol``. Duals: m
 ``lam_i / -beta``; slack sign row ``(C_i - lam_i) a / (-beta a')``; ``w_j >= 0`` row ``t_j / b``.
 
 Options: ``tol`` (1e-8), ``max_passes``, ``seed``, ``shrinking``, ``ridge``, ``check_every``,
-``polish``, ``time_limit``.
+``polish``, ``time_limit``, ``newton``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
 _ROUTE_OPTS = ("tol", "max_passes", "seed", "shrinking", "ridge", "check_every", "polish",
-               "time_limit")
+               "time_limit", "newton")
 
 #: ``route="auto"`` picks dual CD from this many margin rows on. Measured in benchmarks/dual_cd.py
 #: (loaded 2-core machine): from n = 1000 rows on the route, including recognition and unpacking,
