@@ -535,7 +535,8 @@ def main() -> None:
             ),
         ]
     if 4 in args.parts:
-        sizes = [(5, 20), (10, 100)] if args.quick else [(3, 10), (5, 20), (10, 100), (20, 200),
+        sizes = [(5, 20), (30, 400), (3, 1000), (10, 2000)] if args.quick else [
+            (3, 10), (5, 20), (10, 100), (20, 200),
                                                          (30, 400), (3, 1000), (10, 2000)]
         rows, summ = part_pays_off(args.conic_timeout, sizes)
         results["pays_off"], results["pays_off_summary"] = rows, summ
