@@ -47,10 +47,14 @@ _RANK_ONE_TOL = 1e-9
 #: kernel problem), and the gap grows with d (the conic form has O(d^2) exp/PSD variables).
 PAYS_OFF_MIN_DIM = 2
 #: Beyond ``NEWTON_MAX_CONSTRAINTS`` (or with hard constraints) the solver sweeps with a compiled
-#: kernel whose first call in a process costs 0.3-1.5 s (numba import and cache load, measured on
-#: the loaded 2-core machine); auto takes the route from this many constraints on, or at any size
-#: once numba is loaded. Measured in benchmarks/bregman.py part 4 (see PAYS_OFF_NOTE).
-PAYS_OFF_SWEEPS_MIN_CONSTRAINTS = 2000
+#: kernel whose first call in a process costs 0.3-5 s (numba import and cache load; 3-5 s measured
+#: at load average 13-18 on the shared 2-core machine). benchmarks/bregman.py part 4 (fresh
+#: interpreter, first call vs Clarabel in the same process, 4 instances per size): d=3, m=1000:
+#: worst 0.13x (Clarabel 0.6-0.8 s); d=10, m=2000: worst 0.81x, median 0.94x (Clarabel 3-5 s);
+#: repeats (kernel loaded) 5x-49x faster. So auto takes the sweeping route only once numba is
+#: loaded in the process, or when m * d^2 reaches this (see PAYS_OFF_SWEEPS_NOTE).
+PAYS_OFF_SWEEPS_MIN_WORK = 2e6
+PAYS_OFF_SWEEPS_NOTE = "measured at d=20, m=5000: see docs/routes/bregman.md"
 PAYS_OFF_NOTE = "faster than Clarabel on every instance of the families in benchmarks/bregman.py"
 
 
@@ -301,11 +305,13 @@ class BregmanRoute(Route):
         if not math.isinf(data.gamma) and m <= NEWTON_MAX_CONSTRAINTS:
             return True, (f"d={d}, {m} constraints: dual Newton (no compiled kernel), measured "
                           f"{PAYS_OFF_NOTE}")
-        if numba_loaded() or m >= PAYS_OFF_SWEEPS_MIN_CONSTRAINTS:
-            return True, (f"d={d}, {m} constraints: random-order sweeps; compiled-kernel start-up "
-                          "already paid in this process" if numba_loaded() else
-                          f"d={d}, {m} >= {PAYS_OFF_SWEEPS_MIN_CONSTRAINTS} constraints: sweeps "
-                          "beat Clarabel including the compiled-kernel start-up")
+        if numba_loaded():
+            return True, (f"d={d}, {m} constraints: random-order sweeps; their compiled-kernel "
+                          "start-up is already paid in this process")
+        if m * d * d >= PAYS_OFF_SWEEPS_MIN_WORK:
+            return True, (f"d={d}, {m} constraints: m d^2 >= {PAYS_OFF_SWEEPS_MIN_WORK:.0e}, "
+                          "sweeps beat Clarabel including the compiled-kernel start-up "
+                          f"({PAYS_OFF_SWEEPS_NOTE})")
         return False, (f"{m} constraints {'(hard)' if math.isinf(data.gamma) else ''}: the sweeps' "
                        "one-off compiled-kernel start-up (0.3-1.5 s per process) exceeds "
                        "Clarabel's time at this size")
