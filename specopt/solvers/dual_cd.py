@@ -510,10 +510,18 @@ def _newton_first(L, Z, C, mask, R, tol, time_limit, mu0=1e-1, mu_min=1e-9, band
         w = _huber_newton(L, Z[sub], 8.0 * C[sub], mask, w, mu0)
     mu = mu0
     while mu >= mu_min:
+        info = {"converged": True}
         if act is None:
-            w = _huber_newton(L, Z, C, mask, w, mu)
+            w = _huber_newton(L, Z, C, mask, w, mu, info=info)
         else:
-            w = _huber_newton(L, Z[act], C[act], mask, w, mu, q=q)
+            w = _huber_newton(L, Z[act], C[act], mask, w, mu, q=q, info=info)
+        if not info["converged"]:
+            # badly scaled data: the smoothed solve did not converge, so neither its partition
+            # nor a shrink can be trusted; hand over to coordinate descent
+            r = 1.0 - Z @ w
+            lam_mu = C * np.clip(r / mu, 0.0, 1.0)
+            certify(w, lam_mu, np.where(mask, np.maximum(L @ w - Z.T @ lam_mu, 0.0), 0.0))
+            break
         r = 1.0 - Z @ w
         # partition read with a symmetric band: rows within mu of the margin are in F
         lam_part = np.where(r >= mu, C, np.where(np.abs(r) < mu, 0.5 * C, 0.0))
@@ -632,7 +640,7 @@ def _huber_value(L, C, mu, w, r, q=None):
     return val if q is None else val - q @ w
 
 
-def _huber_newton(L, Z, C, mask, w, mu, max_iter=50, q=None):
+def _huber_newton(L, Z, C, mask, w, mu, max_iter=50, q=None, info=None):
     """Projected Newton (Bertsekas) for min P_mu(w) - q^T w s.t. w_J >= 0 (q: optional linear
     term, the rows of a shrunk problem fixed in the linear part of h_mu).
 
@@ -688,4 +696,7 @@ def _huber_newton(L, Z, C, mask, w, mu, max_iter=50, q=None):
                 w = wn
             break
         w, r, f = wn, rn, fn
+    else:  # max_iter reached without a stopping test: not converged
+        if info is not None:
+            info["converged"] = False
     return w
