@@ -34,17 +34,17 @@ import scipy.sparse as sp
 
 from ..solvers._jit import numba_loaded
 from ..solvers.bregman import NEWTON_MAX_CONSTRAINTS, itml_linear
-from .analysis import BurgTerm, LogDetTerm, analyze
+from .analysis import BurgTerm, LogDetTerm, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
 _ROUTE_OPTS = ("tol", "max_sweeps", "time_limit", "check_every", "method", "seed")
 _RANK_ONE_TOL = 1e-9
 
-#: ``route="auto"`` picks Bregman from this dimension on. Measured in ``benchmarks/bregman.py``
-#: (shared 2-core machine): the route was faster than Clarabel on every instance, 5.5x at
-#: d=5, m=20; 7x at d=10, m=100; 22x at d=20, m=200; 40x at d=30, m=400; 56x at d=50, m=100 (the
-#: kernel problem), and the gap grows with d (the conic form has O(d^2) exp/PSD variables).
+#: ``route="auto"`` picks Bregman from this dimension on (slack form, <= NEWTON_MAX_CONSTRAINTS:
+#: dual Newton, numpy only). Measured in ``benchmarks/bregman.py`` part 4 (fresh interpreter,
+#: FIRST route call vs Clarabel in the same process, 4 instances per size, load 9-18): d=5, m=20:
+#: median 2.5x, worst 2.1x; d=30, m=400: median 128x, worst 89x.
 PAYS_OFF_MIN_DIM = 2
 #: Beyond ``NEWTON_MAX_CONSTRAINTS`` (or with hard constraints) the solver sweeps with a compiled
 #: kernel whose first call in a process costs 0.3-5 s (numba import and cache load; 3-5 s measured
@@ -56,7 +56,7 @@ PAYS_OFF_MIN_DIM = 2
 PAYS_OFF_SWEEPS_MIN_WORK = 2e6
 PAYS_OFF_SWEEPS_NOTE = ("measured at d=20, m=5000 (m d^2 = 2e6), fresh interpreter: first call "
                         "3.1-3.6 s vs Clarabel 49-55 s, 14x-16x, 2 instances, load 14-17")
-PAYS_OFF_NOTE = "faster than Clarabel on every instance of the families in benchmarks/bregman.py"
+PAYS_OFF_NOTE = "2.1x-218x faster than Clarabel from the first call (benchmarks/bregman.py)"
 
 
 @dataclass
@@ -171,7 +171,9 @@ def _distance_rows(amap, W, label: str) -> tuple[np.ndarray, np.ndarray]:
 
 def extract(problem: cp.Problem) -> ITMLData:
     """Recognize the ITML form (module docstring); RouteMismatch says what does not fit."""
-    desc = analyze(problem)
+    desc, why = try_analyze(problem)
+    if desc is None:
+        raise RouteMismatch(why)
     W, W0, c1, burgs, c2, offset = _objective_terms(desc)
     if not isinstance(W, cp.Variable):
         raise RouteMismatch("logdet_div must act directly on a matrix variable W")
