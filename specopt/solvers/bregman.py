@@ -832,6 +832,7 @@ def itml_kernel(
     track_M: bool | None = None,
     factored: bool | None = None,
     block: int | None = None,
+    method: str = "cyclic",
 ) -> BregmanResult:
     """Kernel-form ITML: min D_ld(K, K0) [+ gamma burg(xi, xi0)], delta (K_ii+K_jj-2K_ij - xi) <= 0.
 
@@ -852,6 +853,11 @@ def itml_kernel(
     (Woodbury; I_r + G^T C G = W^{-1}). Exact: K_SS = K0 + K0 M K0, D_ld(K, K0) = D_ld(W, I_r)
     on range(K0), and g(lam) is the same function of lam (same certificate: primal, dual, gap,
     violation). Default: factored when r <= s / 2.
+
+    ``method``: the order of the factored form's linear ITML (:func:`itml_linear`); the default
+    ``"cyclic"`` runs exactly the plain kernel form's iterates (tested), ``"auto"``/``"random"``/
+    ``"newton"`` use that function's faster choices. The plain kernel form always sweeps
+    cyclically.
 
     ``block``: without ``track_M``, the projections keep the last ``block`` rank-one updates
     of K aside (rows of K built on demand in O(s * block)) and fold them into K with one
@@ -917,7 +923,8 @@ def itml_kernel(
             xi0,
             gamma,
             full_kernel,
-            dict(tol=tol, max_sweeps=max_sweeps, time_limit=time_limit, check_every=check_every),
+            dict(tol=tol, max_sweeps=max_sweeps, time_limit=time_limit, check_every=check_every,
+                 method=method),
         )
     if track_M is None:
         track_M = False
