@@ -136,11 +136,54 @@ def mve(size: int = 20, d: int = 2) -> Example:
                    {"K": K})
 
 
+def relative_comparison(size: int = 5000, C: float = 1.0, dataset: str = "load_digits",
+                        seed: int = 0) -> Example:
+    """Schultz-Joachims metric learning from relative comparisons on scikit-learn's digits:
+    ``size`` seeded random triplets (i, j, k), y_i = y_j != y_k, and the diagonal metric
+    ``d_w(u, v) = sum_f w_f (u_f - v_f)^2`` solving the QP::
+
+        min_{w >= 0}  1/2 ||w||^2 + C sum_t max(0, 1 - w^T z_t),
+        z_t = (x_i - x_k)^2 - (x_i - x_j)^2   (elementwise)."""
+    from .learn.relative_comparison import draw_triplets
+
+    X, y = _standardized(dataset, None)
+    T = draw_triplets(y, size, seed)
+    Z = (X[T[:, 0]] - X[T[:, 2]]) ** 2 - (X[T[:, 0]] - X[T[:, 1]]) ** 2
+    w = cp.Variable(X.shape[1], nonneg=True, name="w")
+    prob = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + C * cp.sum(cp.pos(1 - Z @ w))))
+    return Example(
+        "relcomp",
+        f"metric learning from relative comparisons on {dataset[5:]} ({len(y)} points, "
+        f"{X.shape[1]} features, {size} triplets, C={C:g})",
+        prob,
+        {"w": w},
+    )
+
+
 EXAMPLES: dict[str, Callable[..., Example]] = {
+    "relcomp": relative_comparison,
     "metric": metric_learning,
     "itml": itml,
     "spectral": spectral,
     "mve": mve,
+}
+
+
+#: What ``specopt --help`` says about each example: problem, data, what ``--size`` counts, default.
+EXAMPLE_HELP: dict[str, str] = {
+    "relcomp": "metric learning from relative comparisons (a QP with hinge losses) on digits "
+               "(1797 points, 64 features); --size = number of triplets, default 5000. "
+               "auto picks the dual coordinate descent route (this is the demo).",
+    "metric": "large-margin metric learning from triplets (PSDBoost's SDP, trace-one PSD "
+              "matrix) on wine (13 features); --size = number of points/triplets, default 178 "
+              "(all). Small: auto uses the conic route; try specopt:matrix_generation.",
+    "itml": "information-theoretic metric learning (LogDet divergence, one Burg slack term) "
+            "on iris (4 features); --size = number of random pairs, default 200; auto picks "
+            "the bregman route.",
+    "spectral": "correlation matrix with small trailing eigenvalues (concave linear_spectral "
+                "maximized, convex) from digits pixels; --size = matrix order, default 12.",
+    "mve": "minimum volume embedding of a ring of points (non-convex: only method='specopt', "
+           "iterated SDP); --size = number of points, default 20.",
 }
 
 

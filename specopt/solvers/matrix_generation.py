@@ -50,6 +50,8 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from ._highs import new_highs
+
 __all__ = [
     "DenseOperator",
     "FactoredOperator",
@@ -369,9 +371,8 @@ class _Master:
     def __init__(self, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, big_m):
         self.A, self.C = A, C
         self.m, self.p = A.m, G.shape[1]
-        self.h = highspy.Highs()
+        self.h = new_highs()
         h = self.h
-        h.setOptionValue("output_flag", False)
         h.setOptionValue("solver", "simplex")
         h.setOptionValue("presolve", "off")
         h.setOptionValue("primal_feasibility_tolerance", 1e-9)
@@ -952,8 +953,7 @@ def _polish_z(ax, G, c, lb, ub, zlb, zub):
     m, p = G.shape
     if p == 0:
         return np.zeros(0), ax
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("primal_feasibility_tolerance", 1e-10)
     h.setOptionValue("dual_feasibility_tolerance", 1e-10)
     inf = highspy.kHighsInf

@@ -351,10 +351,11 @@ def linear_svm_qp(Z: np.ndarray, y: np.ndarray, C: float, bias: bool) -> tuple[n
     """
     import highspy
 
+    from ._highs import new_highs
+
     N, D = Z.shape
     nv = D + 1 + N
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     inf = highspy.kHighsInf
     lower = np.concatenate([np.full(D, -inf), [-inf if bias else 0.0], np.zeros(N)])
     upper = np.concatenate([np.full(D, inf), [inf if bias else 0.0], np.full(N, inf)])
