@@ -36,6 +36,7 @@ import cvxpy as cp
 import numpy as np
 from cvxpy.error import SolverError
 
+from .._progress import progress_for
 from ..atoms import LinearSpectral
 from ..backends import default_backend
 from ..certificate import STATIONARY
@@ -276,7 +277,7 @@ class IteratedSDPRoute(Route):
                 kw.setdefault("scale", timings["scale"])  # SCS's adapted scale, warm-started
             t0 = time.perf_counter()
             try:
-                prob.solve(solver=backend, warm_start=True, verbose=verbose, **kw)
+                prob.solve(solver=backend, warm_start=True, **kw)
             except SolverError as exc:
                 raise SolverError(f"iterated_sdp: the convex subproblem failed ({exc})") from exc
             dt = time.perf_counter() - t0
@@ -311,12 +312,15 @@ class IteratedSDPRoute(Route):
 
         K0, init_used = self._initial(surr, init, run, route_opts.get("seed", 0))
         t_start = time.perf_counter()
+        cb = progress_for(verbose, self.name, match.reason, unit="MM step")
         res = iterated_sdp(
             run,
             lambda p: p["objective"],
             K0,
             [nd.beta for nd in surr.nodes],
             get_K=lambda p: p["K"],
+            callback=None if cb is None else (
+                lambda it, objective=None, **kw: cb(it, objective=surr.sense * objective, **kw)),
             **route_opts,
         )
         total = time.perf_counter() - t_start
@@ -327,6 +331,7 @@ class IteratedSDPRoute(Route):
             "objective": [sign * v for v in res.history["objective"]],
             "rel_change_objective": list(res.history["rel_change_objective"]),
             "rel_change_K": list(res.history["rel_change_K"]),
+            "time": list(res.history.get("time", [])),
         }
         extra = {
             "converged": res.converged,
