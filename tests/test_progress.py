@@ -98,3 +98,31 @@ def test_solver_histories_have_time_stamps():
     t = res.history["time"]
     assert len(t) == len(res.history["pass"]) == len(seen) and np.all(np.diff(t) >= 0)
     assert seen[-1][1]["gap"] == pytest.approx(res.rel_gap)
+
+
+@pytest.mark.parametrize(("name", "size", "route", "unit"), ROUTE_CASES)
+def test_certificate_plot_writes_a_file(tmp_path, name, size, route, unit):
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    pytest.importorskip("sklearn")
+    ex = build(name, size)
+    ex.problem.solve(method="specopt", route=route, solver="CLARABEL" if route ==
+                     "iterated_sdp" else None)
+    cert = specopt.certificate(ex.problem)
+    assert len(cert.history["time"]) >= 1
+    ax = cert.plot()
+    assert ax.get_xlabel() == "time [s]" and ax.lines
+    target = tmp_path / f"{route}.png"
+    ax.figure.savefig(target)
+    assert target.stat().st_size > 1000
+
+
+def test_compare_table_plot_saves(tmp_path):
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    pytest.importorskip("sklearn")
+    table = specopt.compare(build("itml", 60).problem, backends=("CLARABEL", "specopt"))
+    ax = table.plot()
+    target = tmp_path / "table.png"
+    ax.figure.savefig(target)
+    assert target.stat().st_size > 1000 and len(ax.patches) == 2
