@@ -121,8 +121,9 @@ def test_readme_quick_start_is_two_commands_matching_ci():
     assert commands[1].strip() in ci
 
 
-def test_readme_python_snippets_run():
+def test_readme_python_snippets_run(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib").use("Agg")
+    monkeypatch.chdir(tmp_path)  # the snippets save pictures in the working directory
     readme = (ROOT / "README.md").read_text()
     namespace: dict = {}
     for block in re.findall(r"```python\n(.*?)```", readme, re.S):
@@ -132,3 +133,4 @@ def test_readme_python_snippets_run():
     assert namespace["prob"].status == "optimal"
     assert specopt.certificate(namespace["itml"]).max_violation < 1e-5
     assert namespace["table"].best is not None
+    assert (tmp_path / "compare.png").stat().st_size > 1000

@@ -29,6 +29,7 @@ global solve with a certificate, which this local method cannot give).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -316,7 +317,7 @@ class IteratedSDPRoute(Route):
         prob = surr.problem
         state: dict[str, Any] = {"backend": backend, "fallbacks": []}
         timings: dict[str, Any] = {"setup": None, "solve": 0.0, "solves": 0, "scs_iters": [],
-                                   "scale": None}
+                                   "scale": None, "inaccurate": 0}
 
         def run(Bs: list[np.ndarray]) -> dict[str, Any]:
             for nd, B in zip(surr.nodes, Bs, strict=True):
@@ -325,7 +326,17 @@ class IteratedSDPRoute(Route):
             if carry_scale and timings["scale"] is not None:
                 kw.setdefault("scale", timings["scale"])  # SCS's adapted scale, warm-started
             t0 = time.perf_counter()
-            _solve_with_fallback(prob, state, kw, False)
+            with warnings.catch_warnings(record=True) as caught:
+                # CVXPY warns "Solution may be inaccurate" about this internal subproblem; the
+                # count goes into the certificate (extra["inaccurate_subproblems"]) instead of
+                # a warning about a problem the user never wrote
+                warnings.simplefilter("always")
+                _solve_with_fallback(prob, state, kw, False)
+            for w in caught:
+                if "Solution may be inaccurate" in str(w.message):
+                    timings["inaccurate"] += 1
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             dt = time.perf_counter() - t0
             if timings["setup"] is None:
                 timings["setup"] = prob.compilation_time or 0.0
@@ -392,6 +403,7 @@ class IteratedSDPRoute(Route):
             "best_run": res.best_run,
             "total_iterations": res.total_iterations,
             "subproblem_solves": timings["solves"],
+            "inaccurate_subproblems": timings["inaccurate"],
             "subproblem_status": point["status"],
             "iterate_time": total,
             "scs_iterations": list(timings["scs_iters"]),
