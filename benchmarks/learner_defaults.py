@@ -1,6 +1,6 @@
 """Held-out accuracy and fit time against ``tol`` for the metric learners on bundled data.
 
-    python benchmarks/learner_defaults.py [--quick]
+    python benchmarks/learner_defaults.py [--quick] [--data wine,breast_cancer,digits]
 
 For each learner and data set (scikit-learn's wine, breast cancer and digits, standardized) and
 each of 3 seeded train/test splits (50/50, stratified): fit with a given ``tol``, score a
@@ -54,10 +54,10 @@ def _gap(est) -> tuple[float | None, bool | None]:
     return float(r.gap), r.status == "optimal"
 
 
-def run(quick: bool = False) -> list[dict]:
+def run(quick: bool = False, sets: tuple[str, ...] = ("wine", "breast_cancer")) -> list[dict]:
     rows = []
     splits = (0,) if quick else (0, 1, 2)
-    sets = ("wine",) if quick else tuple(DATA)
+    sets = ("wine",) if quick else sets
     for data in sets:
         X, y = DATA[data](return_X_y=True)
         for learner in ("ITMLSupervised", "PSDBoostMetric", "RelativeComparisonMetric"):
@@ -91,7 +91,10 @@ def run(quick: bool = False) -> list[dict]:
 
 
 if __name__ == "__main__":
-    rows = run("--quick" in sys.argv)
+    sets = ("wine", "breast_cancer")
+    if "--data" in sys.argv:
+        sets = tuple(sys.argv[sys.argv.index("--data") + 1].split(","))
+    rows = run("--quick" in sys.argv, sets)
     cols = ["data", "learner", "tol", "accuracy", "worst accuracy", "time [s]",
             "worst time [s]", "rel. gap", "converged", "splits"]
     print()

@@ -189,7 +189,10 @@ class ITML(_MahalanobisMixin, BaseEstimator):
     Parameters: ``gamma`` slack weight (``np.inf``: hard constraints); ``prior`` W0
     ("identity", "covariance" = inverse covariance, or a matrix); ``bounds`` (u, l) in squared
     units or None; ``bound_percentiles`` for the default bounds; ``tol`` relative duality gap
-    and violation; ``max_iter`` sweeps; ``preprocessor`` an (n, d) array when pairs are indices.
+    and violation (default 1e-4: held-out 1-NN accuracy stops moving at 1e-3 on wine and breast
+    cancer, docs/learners.md; ``result_`` reports the gap and violation reached); ``max_iter``
+    sweeps; ``preprocessor`` an (n, d) array when pairs are indices; ``verbose`` prints the
+    Bregman sweeps' progress.
     """
 
     def __init__(
@@ -198,7 +201,7 @@ class ITML(_MahalanobisMixin, BaseEstimator):
         prior: Any = "identity",
         bounds: Any = None,
         bound_percentiles: tuple[float, float] = (5.0, 95.0),
-        tol: float = 1e-6,
+        tol: float = 1e-4,
         max_iter: int = 100_000,
         preprocessor: Any = None,
         verbose: bool = False,
@@ -282,7 +285,7 @@ class ITMLSupervised(_MahalanobisMixin, _SupervisedBase):
         prior: Any = "identity",
         bounds: Any = None,
         bound_percentiles: tuple[float, float] = (5.0, 95.0),
-        tol: float = 1e-6,
+        tol: float = 1e-4,
         max_iter: int = 100_000,
         random_state: Any = None,
         verbose: bool = False,

@@ -79,11 +79,13 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
     C : weight of the hinge losses (> 0).
     A : None (A = I) or a (d, p) array, the fixed map of the metric. (Called ``A`` rather than
         ``transform`` because ``transform`` is the scikit-learn method of this estimator.)
-    tol, max_passes, ridge, random_state : passed to :func:`specopt.solvers.dual_cd.dual_cd`
+    tol : relative duality gap to reach (default 1e-4: held-out accuracy is the same from 1e-2
+        on wine and breast cancer, 1e-8 took 2.6x longer; ``gap_``/``converged_`` report it).
+    max_passes, ridge, random_state : passed to :func:`specopt.solvers.dual_cd.dual_cd`
         (``random_state`` seeds its permutations and the triplets of ``fit_supervised``).
     """
 
-    def __init__(self, C: float = 1.0, A: np.ndarray | None = None, tol: float = 1e-8,
+    def __init__(self, C: float = 1.0, A: np.ndarray | None = None, tol: float = 1e-4,
                  max_passes: int = 2000, ridge: float = 0.0, random_state: Any = None,
                  verbose: bool = False):
         self.C = C
