@@ -52,8 +52,8 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
     C : slack penalty; None means ``10 / |S|``.
     n_triplets : subsample this many triplets (None: all, one per training point).
     tol : relative gap at which the route stops (default 1e-4: held-out 1-NN accuracy does not
-        move below 1e-3 on wine and breast cancer, and 1e-6 took 3.3x longer; the certificate
-        reports the gap reached, see docs/learners.md).
+        move below 1e-3 on wine and breast cancer, docs/learners.md; ``certificate_`` reports
+        the gap reached).
     route, solver : passed to ``specopt.solve`` (default: the matrix-generation route).
     route_options : extra options for the route (e.g. ``{"master": "lp"}``).
     random_state : seed of the triplet subsampling.

@@ -80,7 +80,7 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
     A : None (A = I) or a (d, p) array, the fixed map of the metric. (Called ``A`` rather than
         ``transform`` because ``transform`` is the scikit-learn method of this estimator.)
     tol : relative duality gap to reach (default 1e-4: held-out accuracy is the same from 1e-2
-        on wine and breast cancer, 1e-8 took 2.6x longer; ``gap_``/``converged_`` report it).
+        on wine and breast cancer, docs/learners.md; ``gap_``/``converged_`` report it).
     max_passes, ridge, random_state : passed to :func:`specopt.solvers.dual_cd.dual_cd`
         (``random_state`` seeds its permutations and the triplets of ``fit_supervised``).
     """
