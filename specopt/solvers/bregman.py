@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -464,8 +465,10 @@ def _ray_candidates(lam: np.ndarray, last: list[np.ndarray]) -> list[np.ndarray]
 class _Loop:
     """Shared outer loop: sweeps in chunks, cheap violation test, expensive certificate."""
 
-    def __init__(self, tol, max_sweeps, time_limit, check_every, growth=2, sweep_work=1.0):
+    def __init__(self, tol, max_sweeps, time_limit, check_every, growth=2, sweep_work=1.0,
+                 callback=None):
         self.growth = growth
+        self.callback = callback
         # sweeps per compiled call: up to ~1e6 flops of work per call, at most 1024
         self.max_chunk = int(min(1024, max(1, 1e6 // max(sweep_work, 1.0))))
         self.tol = float(tol)
@@ -478,6 +481,7 @@ class _Loop:
             "primal": [],
             "gap": [],
             "max_violation": [],
+            "time": [],
         }
 
     def run(self, sweep, violation, certificate, infeasible):
@@ -515,6 +519,9 @@ class _Loop:
                     strict=True,
                 ):
                     self.hist[k].append(float(v))
+                self.hist["time"].append(time.perf_counter() - t0)
+                if self.callback is not None:
+                    self.callback(done, objective=primal, bound=dual, gap=gap, violation=viol)
                 if gap <= self.tol and viol <= self.tol:
                     return "optimal", done, primal, dual, gap, viol, None
                 if self.check_every is None:
@@ -625,6 +632,7 @@ def itml_linear(
     check_every: int | None = None,
     method: str = "auto",
     seed: int = 0,
+    callback: Callable[..., None] | None = None,
 ) -> BregmanResult:
     """Solve the linear-form ITML problem (module docstring) by Bregman projections or by
     projected Newton on the dual.
@@ -649,6 +657,8 @@ def itml_linear(
         (cyclic order can be pathological: on digits, similar pairs listed before dissimilar
         ones, cyclic sweeps need ~33k sweeps to 1e-8 where random orders need ~35).
         Whatever the method, the certificate (gap, violation) is computed on ALL constraints.
+    callback : called at every full certificate as ``callback(sweeps, objective=primal,
+        bound=dual, gap=rel. gap, violation=rel. violation)`` (``specopt._progress.Progress``).
     """
     V = np.ascontiguousarray(np.asarray(V, dtype=float))
     if V.ndim != 2:
@@ -760,11 +770,15 @@ def itml_linear(
         gap = abs(primal - dual) / max(1.0, abs(primal))
         nt_status = (primal, dual, gap, viol)
     left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
-    loop = _Loop(tol, max_sweeps, left, check_every, sweep_work=4.0 * mk * d * d)
+    loop = _Loop(tol, max_sweeps, left, check_every, sweep_work=4.0 * mk * d * d,
+                 callback=callback)
     if nt_status is not None:
         for k, v in zip(("sweep", "dual", "primal", "gap", "max_violation"),
                         (0, nt_status[1], nt_status[0], nt_status[2], nt_status[3]), strict=True):
             loop.hist[k].append(float(v))
+        if callback is not None:
+            callback(0, objective=nt_status[0], bound=nt_status[1], gap=nt_status[2],
+                     violation=nt_status[3])
     if mk == 0:
         status, it, primal, dual, gap, viol, ray = "optimal", 0, 0.0, 0.0, 0.0, 0.0, None
     elif nt_status is not None and nt_status[2] <= tol and nt_status[3] <= tol:
@@ -833,6 +847,7 @@ def itml_kernel(
     factored: bool | None = None,
     block: int | None = None,
     method: str = "cyclic",
+    callback: Callable[..., None] | None = None,
 ) -> BregmanResult:
     """Kernel-form ITML: min D_ld(K, K0) [+ gamma burg(xi, xi0)], delta (K_ii+K_jj-2K_ij - xi) <= 0.
 
@@ -924,7 +939,7 @@ def itml_kernel(
             gamma,
             full_kernel,
             dict(tol=tol, max_sweeps=max_sweeps, time_limit=time_limit, check_every=check_every,
-                 method=method),
+                 method=method, callback=callback),
         )
     if track_M is None:
         track_M = False
@@ -1003,7 +1018,8 @@ def itml_kernel(
         return None
 
     t0 = time.perf_counter()
-    loop = _Loop(tol, max_sweeps, time_limit, check_every, growth=4, sweep_work=4.0 * mk * s * s)
+    loop = _Loop(tol, max_sweeps, time_limit, check_every, growth=4, sweep_work=4.0 * mk * s * s,
+                 callback=callback)
     if mk == 0:
         status, it, primal, dual, gap, viol, ray = "optimal", 0, 0.0, 0.0, 0.0, 0.0, None
     else:

@@ -38,6 +38,7 @@ as the primal is L-strongly convex in w, ``|w - w*|_L <= sqrt(2 gap)``.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -301,6 +302,7 @@ def dual_cd(
     time_limit: float | None = None,
     verbose: bool = False,
     newton: bool | None = None,
+    callback: Callable[..., None] | None = None,
 ) -> DualCDResult:
     """Solve ``min 1/2 w^T L w + sum C_i xi_i s.t. Z w >= 1 - xi, xi >= 0, w_J >= 0``.
 
@@ -328,6 +330,8 @@ def dual_cd(
         descent continues from its best dual point. It needs no compiled kernel (no numba
         start-up cost) and costs a few O(n m) sweeps plus m x m solves. Default (None): on when
         ``polish`` is on and n >= 10 m, m <= 500 (many rows per feature).
+    callback : called at every certificate check as ``callback(passes, objective=P,
+        bound=D, gap=rel. gap, violation=0.0, time=seconds)`` (e.g. ``specopt._progress``).
     """
     t0 = time.perf_counter()
     L, Z, Cv, mask = _check_inputs(L, Z, C, nonneg, float(ridge))
@@ -352,6 +356,9 @@ def dual_cd(
         rel = (best_P - D) / max(1.0, best_P)
         if verbose:
             print(f"newton  P={best_P:.10g}  D={D:.10g}  rel.gap={rel:.3e}  candidates={n_polish}")
+        if callback is not None:
+            callback(0, objective=best_P, bound=D, gap=rel, violation=0.0,
+                     time=time.perf_counter() - t0)
         out_of_time = time_limit is not None and time.perf_counter() - t_n > time_limit
         if rel <= tol or out_of_time:
             lam_k, t_k = warm
@@ -430,7 +437,10 @@ def dual_cd(
         hist["primal"].append(best_P)
         hist["gap"].append(best_P - D)
         hist["pass"].append(passes)
+        hist.setdefault("time", []).append(time.perf_counter() - t0)
         rel = (best_P - D) / max(1.0, best_P)
+        if callback is not None:
+            callback(passes, objective=best_P, bound=D, gap=rel, violation=0.0)
         if verbose:
             print(f"pass {passes:5d}  P={best_P:.10g}  D={D:.10g}  rel.gap={rel:.3e}"
                   f"  active={n_act}/{n}  polish={n_polish}")
