@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import difflib
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ import numpy as np
 from cvxpy.error import SolverError
 
 from .. import _cvxpy_compat as compat
+from .._progress import progress_for
 from ..atoms import LinearSpectral
 from ..backends import available_backends, default_backend
 from ..certificate import STATIONARY
@@ -440,7 +442,7 @@ class IteratedSDPRoute(Route):
         prob = surr.problem
         state: dict[str, Any] = {"backend": backend, "fallbacks": []}
         timings: dict[str, Any] = {"setup": None, "solve": 0.0, "solves": 0, "scs_iters": [],
-                                   "scale": None, "statuses": []}
+                                   "scale": None, "statuses": [], "inaccurate": 0}
 
         def run(Bs: list[np.ndarray]) -> dict[str, Any]:
             for nd, B in zip(surr.nodes, Bs, strict=True):
@@ -449,7 +451,17 @@ class IteratedSDPRoute(Route):
             if carry_scale and timings["scale"] is not None:
                 kw.setdefault("scale", timings["scale"])  # SCS's adapted scale, warm-started
             t0 = time.perf_counter()
-            compile_time = _solve_with_fallback(prob, state, kw, verbose)
+            with warnings.catch_warnings(record=True) as caught:
+                # CVXPY warns "Solution may be inaccurate" about this internal subproblem; the
+                # count goes into the certificate (extra["inaccurate_subproblems"]) instead of
+                # a warning about a problem the user never wrote
+                warnings.simplefilter("always")
+                compile_time = _solve_with_fallback(prob, state, kw, False)
+            for w in caught:
+                if "Solution may be inaccurate" in str(w.message):
+                    timings["inaccurate"] += 1
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             dt = time.perf_counter() - t0
             if timings["setup"] is None:
                 timings["setup"] = compile_time
@@ -485,10 +497,13 @@ class IteratedSDPRoute(Route):
         stat_tol = max(10.0 * float(route_opts["tol"]), STATIONARITY_TOL)
         sign = surr.sense
         t_start = time.perf_counter()
+        cb = progress_for(verbose, self.name, match.reason, unit="MM step")
+        callback = None if cb is None else (
+            lambda it, objective=None, **kw: cb(it, objective=surr.sense * objective, **kw))
         try:
             K0, init_used = self._initial(surr, init, run, seed)
             res = iterated_sdp(run, lambda p: p["objective"], K0, betas, get_K=lambda p: p["K"],
-                               max_iters=max_iters, **route_opts)
+                               max_iters=max_iters, callback=callback, **route_opts)
             results = [res]
             used = res.iterations
             while True:
@@ -499,7 +514,7 @@ class IteratedSDPRoute(Route):
                 opts_more = {k: v for k, v in route_opts.items() if k not in ("restarts", "seed")}
                 res = iterated_sdp(run, lambda p: p["objective"], stat["descent"]["K"], betas,
                                    get_K=lambda p: p["K"], max_iters=max_iters - used,
-                                   **opts_more)
+                                   callback=callback, **opts_more)
                 results.append(res)
                 used += res.iterations
         except _Infeasible as exc:
@@ -516,8 +531,9 @@ class IteratedSDPRoute(Route):
         violations = [(it, inc) for r in results for run_ in r.runs
                       for it, inc in run_.monotone_violations]
         hist: dict[str, list[float]] = {"objective": [], "rel_change_objective": [],
-                                        "rel_change_K": []}
+                                        "rel_change_K": [], "time": []}
         for r in results:
+            hist["time"] += list(r.history.get("time", []))
             hist["objective"] += [sign * v for v in r.history["objective"]]
             hist["rel_change_objective"] += list(r.history["rel_change_objective"])
             hist["rel_change_K"] += list(r.history["rel_change_K"])
@@ -534,6 +550,7 @@ class IteratedSDPRoute(Route):
             "best_run": first.best_run,
             "total_iterations": total_iters,
             "subproblem_solves": timings["solves"],
+            "inaccurate_subproblems": timings["inaccurate"],
             "subproblem_status": point["status"],
             "inner_solves_accurate": all(st == cp.OPTIMAL for st in timings["statuses"]),
             "iterate_time": total,
