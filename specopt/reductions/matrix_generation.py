@@ -36,9 +36,11 @@ import scipy.sparse as sp
 from .._cvxpy_compat import affine_coefficients
 from .._tree import is_identity_of
 from ..atoms import RowQuadForms
+from ..solvers._dask_rows import DaskRowOperator, is_dask_array
 from ..solvers.matrix_generation import (
     DenseOperator,
     FactoredOperator,
+    StackedOperator,
     SymOperator,
     UnboundedProblem,
     solve_spectraplex_lp,
@@ -108,7 +110,7 @@ def _substitute_rqf(expr: cp.Expression, X: cp.Variable, found: list) -> cp.Expr
     """Replace every ``row_quad_forms(V, X)`` node by a placeholder variable (kept in ``found``)."""
     if isinstance(expr, RowQuadForms) and expr.args[0] is X:
         aux = cp.Variable(expr.shape)
-        found.append((aux, np.asarray(expr.V, dtype=float)))
+        found.append((aux, expr.V if expr.is_dask else np.asarray(expr.V, dtype=float)))
         return aux
     args = getattr(expr, "args", [])
     if not args:
@@ -294,6 +296,8 @@ def extract(problem: cp.Problem) -> MGData:
 
 def _build_operator(Xrows, facs, m, n) -> tuple[SymOperator, int]:
     """Sum of a factored part (all row_quad_forms) and a sparse dense part (the rest)."""
+    if any(is_dask_array(Vj) for _, _, fac in facs for _, Vj in fac):
+        return _build_dask_operator(Xrows, facs, n)
     Vs, blocks = [], []
     K = 0
     for start, _k, fac in facs:
@@ -316,12 +320,55 @@ def _build_operator(Xrows, facs, m, n) -> tuple[SymOperator, int]:
     return sum_operators(ops), K
 
 
+def _build_dask_operator(Xrows, facs, n) -> tuple[SymOperator, int]:
+    """Constraints with a Dask-backed ``row_quad_forms`` become :class:`DaskRowOperator` rows
+    (``A_r = sum_j s_j[r] v_{j,r} v_{j,r}^T``: row r of each V in row r of the constraint);
+    the other constraints keep the in-memory operators. Stacked in constraint order."""
+    ops, K = [], 0
+    for Xc, (_start, k, fac) in zip(Xrows, facs, strict=True):
+        K += sum(Vj.shape[0] for _, Vj in fac)
+        if not any(is_dask_array(Vj) for _, Vj in fac):
+            ops.append(_build_operator([Xc], [(0, k, fac)], k, n)[0])
+            continue
+        if Xc.nnz:
+            raise RouteMismatch(
+                "a constraint with a Dask-backed row_quad_forms may only have row_quad_forms "
+                "terms in X (and LP variables); write the other terms in X as separate "
+                "constraints"
+            )
+        terms = []
+        for Mj, Vj in fac:
+            Mj = sp.csr_array(Mj)
+            d = Mj.diagonal() if Mj.shape[0] == Mj.shape[1] else None
+            if (Mj.shape != (k, Vj.shape[0]) or d is None
+                    or np.count_nonzero(d) != Mj.count_nonzero()):
+                raise RouteMismatch(
+                    "with a Dask array V, row_quad_forms(V, X) must enter its constraint row "
+                    "by row (row r of V in row r, e.g. row_quad_forms(P, X) - "
+                    "row_quad_forms(Q, X) >= rho - xi), not summed, indexed or in the "
+                    "objective"
+                )
+            terms.append((d, Vj))
+        try:
+            ops.append(DaskRowOperator(terms))
+        except ValueError as exc:
+            raise RouteMismatch(str(exc)) from exc
+    return (ops[0] if len(ops) == 1 else StackedOperator(ops)), K
+
+
+def _dask_backed(op) -> bool:
+    return isinstance(op, DaskRowOperator) or any(
+        _dask_backed(o) for o in getattr(op, "ops", [])
+    )
+
+
 class MatrixGenerationRoute(Route):
     """Column generation over the spectraplex (module docstring)."""
 
     name = "matrix_generation"
     is_global = True
     priority = 30
+    accepts_dask = True  # Dask-backed row_quad_forms: the data side runs on the cluster
 
     def recognize(self, problem: cp.Problem) -> Match:
         try:
@@ -340,6 +387,8 @@ class MatrixGenerationRoute(Route):
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         data: MGData = match.data
+        if _dask_backed(data.A):
+            return True, "Dask-backed data: the only route that keeps them distributed"
         size = float(data.A.m) * data.n * data.n
         if data.n >= PAYS_OFF_MIN_N and size >= PAYS_OFF_MIN_DATA:
             return True, f"n={data.n}, rows*n^2={size:.2g}: beyond the measured break-even"

@@ -50,6 +50,8 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from ._dask_rows import stack_rows  # no dask import: only used when an operator is Dask-backed
+
 __all__ = [
     "DenseOperator",
     "FactoredOperator",
@@ -184,10 +186,10 @@ class StackedOperator:
         self._cuts = np.cumsum([0] + [o.m for o in ops])
 
     def quad(self, U: np.ndarray) -> np.ndarray:
-        return np.vstack([o.quad(U) for o in self.ops])
+        return stack_rows([o.quad(U) for o in self.ops])  # lazy if a part lives in Dask
 
     def quad_pairs(self, P: np.ndarray) -> np.ndarray:
-        return np.vstack([o.quad_pairs(P) for o in self.ops])
+        return stack_rows([o.quad_pairs(P) for o in self.ops])
 
     def _parts(self, w: np.ndarray):
         for o, a, b in zip(self.ops, self._cuts[:-1], self._cuts[1:], strict=True):
