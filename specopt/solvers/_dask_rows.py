@@ -209,7 +209,9 @@ def triplet_rows(data, triplets, block_rows: int | None = None, dtype=np.float64
             da.from_delayed(g(tb, data_key, a, b, dtype), shape=(rows, n), dtype=dtype)
             for tb, rows in zip(T.to_delayed().ravel(), T.chunks[0], strict=True)
         ]
-        out.append(da.concatenate(blocks, axis=0))
+        arr = da.concatenate(blocks, axis=0)
+        arr._specopt_keepalive = (T, Dd)  # the persisted triples and points live as long as V
+        out.append(arr)
     return out[0], out[1]
 
 
