@@ -317,6 +317,18 @@ class DaskRowOperator:
 
     # ---- passes behind LazyRows ----------------------------------------------------------
     def _matvec(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:
+        # the master asks for the same margins several times per round: remember the last few
+        key = (kind, lo, hi, *(np.asarray(a, dtype=float).tobytes() for a in (arg, scale, vec)))
+        memo = self.__dict__.setdefault("_memo", {})
+        if key in memo:
+            return memo[key].copy()
+        out = self._matvec_pass(kind, arg, scale, vec, lo, hi)
+        if len(memo) >= 4:
+            memo.pop(next(iter(memo)))
+        memo[key] = out
+        return out.copy()
+
+    def _matvec_pass(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:
         bs = [b for b in range(self.n_blocks) if self.bounds[b] < hi and self.bounds[b + 1] > lo]
         tasks = [self._call(_blk_rows_matvec, b, kind, arg, scale, vec) for b in bs]
         parts = self._dask.compute(*tasks)
