@@ -7,6 +7,8 @@ import cvxpy as cp
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 da = pytest.importorskip("dask.array", reason="dask is an optional extra (specopt[dask])")
 import dask  # noqa: E402
@@ -78,6 +80,28 @@ def test_lazy_operator_matches_in_memory(rng, chunk, signs):
     np.testing.assert_allclose(Bs[1:] @ v, Bs_ref[1:] @ v, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(st.adjoint_dense(ww), st_ref.adjoint_dense(ww), rtol=1e-11,
                                atol=1e-12)
+
+
+@settings(max_examples=12, deadline=None)
+@given(m=st.integers(1, 40), n=st.integers(1, 5), chunk=st.integers(1, 45), k=st.integers(1, 4),
+       density=st.sampled_from([0.0, 0.1, 1.0]), scale=st.sampled_from([1e-8, 1.0, 1e6]),
+       seed=st.integers(0, 2**31))
+def test_lazy_operator_random_shapes(m, n, chunk, k, density, scale, seed):
+    """Any chunking (one row per block, one block for all), empty weights, bad scaling: the
+    lazy passes equal the in-memory operator's."""
+    rng = np.random.default_rng(seed)
+    op, ref = _pair(rng, m, n, chunk, (scale, -1.0 / scale))
+    P = rng.normal(size=(n, k))
+    w = rng.normal(size=m) * (rng.random(m) < density)
+    v = rng.normal(size=k * (k + 1) // 2)
+    B, Bref = op.quad_pairs(P), ref.quad_pairs(P)
+    tol = dict(rtol=1e-9, atol=1e-9 * max(scale, 1 / scale) ** 2)
+    np.testing.assert_allclose(B @ v, Bref @ v, **tol)
+    np.testing.assert_allclose(B.T @ w, Bref.T @ w, **tol)
+    rows = rng.integers(0, m, 3)
+    np.testing.assert_allclose(B[rows], Bref[rows], **tol)
+    np.testing.assert_allclose(op.adjoint_dense(w), ref.adjoint_dense(w), **tol)
+    np.testing.assert_allclose(op.adjoint_matvec(w, P), ref.adjoint_matvec(w, P), **tol)
 
 
 def test_triplet_rows_and_atom_value(rng):
