@@ -85,7 +85,7 @@ def run_case(args) -> dict:
 
         t0 = time.perf_counter()
         cluster = distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1,
-                                           processes=True, dashboard_address=None,
+                                           processes=True, dashboard_address=":0",
                                            memory_limit=f"{args.worker_gib}GiB")
         client = distributed.Client(cluster)
         client.run(lambda: __import__("specopt.solvers._dask_rows"))

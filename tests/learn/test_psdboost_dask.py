@@ -36,7 +36,7 @@ def _shape_recorder():
 @pytest.fixture(scope="module")
 def client():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, memory_limit="2GiB")
+                                       dashboard_address=":0", memory_limit="2GiB")
     cl = distributed.Client(cluster)
     cl.register_plugin(_shape_recorder())
     cl.run(lambda: __import__("specopt.solvers._dask_rows"))  # workers import specopt up front
