@@ -476,6 +476,9 @@ def solve_spectraplex_lp(
     master: str = "lp",
     max_rank: int = 30,
     row_selection: int = 500,
+    row_band: float = 1e-4,
+    resolve_rows: bool = True,
+    bound_search: int = 0,
     verbose: bool = False,
 ) -> MatrixGenerationResult:
     r"""Column generation for ``max <C,X> + c^T z`` over the spectraplex (see module docstring).
@@ -529,7 +532,8 @@ def solve_spectraplex_lp(
     if master == "psd":
         return _psd_block_loop(full, A, C, G, c, lb, ub, zlb, zub, trace, trace_eq, tol,
                                max_iters, time_limit, columns_per_round, max_rank, dense,
-                               verbose, t0, offset, smoothing, row_selection)
+                               verbose, t0, offset, smoothing, row_selection, row_band,
+                               resolve_rows, bound_search)
     if master != "lp":
         raise ValueError(f"master must be 'lp' or 'psd', got {master!r}")
     max_columns = max_columns or np.iinfo(np.int64).max
@@ -759,7 +763,8 @@ def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq,
 
 def _psd_block_loop(
     full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, tol, max_iters, time_limit, cpr, max_rank,
-    dense, verbose, t0, offset, smoothing, row_selection_min=500,
+    dense, verbose, t0, offset, smoothing, row_selection_min=500, row_band=1e-4,
+    resolve_rows=True, bound_search=0,
 ) -> MatrixGenerationResult:
     m = A.m
     _, P = _top_eigs(full, np.append(1.0, np.zeros(m)), cpr, dense, None, 1e-8)
@@ -770,7 +775,7 @@ def _psd_block_loop(
     best_bound, y_best = np.inf, None
     v0 = None
     status = "max_iters"
-    obj_prev = -np.inf
+    best_obj, best_pt = -np.inf, None
     it = 0
     p = G.shape[1]
     # row working set (rows may leave the master when inactive, see _master_on_rows)
@@ -789,18 +794,36 @@ def _psd_block_loop(
         scale = np.where(I == J, 1.0, _SQRT2)
         Bfull = full.quad_pairs(P) * scale
         # tight master solves (looser ones early on were measured to cost rounds at the end)
-        obj, W, alpha, z, y, mu = _master_on_rows(
+        obj, W, alpha, z, y, mu, viol = _master_on_rows(
             Bfull, I, J, scale, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k, work, priv,
-            zcur,
+            zcur, resolve=resolve_rows,
         )
+        ax = _row_activity(Bfull, I, J, scale, W, alpha, abar)
+        if viol is not None:
+            # one solve on the working set: X is kept, the LP variables re-optimized for it
+            # (exactly feasible, so its value is a valid lower bound); the violated rows join
+            z_pol, _ = _polish_z(ax, G, c, lb, ub, zlb, zub)
+            if z_pol is None:  # no feasible z for this X: fall back to the exact master
+                work |= viol
+                obj, W, alpha, z, y, mu, _ = _master_on_rows(
+                    Bfull, I, J, scale, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
+                    work, priv, zcur, resolve=True,
+                )
+                ax = _row_activity(Bfull, I, J, scale, W, alpha, abar)
+                viol = None
+            else:
+                z = z_pol
+                obj = float(Bfull[0] @ (W[I, J] * scale)) + alpha * (cbar or 0.0) + float(c @ z)
         zcur = z
         if select_rows:
             # rows with room to spare and a zero multiplier leave the master (their private LP
             # variables are frozen); they come back as soon as they are violated
-            act = _row_activity(Bfull, I, J, scale, W, alpha, abar) + G @ z
+            act = ax + G @ z
             slack = np.minimum(act - lb, ub - act)
             small = np.abs(y) <= 1e-7 * max(1.0, float(np.abs(y).max(initial=0.0)))
-            work = ~((slack > 1e-4 * np.maximum(1.0, np.abs(act))) & small)
+            work = ~((slack > row_band * np.maximum(1.0, np.abs(act))) & small)
+            if viol is not None:
+                work |= viol
         y = _clip_duals(y, lb, ub)
         # current X = P W P^T + alpha Xbar, as eigen-factor Q diag(s2) Q^T
         lw, Vw = np.linalg.eigh(W)
@@ -811,7 +834,18 @@ def _psd_block_loop(
         s2 = s * s
         nzr = s2 > 1e-12 * max(t, s2.max(initial=0.0))
         Q, s2 = Q[:, nzr], s2[nzr]
+        if obj > best_obj:
+            best_obj, best_pt = obj, (Q, s2, z, y, mu)
+        obj = best_obj
         use_smooth = smoothing > 0 and y_best is not None
+        if use_smooth and bound_search and dense:
+            # the bound is convex along the segment from the master duals to the stability
+            # center and H is affine on it: a golden-section search costs bound_search
+            # eigenvalue problems and no master solve
+            ys, bnd = _segment_search(full, y, y_best, bound_search, lb, ub, G, c, zlb, zub,
+                                      t, trace_eq)
+            if bnd < best_bound:
+                best_bound, y_best = bnd, ys
         ys = smoothing * y_best + (1 - smoothing) * y if use_smooth else y
         vals, vecs = _top_eigs(full, np.append(1.0, -ys), cpr, dense, v0, 1e-10)
         bnd = lagrangian_bound(vals[0], ys, lb, ub, G, c, zlb, zub, t, trace_eq, ztol=1e-7)
@@ -830,7 +864,6 @@ def _psd_block_loop(
         else:
             rc = vals - mu
         v0 = vecs[:, 0]
-        obj_prev = max(obj_prev, obj)
         gap = (best_bound - obj) / max(1.0, abs(obj))
         hist["objective"].append(obj + offset)
         hist["bound"].append(best_bound + offset)
@@ -877,6 +910,8 @@ def _psd_block_loop(
         newv = newv - Q1 @ (Q1.T @ newv)
         Pn, Rn = np.linalg.qr(np.hstack([Q1, newv]))
         P = Pn[:, np.abs(np.diag(Rn)) > 1e-10]
+    # the best point seen (the master value can dip when a working-set solve is not exact)
+    Q, s2, z, y, mu = best_pt
     # exact trace and PSD by construction; polish z for exact row feasibility with X fixed
     if trace_eq and s2.sum() > 0:
         s2 = s2 * (t / s2.sum())
@@ -906,6 +941,44 @@ def _psd_block_loop(
     )
 
 
+def _segment_search(full, y0, y1, n_eval, lb, ub, G, c, zlb, zub, t, trace_eq):
+    """Golden-section search of the Lagrangian bound on ``y0 + a (y1 - y0)``, ``a in (0, 1]``.
+
+    ``H(y) = C - A^*(y)`` is affine in ``a``, so the two end matrices are formed once and each
+    evaluation is one dense top eigenvalue. Returns the best ``(y, bound)`` found (a valid bound:
+    the segment keeps the sign pattern of the rows because both ends respect it).
+    """
+    H0 = full.adjoint_dense(np.append(1.0, -y0))
+    H1 = full.adjoint_dense(np.append(1.0, -y1))
+    n = H0.shape[0]
+
+    def f(a):
+        lam = sla.eigh((1 - a) * H0 + a * H1, eigvals_only=True, subset_by_index=[n - 1, n - 1],
+                       driver="evr")[0]
+        ya = (1 - a) * y0 + a * y1
+        return lagrangian_bound(lam, ya, lb, ub, G, c, zlb, zub, t, trace_eq, ztol=1e-7), ya
+
+    g = (np.sqrt(5.0) - 1) / 2
+    lo, hi = 0.0, 1.0
+    a1, a2 = hi - g * (hi - lo), lo + g * (hi - lo)
+    (f1, y1a), (f2, y2a) = f(a1), f(a2)
+    best = min(((f1, a1, y1a), (f2, a2, y2a)), key=lambda x: x[0])
+    for _ in range(max(0, n_eval - 2)):
+        if f1 <= f2:
+            hi, a2, f2 = a2, a1, f1
+            a1 = hi - g * (hi - lo)
+            f1, ya = f(a1)
+            cand = (f1, a1, ya)
+        else:
+            lo, a1, f1 = a1, a2, f2
+            a2 = lo + g * (hi - lo)
+            f2, ya = f(a2)
+            cand = (f2, a2, ya)
+        if cand[0] < best[0]:
+            best = cand
+    return best[2], best[0]
+
+
 def _row_activity(Bfull, I, J, scale, W, alpha, abar):
     """``A(P W P^T + alpha Xbar)`` from the scaled pair coefficients."""
     act = Bfull[1:] @ (W[I, J] * scale)
@@ -913,7 +986,7 @@ def _row_activity(Bfull, I, J, scale, W, alpha, abar):
 
 
 def _master_on_rows(Bfull, I, J, scale, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
-                    work, priv, zcur):
+                    work, priv, zcur, resolve=True):
     """The PSD-block master on the rows in ``work`` (updated in place), exact for all rows.
 
     LP variables private to a row outside the working set (one nonzero in G, in that row) are
@@ -941,10 +1014,14 @@ def _master_on_rows(Bfull, I, J, scale, abar, cbar, G, c, lb, ub, zlb, zub, t, t
         viol = ~work & ((act < lb - tol) | (act > ub + tol))
         if not viol.any():
             break
+        if not resolve:
+            y = np.zeros(m)
+            y[rows] = yr
+            return obj + const, W, alpha, z, y, mu, viol
         work |= viol
     y = np.zeros(m)
     y[rows] = yr
-    return obj + const, W, alpha, z, y, mu
+    return obj + const, W, alpha, z, y, mu, None
 
 
 def _polish_z(ax, G, c, lb, ub, zlb, zub):
