@@ -19,7 +19,8 @@ user's constraints (CVXPY sign convention), ``mu I - H`` for ``X >> 0``, ``mu`` 
 constraint. The factored solution is in ``extra["theta"], extra["U"]``.
 
 Options: ``tol`` (1e-6), ``max_iters``, ``time_limit``, ``master`` ("psd", default, or "lp"),
-``max_rank`` (30), ``row_selection`` (500), ``columns_per_round`` (5), ``smoothing`` (0.5),
+``max_rank`` (30), ``row_selection`` (500), ``row_band`` (1e-2), ``resolve_rows`` (False),
+``columns_per_round`` (5), ``smoothing`` (0.5),
 ``prune_after``, ``max_columns``, ``dense_threshold`` (see the solver's docstring).
 """
 
@@ -49,7 +50,7 @@ from .registry import register_route
 
 _ROUTE_OPTS = (
     "tol", "max_iters", "time_limit", "master", "max_rank", "columns_per_round", "smoothing",
-    "prune_after", "max_columns", "dense_threshold", "row_selection",
+    "prune_after", "max_columns", "dense_threshold", "row_selection", "row_band", "resolve_rows",
 )
 
 #: ``route="auto"`` picks matrix generation when ``n >= PAYS_OFF_MIN_N`` and the stacked data

@@ -476,9 +476,8 @@ def solve_spectraplex_lp(
     master: str = "lp",
     max_rank: int = 30,
     row_selection: int = 500,
-    row_band: float = 1e-4,
-    resolve_rows: bool = True,
-    bound_search: int = 0,
+    row_band: float = 1e-2,
+    resolve_rows: bool = False,
     verbose: bool = False,
 ) -> MatrixGenerationResult:
     r"""Column generation for ``max <C,X> + c^T z`` over the spectraplex (see module docstring).
@@ -501,6 +500,13 @@ def solve_spectraplex_lp(
     max_rank : size of the PSD block (it grows beyond when X needs more directions).
     row_selection : with the PSD master and at least this many rows, inactive rows with zero
         multiplier leave the master and return when violated.
+    row_band : rows whose slack exceeds ``row_band * max(1, |activity|)`` (and with a zero
+        multiplier) leave the working set; a wider band means fewer rows coming back.
+    resolve_rows : re-solve the master until no row outside the working set is violated (the
+        exact restricted master every round). False (default): one solve per round; the
+        violated rows join the working set for the next round and the LP variables are
+        re-optimized for the master's ``X`` (``_polish_z``), so the value used for the gap is
+        that of an exactly feasible point (falls back to the exact master if none exists).
     """
     t0 = time.perf_counter()
     n, m = A.n, A.m
@@ -533,7 +539,7 @@ def solve_spectraplex_lp(
         return _psd_block_loop(full, A, C, G, c, lb, ub, zlb, zub, trace, trace_eq, tol,
                                max_iters, time_limit, columns_per_round, max_rank, dense,
                                verbose, t0, offset, smoothing, row_selection, row_band,
-                               resolve_rows, bound_search)
+                               resolve_rows)
     if master != "lp":
         raise ValueError(f"master must be 'lp' or 'psd', got {master!r}")
     max_columns = max_columns or np.iinfo(np.int64).max
@@ -763,8 +769,8 @@ def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq,
 
 def _psd_block_loop(
     full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, tol, max_iters, time_limit, cpr, max_rank,
-    dense, verbose, t0, offset, smoothing, row_selection_min=500, row_band=1e-4,
-    resolve_rows=True, bound_search=0,
+    dense, verbose, t0, offset, smoothing, row_selection_min=500, row_band=1e-2,
+    resolve_rows=False,
 ) -> MatrixGenerationResult:
     m = A.m
     _, P = _top_eigs(full, np.append(1.0, np.zeros(m)), cpr, dense, None, 1e-8)
@@ -838,14 +844,6 @@ def _psd_block_loop(
             best_obj, best_pt = obj, (Q, s2, z, y, mu)
         obj = best_obj
         use_smooth = smoothing > 0 and y_best is not None
-        if use_smooth and bound_search and dense:
-            # the bound is convex along the segment from the master duals to the stability
-            # center and H is affine on it: a golden-section search costs bound_search
-            # eigenvalue problems and no master solve
-            ys, bnd = _segment_search(full, y, y_best, bound_search, lb, ub, G, c, zlb, zub,
-                                      t, trace_eq)
-            if bnd < best_bound:
-                best_bound, y_best = bnd, ys
         ys = smoothing * y_best + (1 - smoothing) * y if use_smooth else y
         vals, vecs = _top_eigs(full, np.append(1.0, -ys), cpr, dense, v0, 1e-10)
         bnd = lagrangian_bound(vals[0], ys, lb, ub, G, c, zlb, zub, t, trace_eq, ztol=1e-7)
@@ -939,44 +937,6 @@ def _psd_block_loop(
         solve_time=time.perf_counter() - t0,
         history=hist,
     )
-
-
-def _segment_search(full, y0, y1, n_eval, lb, ub, G, c, zlb, zub, t, trace_eq):
-    """Golden-section search of the Lagrangian bound on ``y0 + a (y1 - y0)``, ``a in (0, 1]``.
-
-    ``H(y) = C - A^*(y)`` is affine in ``a``, so the two end matrices are formed once and each
-    evaluation is one dense top eigenvalue. Returns the best ``(y, bound)`` found (a valid bound:
-    the segment keeps the sign pattern of the rows because both ends respect it).
-    """
-    H0 = full.adjoint_dense(np.append(1.0, -y0))
-    H1 = full.adjoint_dense(np.append(1.0, -y1))
-    n = H0.shape[0]
-
-    def f(a):
-        lam = sla.eigh((1 - a) * H0 + a * H1, eigvals_only=True, subset_by_index=[n - 1, n - 1],
-                       driver="evr")[0]
-        ya = (1 - a) * y0 + a * y1
-        return lagrangian_bound(lam, ya, lb, ub, G, c, zlb, zub, t, trace_eq, ztol=1e-7), ya
-
-    g = (np.sqrt(5.0) - 1) / 2
-    lo, hi = 0.0, 1.0
-    a1, a2 = hi - g * (hi - lo), lo + g * (hi - lo)
-    (f1, y1a), (f2, y2a) = f(a1), f(a2)
-    best = min(((f1, a1, y1a), (f2, a2, y2a)), key=lambda x: x[0])
-    for _ in range(max(0, n_eval - 2)):
-        if f1 <= f2:
-            hi, a2, f2 = a2, a1, f1
-            a1 = hi - g * (hi - lo)
-            f1, ya = f(a1)
-            cand = (f1, a1, ya)
-        else:
-            lo, a1, f1 = a1, a2, f2
-            a2 = lo + g * (hi - lo)
-            f2, ya = f(a2)
-            cand = (f2, a2, ya)
-        if cand[0] < best[0]:
-            best = cand
-    return best[2], best[0]
 
 
 def _row_activity(Bfull, I, J, scale, W, alpha, abar):
