@@ -952,7 +952,9 @@ def _master_on_rows(Bfull, I, J, scale, abar, cbar, G, c, lb, ub, zlb, zub, t, t
     LP variables private to a row outside the working set (one nonzero in G, in that row) are
     frozen at ``zcur``. After a solve, rows outside the set that are violated are added and the
     master is solved again, so the result is the optimum of the master with every row (its
-    multipliers are zero on the rows left out).
+    multipliers are zero on the rows left out). With ``resolve=False`` the first solve is
+    returned with the mask of the violated rows outside the set (last item; None when none is
+    violated, i.e. the result is exact); the caller adds them to the set for the next round.
     """
     m = len(lb)
     while True:
