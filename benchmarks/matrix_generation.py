@@ -208,13 +208,15 @@ def _build(method: str, P: np.ndarray, Q: np.ndarray, C: float):
                       [cp.trace(X) == 1, margins >= rho - xi, xi >= 0])
 
 
-def run_family_case(method: str, D: int, S: int, i: int, tol: float) -> dict:
+def run_family_case(method: str, D: int, S: int, i: int, tol: float,
+                    route_time: float = np.inf) -> dict:
     """Family member ``i`` solved once in this (fresh) process; JSON-able record.
 
     For the route, a tiny instance (D=8, |S|=40) is solved first: its time in the fresh process
     minus its time on a repeat is the first-call (import/compile) cost, reported separately; the
     timed solve of the family member is then a warm one. Times include building the CVXPY
-    problem (what a user pays)."""
+    problem (what a user pays). ``route_time`` caps the route's own time (``time_limit``): an
+    uncertified run is recorded with its status and gap."""
     import specopt
 
     spec = family_spec(i, S)
@@ -232,7 +234,7 @@ def run_family_case(method: str, D: int, S: int, i: int, tol: float) -> dict:
     t0 = time.perf_counter()
     prob = _build(method, P, Q, C)
     if method == "route":
-        specopt.solve(prob, route="matrix_generation", tol=tol)
+        specopt.solve(prob, route="matrix_generation", tol=tol, time_limit=route_time)
     elif method == "SCS":
         prob.solve(solver="SCS", eps_abs=1e-5, eps_rel=1e-5)
     else:
@@ -273,19 +275,24 @@ def _in_subprocess(call: str, cap: float, base: dict) -> dict:
             "wall": time.perf_counter() - t0}
 
 
-def run_family(D: int, S: int, n: int, scs: int, tol: float, cap: float) -> list[dict]:
-    """``n`` family members of one size: the route on all, SCS on the first ``scs`` (same run,
-    interleaved instance by instance so that both see the same machine load)."""
+def run_family(D: int, S: int, n: int, scs: int, tol: float, cap: float, first: int = 0,
+               route_time: float = np.inf, save=None) -> list[dict]:
+    """Members ``first .. n-1`` of one size: the route on all, SCS on those below ``scs`` (same
+    run, interleaved instance by instance so that both see the same machine load). ``save`` is
+    called with the records after every case (a long run killed midway keeps its results)."""
     records = []
-    for i in range(n):
+    for i in range(first, n):
         methods = ["route", "SCS"] if i < scs else ["route"]
         for m in methods:
             base = {"method": m, "D": D, "S": S, "i": i, "spec": family_spec(i, S)}
-            rec = _in_subprocess(f"run_family_case({m!r}, {D}, {S}, {i}, {tol!r})", cap, base)
+            call = f"run_family_case({m!r}, {D}, {S}, {i}, {tol!r}, {route_time!r})"
+            rec = _in_subprocess(call.replace("inf", "float('inf')"), cap, base)
             print(f"# D={D} S={S} i={i} {m}: {rec.get('status')} time={rec.get('time')} "
                   f"value={rec.get('value')} gap={rec.get('gap')} it={rec.get('iterations')} "
                   f"rank={rec.get('rank')} load={os.getloadavg()[0]:.1f}", flush=True)
             records.append(rec)
+            if save is not None:
+                save(records)
     return records
 
 
@@ -305,10 +312,15 @@ def family_summary(records: list[dict]) -> list[dict]:
                    [r["first_call_overhead"] for r in route.values()
                     if r.get("first_call_overhead") is not None] or [np.nan])),
                "load": float(np.median([r.get("load_before", np.nan) for r in rs]))}
-        ratios, lower = [], []
+        ratios, lower, upper = [], [], []
         for i, sr in scs.items():
             ro = route.get(i)
             if not ro or ro.get("time") is None:
+                continue
+            if ro.get("status") != "optimal":
+                # the route stopped uncertified (time limit): its ratio is at most this
+                if sr.get("time") is not None:
+                    upper.append(sr["time"] / ro["time"])
                 continue
             if sr.get("time") is not None:
                 ratios.append(sr["time"] / ro["time"])
@@ -317,10 +329,13 @@ def family_summary(records: list[dict]) -> list[dict]:
         row["scs_instances"] = len(scs)
         row["scs_median"] = float(np.median([r["time"] for r in scs.values()
                                              if r.get("time") is not None] or [np.nan]))
-        row["ratio_median"] = float(np.median(ratios + lower)) if ratios or lower else None
-        row["ratio_worst"] = min(ratios + lower) if ratios or lower else None
+        allr = ratios + lower + upper
+        row["ratio_median"] = float(np.median(allr)) if allr else None
+        row["ratio_worst"] = min(allr) if allr else None
+        row["worst_is_upper_bound"] = bool(upper) and min(upper) == row["ratio_worst"]
         row["ratios"] = ratios
         row["ratios_lower_bounds"] = lower
+        row["ratios_upper_bounds_route_uncertified"] = upper
         vals = []
         for i, sr in scs.items():
             ro = route.get(i)
@@ -346,6 +361,8 @@ def family_table(records: list[dict]) -> str:
         scs_txt = "-" if sc is None else (f"{st:.1f}" if st is not None else
                                           f"> {sc['wall']:.0f} ({sc['status']})")
         ratio = f"{st / rt:.1f}x" if st is not None and rt else "-"
+        if ratio != "-" and ro.get("status") != "optimal":
+            ratio = f"< {ratio} (route not certified)"
         gap = f"{ro['gap']:.1e}" if ro.get("gap") is not None else "-"
         lines.append(
             f"| {D} | {S} | {i} | {sp['C']:g} | {sp['classes']} | {sp['noise']:g} | "
@@ -362,7 +379,9 @@ def family_table(records: list[dict]) -> str:
             f"| {r['D']} | {r['S']} | {r['instances']} ({r['route_certified']}) | "
             f"{f(r['route_median'], '.1f')} / {f(r['route_worst'], '.1f')} | "
             f"{f(r['scs_median'], '.1f')} ({r['scs_instances']}) | "
-            f"{f(r['ratio_median'], '.1f')}x | {f(r['ratio_worst'], '.1f')}x | "
+            f"{f(r['ratio_median'], '.1f')}x | "
+            f"{'< ' if r['worst_is_upper_bound'] else ''}{f(r['ratio_worst'], '.1f')}x"
+            f"{' (route not certified)' if r['worst_is_upper_bound'] else ''} | "
             f"{f(r['first_call_overhead'], '.2f')} | {f(r['load'], '.1f')} |")
     return "\n".join(lines)
 
@@ -502,6 +521,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--remedy-time", type=float, default=60.0)
     ap.add_argument("--family", nargs="*", default=None, metavar="D:S:N[:NSCS]",
                     help="families: N instances of size D x |S| (SCS on the first NSCS, default N)")
+    ap.add_argument("--first", type=int, default=0, help="first family member to run")
+    ap.add_argument("--route-time", type=float, default=float("inf"),
+                    help="time limit of the route per instance (uncertified runs are recorded)")
     ap.add_argument("--quick", action="store_true",
                     help="small families (24:550:6 50:2000:6) instead of the grid")
     args = ap.parse_args(argv)
@@ -510,18 +532,25 @@ def main(argv: list[str] | None = None) -> None:
     if args.family is not None:
         out = args.out.with_name(args.out.stem + "_family.json")
         old = json.loads(out.read_text()).get("records", []) if out.exists() else []
-        records = []
+        done: list[dict] = []
+
+        def save(new: list[dict]) -> str:
+            keys = {(r["D"], r["S"], r["i"], r["method"]) for r in done + new}
+            allrec = [r for r in old if (r["D"], r["S"], r["i"], r["method"]) not in keys]
+            allrec += done + new
+            md = family_table(allrec)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps({"tol": args.tol, "cap": args.cap, "records": allrec,
+                                       "summary": family_summary(allrec), "table": md},
+                                      indent=1))
+            return md
+
         for f in args.family:
             parts = [int(x) for x in f.split(":")]
             D, S, n = parts[:3]
-            records += run_family(D, S, n, parts[3] if len(parts) > 3 else n, args.tol, args.cap)
-        sizes = {(r["D"], r["S"]) for r in records}
-        allrec = [r for r in old if (r["D"], r["S"]) not in sizes] + records
-        md = family_table(allrec)
-        print(md)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"tol": args.tol, "cap": args.cap, "records": allrec,
-                                   "summary": family_summary(allrec), "table": md}, indent=1))
+            done += run_family(D, S, n, parts[3] if len(parts) > 3 else n, args.tol, args.cap,
+                               args.first, args.route_time, save)
+        print(save([]))
         print(f"wrote {out}")
         return
     if args.remedies:

@@ -53,15 +53,18 @@ _ROUTE_OPTS = (
 
 #: ``route="auto"`` picks matrix generation when ``n >= PAYS_OFF_MIN_N``, there are at least
 #: ``PAYS_OFF_MIN_ROWS`` constraint rows and the stacked data ``|rows| * n^2`` (what the conic
-#: form would store) is at least ``PAYS_OFF_MIN_DATA``. From the WORST case over the benchmark
-#: families (``benchmarks/matrix_generation.py --family``, PSDBoost triplets varying C, classes,
+#: form stores densely) is at least ``PAYS_OFF_MIN_DATA``. From the WORST case over the benchmark
+#: families (``benchmarks/matrix_generation.py --family``: PSDBoost triplets varying C, classes,
 #: noise, feature scales, nn/random triplets, mean dimension; certified 1e-4 vs SCS, same run,
-#: fixed costs included; docs/routes/matrix_generation.md): D=24/|S|=550 worst 0.53x (SCS
-#: faster); D=50/|S|=2000 worst see docs; D=100/|S|=2000 worst 7.1x. Sizes between (e.g.
-#: D=100/|S|=550, measured 1.4x on one instance only) are not picked until a family says so.
+#: fixed costs included; docs/routes/matrix_generation.md): D=24/|S|=550 worst 0.5x;
+#: D=100/|S|=2000 median 13.5x but worst < 1.1x (a noisy, badly scaled random-triplet member
+#: with a rank-16 solution: not certified in 300 s, SCS 333 s). So no measured size with a
+#: runnable conic form qualifies; the route is picked only where the conic data alone
+#: (8 bytes * rows * n^2 >= 8 GB, before SCS's own copies) does not fit this class of machine,
+#: e.g. D=500/|S|=10000 (2.5e9, 20 GB). Between 2e7 and 1e9 nothing was measured: conic.
 PAYS_OFF_MIN_N = 50
 PAYS_OFF_MIN_ROWS = 2000
-PAYS_OFF_MIN_DATA = 5e6
+PAYS_OFF_MIN_DATA = 1e9
 
 
 @dataclass
@@ -329,12 +332,13 @@ class MatrixGenerationRoute(Route):
         size = float(data.A.m) * data.n * data.n
         m = data.A.m
         if data.n >= PAYS_OFF_MIN_N and m >= PAYS_OFF_MIN_ROWS and size >= PAYS_OFF_MIN_DATA:
-            return True, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: beyond the break-even "
-                          "measured on the worst instance of a benchmark family")
+            return True, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: the conic form would "
+                          "not fit in memory (the benchmark families' worst case)")
         return False, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: small; matrix generation "
                        f"is only picked from n >= {PAYS_OFF_MIN_N} and {PAYS_OFF_MIN_ROWS} rows "
                        f"and rows*n^2 >= {PAYS_OFF_MIN_DATA:.0e} (worst case of the measured "
-                       "families; below, the conic route was faster on some instance)")
+                       "families: below, the conic route was faster on some instance, e.g. a "
+                       "high-rank one)")
 
     def solve(
         self,
