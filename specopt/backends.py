@@ -103,7 +103,7 @@ def psd_block_sides(problem: cp.Problem) -> list[int]:
 
     try:
         desc = analyze(problem)
-    except ValueError:  # a parameter without a value: read the tree
+    except Exception:  # a parameter without a value, an unreadable expression: the tree
         sides = [v.shape[0] for v in problem.variables()
                  if v.attributes.get("PSD") or v.attributes.get("NSD")]
         for root in [problem.objective.expr, *problem.constraints]:
@@ -116,7 +116,7 @@ def psd_block_sides(problem: cp.Problem) -> list[int]:
     for c in desc.constraints:
         if c.kind == "psd" and c.var is None:
             sides.append(c.con.args[0].shape[0])
-        if c.kind in ("psd", "cone", "nonaffine"):
+        if c.kind in ("psd", "cone", "nonaffine", "unreadable"):
             sides += _atom_block_sides(c.con)
     for t in desc.terms:
         if isinstance(t, SpectralTerm):
@@ -141,7 +141,7 @@ def dense_kkt_dimension(problem: cp.Problem) -> int:
     d = sum(n * (n + 1) // 2 for n in psd_block_sides(problem))
     try:
         return d + analyze(problem).dense_rows()
-    except ValueError:  # a parameter without a value: count the factored rows in the tree
+    except Exception:  # a parameter without a value, an unreadable expression: the tree
         from .atoms import RowQuadForms
 
         roots = [problem.objective.expr, *problem.constraints]

@@ -119,6 +119,7 @@ def test_constraints_classified_and_rows_factored():
     assert M.shape == (m, m)
     assert desc.constraints[3].is_centering(X) and desc.constraints[4].is_centering(X)
     assert not desc.constraints[1].is_centering(X)
+    assert desc.constraints[5].is_bound() and not desc.constraints[2].is_bound()
     assert desc.dense_rows() == m + 1  # the factored rows and sum(X) (n^2 entries)
 
 
@@ -141,6 +142,10 @@ def test_parameters_bound_and_structure_cached():
     C.value = 0.5
     dh = analyze(hinge)
     assert dh.hinge_maps()[0] is h1  # the hinge argument is not re-read in a sweep
+    ((t, rows, wts),) = dh.hinge_slack_rows()
+    assert t.attributes["nonneg"] and rows.size == 6 and np.allclose(wts, 0.5)
+    w.value, t.value = np.zeros(3), np.ones(6)
+    assert np.allclose(rows.coef(t).toarray(), -np.eye(6)) and np.allclose(rows.offset, 1.0)
     assert np.allclose(dh.terms[1].weights, 0.5)
     b = cp.Parameter(3, value=np.ones(3))
     prob2 = cp.Problem(cp.Minimize(cp.sum_squares(w)), [w >= b])
@@ -166,3 +171,43 @@ def test_explain_reasons_are_short():
     for v in specopt.explain(prob).verdicts:
         assert len(v.reason) < 400, v.reason
         assert "1. 1. 1." not in v.reason
+
+
+def test_unreadable_problems_give_reasons_not_crashes():
+    x = cp.Variable(3)
+    p = cp.Parameter(3)  # no value
+    unset = cp.Problem(cp.Minimize(p @ x), [x >= 0, x <= 1])
+    z = cp.Variable(3, complex=True)
+    complex_prob = cp.Problem(cp.Minimize(cp.sum_squares(cp.abs(z))), [cp.real(z) >= 1])
+    zero_times = cp.Problem(cp.Minimize(cp.sum_squares(x) + cp.sum(cp.scalene(1 - x, 1, 0))))
+    for prob in (unset, complex_prob, zero_times):
+        explanation = specopt.explain(prob)
+        assert explanation.auto_route is not None
+        for v in explanation.verdicts:
+            assert "recognizer failed" not in v.reason, v.reason
+        assert specopt.default_backend(prob) in specopt.available_backends()
+    assert "no value" in specopt.explain(unset).verdict("dual_cd").reason
+
+
+def test_weights_pass_through_reshape_transpose_index_and_sparse_constants():
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(4)
+    Z = rng.standard_normal((40, 5))
+    w, X = cp.Variable(5), cp.Variable((3, 4))
+    obj = (0.5 * cp.sum_squares(w)
+           + cp.sum(cp.multiply(sp.csr_matrix(0.3 * np.ones((1, 40))),
+                                cp.reshape(cp.pos(1 - Z @ w), (1, 40), order="F")))
+           + cp.square(w[2]) + cp.sum(cp.pos(X.T) @ np.arange(3.0)) + cp.pos(X[1, 2] - 1)
+           + cp.sum(cp.pos(cp.reshape(X, (4, 3), order="C"))[1:, :])
+           + cp.quad_form(w, sp.diags(np.arange(1.0, 6.0)))
+           + cp.sum(cp.maximum(Z @ w, 1 - w[0]))
+           + cp.sum(cp.scalene(1 - Z @ w, 0.5, 2.0)) - cp.sum(cp.minimum(w, 2)))
+    prob = cp.Problem(cp.Minimize(obj))
+    desc = analyze(prob)
+    assert [t.kind for t in desc.terms].count("hinge") == 8
+    assert not [t for t in desc.terms if isinstance(t, OtherTerm)]
+    norm = normalized_problem(prob, desc)
+    for _ in range(3):
+        w.value, X.value = rng.standard_normal(5), rng.standard_normal((3, 4))
+        assert np.isclose(_value(norm.objective.expr), _value(obj), rtol=1e-10, atol=1e-10)

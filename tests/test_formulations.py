@@ -512,7 +512,21 @@ def _qp_spellings():
         obj = 0.5 * cp.pnorm(w, 2) ** 2 + C_Q * sum(cp.pos(1 - z @ w) for z in Z_Q)
         return cp.Problem(cp.Minimize(obj))
 
-    return [slack_quad_form, norm_squared_hinge, square_norm_maximum, sum_square_mean_hinge,
+    def sparse_constants():
+        import scipy.sparse as sp
+
+        w = cp.Variable(M_Q)
+        obj = 0.5 * cp.quad_form(w, sp.identity(M_Q, format="csr")) \
+            + C_Q * cp.sum(cp.pos(1 - sp.csr_matrix(Z_Q) @ w))
+        return cp.Problem(cp.Minimize(obj))
+
+    def negated_minimum():
+        w = cp.Variable(M_Q)
+        obj = 0.5 * cp.sum_squares(w) - C_Q * cp.sum(cp.minimum(Z_Q @ w - 1, 0))
+        return cp.Problem(cp.Minimize(obj))
+
+    return [sparse_constants, negated_minimum,
+            slack_quad_form, norm_squared_hinge, square_norm_maximum, sum_square_mean_hinge,
             quad_over_lin_inner_weight, parameter_c, maximize_negated, weight_vector_norm2,
             pos_times_const_parameter_slack, self_product_norm1, vdot_mean_scalene,
             python_sum_of_scalar_hinges]
@@ -658,3 +672,29 @@ def test_conic_route_takes_problems_that_are_dcp_once_normalized():
                                        + C_Q * cp.sum(cp.pos(1 - Z_Q @ w2)))).solve(
         solver="CLARABEL")
     assert abs(value - ref_value) <= 1e-6 * max(1.0, abs(ref_value))
+
+
+def test_psdboost_unit_margin_hinge_spellings():
+    """The issue's ``sum(pos(1 - margins))`` (no rho): hinge spellings and the slack form."""
+    def hinge():
+        X = _psd_x()
+        return cp.Problem(cp.Minimize(cp.sum(cp.pos(1 - _margins(X)))), [cp.trace(X) == 1])
+
+    def hinge_mean_maximize():
+        X = _psd_x()
+        return cp.Problem(cp.Maximize(-cp.sum(cp.maximum(0, 1 - _margins(X))) / S),
+                          [cp.trace(X) == 1])
+
+    def slack_trace_list():
+        X, xi = _psd_x(), cp.Variable(S, nonneg=True)
+        cons = [cp.trace(X) == 1]
+        cons += [cp.trace(A @ X) >= 1 - xi[r] for r, A in enumerate(A_T)]
+        return cp.Problem(cp.Minimize(cp.sum(xi)), cons)
+
+    ref = _clarabel(hinge())
+    backends = {
+        _check_route(hinge, "matrix_generation", ref, 1e-6, tol=1e-8),
+        _check_route(hinge_mean_maximize, "matrix_generation", -ref / S, 1e-6, tol=1e-8),
+        _check_route(slack_trace_list, "matrix_generation", ref, 1e-6, tol=1e-8),
+    }
+    assert len(backends) == 1, backends

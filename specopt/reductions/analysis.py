@@ -265,12 +265,10 @@ def affine_maps(exprs: list, variables: list[cp.Variable] | None = None) -> list
         variables = list(seen.values())
     aux = [a for a, _, _ in found]
     allvars = [*variables, *aux]
-    if len(subs) == 1:
-        stacked = subs[0]
-    else:
-        stacked = cp.hstack([cp.vec(e, order="F") if e.ndim != 1 else e for e in subs])
+    flat = [cp.vec(e, order="F") if e.ndim > 1 else e for e in subs]
+    stacked = flat[0] if len(flat) == 1 else cp.hstack(flat)
     if not allvars:
-        offs = np.asarray(stacked.value, dtype=float).ravel(order="F")
+        offs = dense_value(stacked.value).ravel(order="F")
         coeffs: dict = {}
     else:
         coeffs, offs = affine_coefficients(stacked, allvars)
@@ -398,7 +396,8 @@ class ConstraintInfo:
 
     ``kind``: ``"psd"`` (``expr >> 0``; ``var`` set when expr is a variable), ``"eq"``
     (``map == 0``), ``"le"`` (``map <= 0``), ``"ge"`` (``map >= 0``), ``"cone"`` (another cone),
-    ``"nonaffine"``. ``con`` is the user's constraint, ``bound`` the same with parameters bound.
+    ``"nonaffine"``, ``"unreadable"`` (affine, but CVXPY gave no coefficients, e.g. complex).
+    ``con`` is the user's constraint, ``bound`` the same with parameters bound.
     """
 
     con: Any
@@ -410,6 +409,17 @@ class ConstraintInfo:
     @property
     def label(self) -> str:
         return short(self.con)
+
+    def is_bound(self) -> bool:
+        """Every row is ``a x_j + c`` on one entry of one variable (a bound, not a coupling)."""
+        m = self.map
+        if m is None or self.kind not in ("eq", "le", "ge") or m.factored:
+            return False
+        ids = m.variable_ids()
+        if len(ids) != 1:
+            return False
+        C = sp.csr_array(m.coeffs[next(iter(ids))])
+        return bool(np.all(np.diff(C.indptr) == 1))
 
     def trace_scale(self, X: cp.Variable) -> float:
         """``a`` if this is one row ``a tr(X) + c`` (nothing else), else 0."""
@@ -426,14 +436,18 @@ class ConstraintInfo:
         if self.kind != "eq" or m is None or m.variable_ids() != {K.id} or np.any(m.offset):
             return False
         n = K.shape[0]
-        A = m.coef(K).toarray()
-        if m.size == 1:
-            return np.allclose(A, A[0, 0]) and A[0, 0] != 0
-        if m.size != n:
+        A = sp.coo_array(m.coef(K))
+        if A.nnz == 0:
             return False
-        rows = np.kron(np.ones((1, n)), np.eye(n))  # (K 1)_i
-        cols = np.kron(np.eye(n), np.ones((1, n)))  # (1^T K)_i
-        return bool(np.allclose(A, A[0, 0] * rows) or np.allclose(A, A[0, 0] * cols)) and A[0, 0]
+        c = A.data[0]
+        if c == 0 or not np.all(A.data == c):
+            return False
+        if m.size == 1:
+            return A.nnz == n * n
+        if m.size != n or A.nnz != n * n:
+            return False
+        i, j = A.col % n, A.col // n  # entry K[i, j] (column-major vec)
+        return bool(np.array_equal(A.row, i) or np.array_equal(A.row, j))
 
 
 def _identity_multiple(row, n: int) -> float:
@@ -500,6 +514,20 @@ class Description:
                                            self._expr_maps)
         return self._hinge_maps
 
+    def hinge_slack_rows(self) -> list[tuple[cp.Variable, AffineMap, np.ndarray]]:
+        """Hinge terms lifted for LP-type routes: for ``sum_i w_i max(g_i, 0)`` a slack
+        ``t >= 0`` (fresh variable), the rows ``g - t <= 0`` and the objective weights ``w``
+        (``w^T t`` replaces the term where it is convex in the minimized objective)."""
+        out = []
+        hinges = [t for t in self.terms if isinstance(t, HingeTerm)]
+        for t, g in zip(hinges, self.hinge_maps(), strict=True):
+            k = int(np.asarray(t.weights).size)
+            slack = cp.Variable(k, nonneg=True, name="hinge_slack")
+            rows = AffineMap(k, dict(g.coeffs), g.factored, g.offset)
+            rows.coeffs[slack.id] = sp.csr_array(-sp.identity(k, format="csr"))
+            out.append((slack, rows, np.asarray(t.weights, dtype=float)))
+        return out
+
     def dense_rows(self, psd_vars: list[cp.Variable] | None = None) -> int:
         """Rows coupling densely to a PSD matrix (more than n entries of an n x n PSD variable,
         or a factored ``row_quad_forms`` row), in constraints and in hinge arguments (which a
@@ -551,9 +579,16 @@ def _same(a: Any, b: Any) -> bool:
         {v.id for v in a.variables()} == {v.id for v in b.variables()}
 
 
+def dense_value(value: Any) -> np.ndarray:
+    """A constant's value as a dense float array (scipy sparse constants included)."""
+    if sp.issparse(value):
+        value = value.toarray()
+    return np.asarray(value, dtype=float)
+
+
 def _const_value(node: Any) -> np.ndarray | None:
     if isinstance(node, cp.Expression) and node.is_constant() and not node.parameters():
-        return np.asarray(node.value, dtype=float)
+        return dense_value(node.value)
     return None
 
 
@@ -614,6 +649,19 @@ class _Reader:
             return
         if name == "Promote":
             self.read(args[0], np.asarray(W.sum()).reshape(args[0].shape))
+            return
+        if name == "reshape":
+            order = getattr(node, "order", "F")
+            full = np.broadcast_to(W, node.shape).ravel(order=order)
+            self.read(args[0], full.reshape(args[0].shape, order=order))
+            return
+        if name == "transpose" and args[0].ndim == 2 and node.axes is None:
+            self.read(args[0], np.broadcast_to(W, node.shape).T.copy())
+            return
+        if name == "index":
+            Wa = np.zeros(args[0].shape)
+            Wa[node.key] = np.broadcast_to(W, node.shape)
+            self.read(args[0], Wa)
             return
         if name in ("multiply", "MulExpression") and _const_value(args[0]) is None \
                 and _const_value(args[1]) is None and _same(args[0], args[1]):
@@ -732,7 +780,30 @@ class _Reader:
                     self.terms.append(HingeTerm("hinge", node, inner=inner,
                                                 weights=Wf.ravel(order="F").copy()))
                     return True
+            u, v = args
+            if is_linear(u) and is_linear(v):  # max(u, v) = v + max(u - v, 0)
+                Wf = np.broadcast_to(W, node.shape).astype(float)
+                self.read(v, _reduce_to(Wf, v.shape))
+                inner = u - v
+                if inner.shape != node.shape:
+                    inner = inner + np.zeros(node.shape)
+                self.terms.append(HingeTerm("hinge", node, inner=inner,
+                                            weights=Wf.ravel(order="F").copy()))
+                return True
             return False
+        if name == "minimum" and len(args) == 2 and is_linear(args[0]) and is_linear(args[1]):
+            # min(u, v) = v - max(v - u, 0): an affine part and a hinge with weights -W
+            u, v = args
+            if _const_value(v) is None and _const_value(u) is not None:
+                u, v = v, u
+            Wf = np.broadcast_to(W, node.shape).astype(float)
+            self.read(v, _reduce_to(Wf, v.shape))
+            inner = v - u
+            if inner.shape != node.shape:
+                inner = inner + np.zeros(node.shape)
+            self.terms.append(HingeTerm("hinge", node, inner=inner,
+                                        weights=-Wf.ravel(order="F").copy()))
+            return True
         # spectral
         if scalar and isinstance(node, (cp.lambda_max, cp.lambda_sum_largest, LinearSpectral)):
             base, s = _scalar_multiple(args[0])
@@ -996,8 +1067,19 @@ def _read_constraints(cons: list, bound: list, variables: list, cache: dict) -> 
                 todo.append((len(infos), expr))
         infos.append(info)
     if todo:
-        maps = affine_maps([e for _, e in todo], variables)
+        try:
+            maps: list = affine_maps([e for _, e in todo], variables)
+        except Exception:  # one CVXPY cannot read (complex, ...): constraint by constraint
+            maps = []
+            for _, e in todo:
+                try:
+                    maps.append(affine_maps([e], variables)[0])
+                except Exception:
+                    maps.append(None)
         for (i, _), m in zip(todo, maps, strict=True):
+            if m is None:
+                infos[i].kind = "unreadable"  # CVXPY could not give its coefficients
+                continue
             infos[i].map = m
             if infos[i].bound is infos[i].con:
                 cache[infos[i].con.id] = m
@@ -1008,6 +1090,7 @@ def _read_constraints(cons: list, bound: list, variables: list, cache: dict) -> 
 # Entry point (cached)
 # --------------------------------------------------------------------------------------------
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_MAX_CACHED_EXPRS = 512
 
 
 def analyze(problem: cp.Problem) -> Description:
@@ -1023,6 +1106,8 @@ def analyze(problem: cp.Problem) -> Description:
     sig = parameter_signature(problem)
     if entry["desc"] is not None and entry["sig"] == sig:
         return entry["desc"]
+    if len(entry.get("exprs", ())) > _MAX_CACHED_EXPRS:  # bound copies of a long sweep
+        entry["exprs"] = {}
     variables = problem.variables()
     obj = problem.objective
     expr = bind_parameters(obj.expr)
@@ -1041,6 +1126,17 @@ def analyze(problem: cp.Problem) -> Description:
     )
     entry["sig"], entry["desc"] = sig, desc
     return desc
+
+
+def try_analyze(problem: cp.Problem) -> tuple[Description | None, str]:
+    """``(description, "")``, or ``(None, reason)`` when the problem cannot be read (a parameter
+    without a value, an expression CVXPY cannot extract coefficients from)."""
+    try:
+        return analyze(problem), ""
+    except ValueError as exc:
+        return None, f"the problem cannot be analyzed: {exc}"
+    except Exception as exc:  # noqa: BLE001 - reported as the reason, never raised
+        return None, f"the problem cannot be analyzed ({type(exc).__name__}: {exc})"[:200]
 
 
 def clear_cache() -> None:

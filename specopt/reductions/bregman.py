@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..solvers.bregman import itml_linear
-from .analysis import BurgTerm, LogDetTerm, analyze
+from .analysis import BurgTerm, LogDetTerm, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -159,7 +159,9 @@ def _distance_rows(amap, W, label: str) -> tuple[np.ndarray, np.ndarray]:
 
 def extract(problem: cp.Problem) -> ITMLData:
     """Recognize the ITML form (module docstring); RouteMismatch says what does not fit."""
-    desc = analyze(problem)
+    desc, why = try_analyze(problem)
+    if desc is None:
+        raise RouteMismatch(why)
     W, W0, c1, burgs, c2, offset = _objective_terms(desc)
     if not isinstance(W, cp.Variable):
         raise RouteMismatch("logdet_div must act directly on a matrix variable W")

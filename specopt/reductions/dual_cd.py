@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..solvers.dual_cd import dual_cd
-from .analysis import HingeTerm, QuadTerm, affine_maps, analyze
+from .analysis import HingeTerm, QuadTerm, affine_maps, dense_value, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -79,14 +79,16 @@ class DualCDData:
 # --------------------------------------------------------------------------------------------
 def _const(expr) -> np.ndarray | None:
     if isinstance(expr, cp.Expression) and expr.is_constant() and not expr.parameters():
-        return np.asarray(expr.value, dtype=float)
+        return dense_value(expr.value)
     return None
 
 
 def _objective(problem: cp.Problem):
     """Returns (w, L, hinge rows (inner, weights), slack map, offset, sense) in minimization form
     from the normalized description (every spelling of the quadratic and hinge terms)."""
-    desc = analyze(problem)
+    desc, why = try_analyze(problem)
+    if desc is None:
+        raise RouteMismatch(why)
     s = desc.sense
     w, L = None, None
     hinges = []

@@ -40,7 +40,7 @@ from ..atoms import LinearSpectral
 from ..backends import available_backends, default_backend
 from ..certificate import STATIONARY
 from ..solvers.iterated_sdp import concave_weights, iterated_sdp
-from .analysis import analyze, normalized_problem, short
+from .analysis import normalized_problem, short, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -249,9 +249,14 @@ class IteratedSDPRoute(Route):
     priority = 40
 
     def recognize(self, problem: cp.Problem) -> Match:
-        desc = analyze(problem)
+        desc, why = try_analyze(problem)
+        if desc is None:
+            return Match.no(why)
         spectral = desc.of_kind("spectral")
         if not spectral and not _contains_spectral(problem.objective.expr):
+            if problem.is_dcp():
+                return Match.no("the problem is convex (DCP) and has no spectral term: the "
+                                "conic route solves it globally")
             return Match.no(
                 "the objective has no spectral term (linear_spectral / mve_cost / eigengap, or "
                 "lambda_max / lambda_sum_largest / ... combinations); its non-convexity is not "

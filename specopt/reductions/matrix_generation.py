@@ -42,7 +42,7 @@ from ..solvers.matrix_generation import (
     solve_spectraplex_lp,
     sum_operators,
 )
-from .analysis import AffineMap, HingeTerm, analyze, short, zero_map
+from .analysis import AffineMap, HingeTerm, short, try_analyze, zero_map
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -123,13 +123,7 @@ def _lift_hinges(desc, sense: float):
         if np.any(sense * np.asarray(t.weights) > 0):
             raise RouteMismatch(f"the hinge term {t.label} has the wrong sign (it is not concave "
                                 "in the maximized objective)")
-    hinges = [t for t in desc.terms if isinstance(t, HingeTerm)]
-    for t, g in zip(hinges, desc.hinge_maps(), strict=True):
-        w = np.asarray(t.weights, dtype=float)
-        k = w.size
-        slack = cp.Variable(k, nonneg=True, name="hinge_slack")
-        rows = AffineMap(k, dict(g.coeffs), g.factored, g.offset)
-        rows.coeffs[slack.id] = sp.csr_array(-sp.identity(k, format="csr"))
+    for slack, rows, w in desc.hinge_slack_rows():
         lifted.append((slack, rows))
         obj = obj + AffineMap(1, {slack.id: sp.csr_array(w.reshape(1, -1))}, {}, np.zeros(1))
     return lifted, obj
@@ -151,11 +145,14 @@ def _is_trace_row(Xc, Gz, n) -> float:
 
 def extract(problem: cp.Problem) -> MGData:
     """Recognize the spectraplex-LP form (module docstring); RouteMismatch says what is wrong."""
-    desc = analyze(problem)
+    desc, why = try_analyze(problem)
+    if desc is None:
+        raise RouteMismatch(why)
     variables = problem.variables()
     for info in desc.constraints:
-        if info.kind in ("cone", "nonaffine"):
-            what = "a " + type(info.con).__name__ + " cone" if info.kind == "cone" else "non-affine"
+        if info.kind in ("cone", "nonaffine", "unreadable"):
+            what = {"cone": f"a {type(info.con).__name__} cone", "nonaffine": "non-affine",
+                    "unreadable": "not readable as real affine rows"}[info.kind]
             raise RouteMismatch(
                 f"constraint {info.label} is {what}; only X >> 0, a trace bound and affine "
                 "constraints are allowed"
