@@ -776,6 +776,7 @@ def itml_linear(
         for k, v in zip(("sweep", "dual", "primal", "gap", "max_violation"),
                         (0, nt_status[1], nt_status[0], nt_status[2], nt_status[3]), strict=True):
             loop.hist[k].append(float(v))
+        loop.hist["time"].append(time.perf_counter() - t0)
         if callback is not None:
             callback(0, objective=nt_status[0], bound=nt_status[1], gap=nt_status[2],
                      violation=nt_status[3])

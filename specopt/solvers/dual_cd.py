@@ -353,6 +353,7 @@ def dual_cd(
         hist["primal"].append(best_P)
         hist["gap"].append(best_P - D)
         hist["pass"].append(0)
+        hist.setdefault("time", []).append(time.perf_counter() - t0)
         rel = (best_P - D) / max(1.0, best_P)
         if verbose:
             print(f"newton  P={best_P:.10g}  D={D:.10g}  rel.gap={rel:.3e}  candidates={n_polish}")
