@@ -58,7 +58,7 @@ _ROUTE_OPTS = (
 #: families (``benchmarks/matrix_generation.py --family``: PSDBoost triplets varying C, classes,
 #: noise, feature scales, nn/random triplets, mean dimension; certified 1e-4 vs SCS, same run,
 #: fixed costs included; docs/routes/matrix_generation.md): D=24/|S|=550 worst 0.5x;
-#: D=100/|S|=2000 median 13.5x but worst < 1.1x (a noisy, badly scaled random-triplet member
+#: D=100/|S|=2000 median 10.3x but worst < 1.1x (a noisy, badly scaled random-triplet member
 #: with a rank-16 solution: not certified in 300 s, SCS 333 s). So no measured size with a
 #: runnable conic form qualifies; the route is picked only where the conic data alone
 #: (8 bytes * rows * n^2 >= 8 GB, before SCS's own copies) does not fit this class of machine,
