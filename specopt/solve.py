@@ -145,6 +145,11 @@ def explain(problem: cp.Problem) -> Explanation:
 
 
 def _recognize(route: Route, problem: cp.Problem) -> Match:
+    if not route.accepts_dask:
+        from .atoms.row_quad_forms import DASK_REFUSAL, uses_dask
+
+        if uses_dask(problem):
+            return Match.no(DASK_REFUSAL)
     try:
         match = route.recognize(problem)
     except Exception as exc:  # a recognizer bug must not hide the other routes

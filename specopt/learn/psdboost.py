@@ -11,6 +11,12 @@ any other route/solver (``route="conic", solver="CLARABEL"`` solves the same SDP
 The margins are written with ``row_quad_forms`` so the route keeps the data factored
 (O(|S| d) memory). ``C`` defaults to ``10 / |S|`` (``C |S| >= 1`` is needed for a bounded
 problem).
+
+Beyond one machine: ``fit(X, triplets=T)`` (or ``fit_triplets``) with ``X`` or ``T`` a
+``dask.array`` keeps only the index triples (12 bytes each as int32) and forms the difference rows
+``a_i - a_k``, ``a_i - a_j`` block by block on the Dask cluster (see
+``specopt.solvers._dask_rows``); the metric is learned by the matrix-generation route with every
+full-data pass on the active Dask scheduler.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from sklearn.utils.validation import check_array, check_X_y
 
 from ..atoms import row_quad_forms
 from ..solve import certificate, solve
+from ..solvers._dask_rows import is_dask_array, triplet_rows
 from ._base import MahalanobisMixin, components_from_matrix
 
 
@@ -57,6 +64,8 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
     route, solver : passed to ``specopt.solve`` (default: the matrix-generation route).
     route_options : extra options for the route (e.g. ``{"master": "lp"}``).
     random_state : seed of the triplet subsampling.
+    block_rows : rows per Dask block when the triplets are Dask-backed (None: the triplets'
+        own chunks, or 100 000 for a numpy index array with Dask data).
     verbose : print the route's progress (CVXPY-style header, one line per round, certificate).
 
     Attributes
@@ -76,6 +85,7 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         solver: str | None = None,
         route_options: dict | None = None,
         random_state: int | None = None,
+        block_rows: int | None = None,
         verbose: bool = False,
     ) -> None:
         self.C = C
@@ -85,10 +95,18 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         self.solver = solver
         self.route_options = route_options
         self.random_state = random_state
+        self.block_rows = block_rows
         self.verbose = verbose
 
-    def fit(self, X: Any, y: Any) -> PSDBoostMetric:
-        """Learn the metric from nearest same-class / other-class neighbour triplets."""
+    def fit(self, X: Any, y: Any = None, triplets: Any = None) -> PSDBoostMetric:
+        """Learn the metric from nearest same-class / other-class neighbour triplets of ``(X, y)``,
+        or from given index ``triplets`` (m, 3) into ``X`` (see :meth:`fit_triplets`)."""
+        if triplets is not None:
+            if y is not None:
+                raise ValueError("give either labels y or triplets, not both")
+            return self.fit_triplets(X, triplets)
+        if y is None:
+            raise ValueError("PSDBoostMetric.fit needs labels y or triplets=")
         X, y = check_X_y(X, y, dtype=float)
         if np.unique(y).size < 2:
             raise ValueError("PSDBoostMetric needs at least two classes")
@@ -99,20 +117,39 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         return self.fit_triplets(X, T)
 
     def fit_triplets(self, X: Any, triplets: Any) -> PSDBoostMetric:
-        """Learn the metric from given triplets (i, j, k): a_i closer to a_j than to a_k."""
-        X = check_array(X, dtype=float)
-        T = np.asarray(triplets)
-        if T.ndim != 2 or T.shape[1] != 3 or len(T) == 0:
+        """Learn the metric from given triplets (i, j, k): a_i closer to a_j than to a_k.
+
+        With ``X`` or ``triplets`` a ``dask.array`` (e.g. ``da.from_zarr``), the
+        difference rows are formed lazily per block on the Dask scheduler and the data never
+        come to the client (module docstring); the route must then be matrix generation.
+        """
+        lazy = is_dask_array(X) or is_dask_array(triplets)
+        if lazy:
+            T = triplets if is_dask_array(triplets) else np.asarray(triplets)
+            if X.ndim != 2 or not np.issubdtype(np.dtype(X.dtype), np.number):
+                raise ValueError(f"X must be a numeric (N, D) array, got shape {X.shape}")
+            N = X.shape[0]
+        else:
+            X = check_array(X, dtype=float)
+            T = np.asarray(triplets)
+            N = len(X)
+        if T.ndim != 2 or T.shape[1] != 3 or T.shape[0] == 0:
             raise ValueError("triplets must be a non-empty (n, 3) integer array")
-        if not np.issubdtype(T.dtype, np.integer) or T.min() < 0 or T.max() >= len(X):
-            raise ValueError(f"triplet indices must be integers in [0, {len(X)})")
+        if not np.issubdtype(T.dtype, np.integer):
+            raise ValueError(f"triplet indices must be integers in [0, {N})")
+        lo, hi = (int(v) for v in _min_max(T))
+        if lo < 0 or hi >= N:
+            raise ValueError(f"triplet indices must be integers in [0, {N})")
         self.n_features_in_ = X.shape[1]
-        m, d = len(T), X.shape[1]
+        m, d = int(T.shape[0]), int(X.shape[1])
         C = 10.0 / m if self.C is None else float(self.C)
         if C * m < 1:
             raise ValueError(f"C * n_triplets = {C * m:g} < 1 makes the problem unbounded")
-        P = X[T[:, 0]] - X[T[:, 2]]
-        Q = X[T[:, 0]] - X[T[:, 1]]
+        if lazy:
+            P, Q = triplet_rows(X, T, block_rows=self.block_rows)
+        else:
+            P = X[T[:, 0]] - X[T[:, 2]]
+            Q = X[T[:, 0]] - X[T[:, 1]]
         M = cp.Variable((d, d), PSD=True)
         rho, xi = cp.Variable(), cp.Variable(m)
         prob = cp.Problem(
@@ -134,3 +171,12 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         self.certificate_ = certificate(prob)
         self.n_iter_ = self.certificate_.iterations if self.certificate_ is not None else None
         return self
+
+
+def _min_max(T) -> tuple[int, int]:
+    """Smallest and largest index (one small Dask computation for a Dask array)."""
+    if is_dask_array(T):
+        import dask
+
+        return dask.compute(T.min(), T.max())
+    return T.min(), T.max()

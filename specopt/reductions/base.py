@@ -76,6 +76,9 @@ class Route(abc.ABC):
     name: ClassVar[str]
     is_global: ClassVar[bool] = True
     priority: ClassVar[int] = 50
+    #: whether the route can solve problems whose data are Dask arrays without computing them
+    #: into memory (``row_quad_forms`` with a ``dask.array`` V); the others refuse them
+    accepts_dask: ClassVar[bool] = False
 
     @abc.abstractmethod
     def recognize(self, problem: cp.Problem) -> Match:

@@ -19,7 +19,8 @@ user's constraints (CVXPY sign convention), ``mu I - H`` for ``X >> 0``, ``mu`` 
 constraint. The factored solution is in ``extra["theta"], extra["U"]``.
 
 Options: ``tol`` (1e-6), ``max_iters``, ``time_limit``, ``master`` ("psd", default, or "lp"),
-``max_rank`` (30), ``row_selection`` (500), ``columns_per_round`` (5), ``smoothing`` (0.5),
+``max_rank`` (30), ``row_selection`` (500), ``row_band`` (1e-2), ``resolve_rows`` (False),
+``columns_per_round`` (5), ``smoothing`` (0.5),
 ``prune_after``, ``max_columns``, ``dense_threshold`` (see the solver's docstring).
 """
 
@@ -34,10 +35,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._progress import progress_for
+from ..solvers._dask_rows import DaskRowOperator, is_dask_array
 from ..solvers.matrix_generation import (
     DenseOperator,
     FactoredOperator,
     MasterInfeasible,
+    StackedOperator,
     SymOperator,
     UnboundedProblem,
     solve_spectraplex_lp,
@@ -50,16 +53,23 @@ from .registry import register_route
 
 _ROUTE_OPTS = (
     "tol", "max_iters", "time_limit", "master", "max_rank", "columns_per_round", "smoothing",
-    "prune_after", "max_columns", "dense_threshold", "row_selection",
+    "prune_after", "max_columns", "dense_threshold", "row_selection", "row_band", "resolve_rows",
 )
 
-#: ``route="auto"`` picks matrix generation when ``n >= PAYS_OFF_MIN_N`` and the stacked data
-#: ``|rows| * n^2`` (what the conic form would store) is at least ``PAYS_OFF_MIN_DATA``.
-#: Measured in ``benchmarks/matrix_generation.py`` (docs/routes/matrix_generation.md), PSDBoost
-#: instances, certified 1e-4 vs SCS: D=24/|S|=550 (rows*n^2 = 3e5) SCS 3x faster; D=100/|S|=550
-#: (5.5e6) route 1.4x faster; D=50/|S|=2000 (5e6) 7x; D=100/|S|=2000 (2e7) 12-19x.
+#: ``route="auto"`` picks matrix generation when ``n >= PAYS_OFF_MIN_N``, there are at least
+#: ``PAYS_OFF_MIN_ROWS`` constraint rows and the stacked data ``|rows| * n^2`` (what the conic
+#: form stores densely) is at least ``PAYS_OFF_MIN_DATA``. From the WORST case over the benchmark
+#: families (``benchmarks/matrix_generation.py --family``: PSDBoost triplets varying C, classes,
+#: noise, feature scales, nn/random triplets, mean dimension; certified 1e-4 vs SCS, same run,
+#: fixed costs included; docs/routes/matrix_generation.md): D=24/|S|=550 worst 0.5x;
+#: D=100/|S|=2000 median 10.3x but worst < 1.1x (a noisy, badly scaled random-triplet member
+#: with a rank-16 solution: not certified in 300 s, SCS 333 s). So no measured size with a
+#: runnable conic form qualifies; the route is picked only where the conic data alone
+#: (8 bytes * rows * n^2 >= 8 GB, before SCS's own copies) does not fit this class of machine,
+#: e.g. D=500/|S|=10000 (2.5e9, 20 GB). Between 2e7 and 1e9 nothing was measured: conic.
 PAYS_OFF_MIN_N = 50
-PAYS_OFF_MIN_DATA = 5e6
+PAYS_OFF_MIN_ROWS = 2000
+PAYS_OFF_MIN_DATA = 1e9
 
 
 @dataclass
@@ -275,6 +285,8 @@ def extract(problem: cp.Problem) -> MGData:
 
 def _build_operator(Xrows, facs, m, n) -> tuple[SymOperator, int]:
     """Sum of a factored part (all row_quad_forms) and a sparse dense part (the rest)."""
+    if any(is_dask_array(Vj) for _, _, fac in facs for _, Vj in fac):
+        return _build_dask_operator(Xrows, facs, n)
     Vs, blocks = [], []
     K = 0
     for start, _k, fac in facs:
@@ -297,12 +309,55 @@ def _build_operator(Xrows, facs, m, n) -> tuple[SymOperator, int]:
     return sum_operators(ops), K
 
 
+def _build_dask_operator(Xrows, facs, n) -> tuple[SymOperator, int]:
+    """Constraints with a Dask-backed ``row_quad_forms`` become :class:`DaskRowOperator` rows
+    (``A_r = sum_j s_j[r] v_{j,r} v_{j,r}^T``: row r of each V in row r of the constraint);
+    the other constraints keep the in-memory operators. Stacked in constraint order."""
+    ops, K = [], 0
+    for Xc, (_start, k, fac) in zip(Xrows, facs, strict=True):
+        K += sum(Vj.shape[0] for _, Vj in fac)
+        if not any(is_dask_array(Vj) for _, Vj in fac):
+            ops.append(_build_operator([Xc], [(0, k, fac)], k, n)[0])
+            continue
+        if Xc.nnz:
+            raise RouteMismatch(
+                "a constraint with a Dask-backed row_quad_forms may only have row_quad_forms "
+                "terms in X (and LP variables); write the other terms in X as separate "
+                "constraints"
+            )
+        terms = []
+        for Mj, Vj in fac:
+            Mj = sp.csr_array(Mj)
+            d = Mj.diagonal() if Mj.shape[0] == Mj.shape[1] else None
+            if (Mj.shape != (k, Vj.shape[0]) or d is None
+                    or np.count_nonzero(d) != Mj.count_nonzero()):
+                raise RouteMismatch(
+                    "with a Dask array V, row_quad_forms(V, X) must enter its constraint row "
+                    "by row (row r of V in row r, e.g. row_quad_forms(P, X) - "
+                    "row_quad_forms(Q, X) >= rho - xi), not summed, indexed or in the "
+                    "objective"
+                )
+            terms.append((d, Vj))
+        try:
+            ops.append(DaskRowOperator(terms))
+        except ValueError as exc:
+            raise RouteMismatch(str(exc)) from exc
+    return (ops[0] if len(ops) == 1 else StackedOperator(ops)), K
+
+
+def _dask_backed(op) -> bool:
+    return isinstance(op, DaskRowOperator) or any(
+        _dask_backed(o) for o in getattr(op, "ops", [])
+    )
+
+
 class MatrixGenerationRoute(Route):
     """Column generation over the spectraplex (module docstring)."""
 
     name = "matrix_generation"
     is_global = True
     priority = 30
+    accepts_dask = True  # Dask-backed row_quad_forms: the data side runs on the cluster
 
     def recognize(self, problem: cp.Problem) -> Match:
         try:
@@ -321,11 +376,18 @@ class MatrixGenerationRoute(Route):
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         data: MGData = match.data
+        if _dask_backed(data.A):
+            return True, "Dask-backed data: the only route that keeps them distributed"
         size = float(data.A.m) * data.n * data.n
-        if data.n >= PAYS_OFF_MIN_N and size >= PAYS_OFF_MIN_DATA:
-            return True, f"n={data.n}, rows*n^2={size:.2g}: beyond the measured break-even"
-        return False, (f"n={data.n}, rows*n^2={size:.2g}: small; the conic route was measured "
-                       "faster below n=50 or rows*n^2=5e6")
+        m = data.A.m
+        if data.n >= PAYS_OFF_MIN_N and m >= PAYS_OFF_MIN_ROWS and size >= PAYS_OFF_MIN_DATA:
+            return True, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: the conic form would "
+                          "not fit in memory (the benchmark families' worst case)")
+        return False, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: small; matrix generation "
+                       f"is only picked from n >= {PAYS_OFF_MIN_N} and {PAYS_OFF_MIN_ROWS} rows "
+                       f"and rows*n^2 >= {PAYS_OFF_MIN_DATA:.0e} (worst case of the measured "
+                       "families: below, the conic route was faster on some instance, e.g. a "
+                       "high-rank one)")
 
     def solve(
         self,

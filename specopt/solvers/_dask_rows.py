@@ -1,0 +1,517 @@
+r"""Row data that live in Dask arrays: the data side of matrix generation beyond one machine.
+
+The matrix-generation solver touches the constraint data only through a row operator
+``X -> (<A_r, X>)_r``. Here every ``A_r`` is a signed sum of rank-one terms over row-aligned
+Dask arrays ``V_j`` (shape (m, n), chunked by rows)::
+
+    A_r = sum_j s_j[r] v_{j,r} v_{j,r}^T          (PSDBoost: s = (+1, -1), V = (P, Q))
+
+and each full-data pass is a map over row blocks followed by a sum (``n x n`` or ``n x k``
+matrices), a per-block reduction (``k``-vectors) or a selection of a few rows; the client only
+receives those small results, block by block (no task returns an array with ``m`` rows unless
+one block holds all rows). Passes:
+
+* margins at the current iterate ``X = F F^T``: ``(sum_j s_j ||F^T v_{j,r}||^2)_r``
+  (:meth:`DaskRowOperator.quad` followed by ``@``),
+* the master's coefficients ``p_a^T A_r p_b`` for the rows in the working set only
+  (:meth:`DaskRowOperator.quad_pairs` followed by ``[rows]``),
+* the pricing matrix ``sum_r w_r A_r`` over the rows with ``w_r != 0`` (:meth:`adjoint_dense`,
+  :meth:`adjoint_matvec`),
+* the final violation check (:func:`row_quad_values`, used by ``row_quad_forms(V, X).value``).
+
+Every pass runs through ``dask.compute`` and therefore on the user's active scheduler: the
+``dask.distributed`` Client if one exists, else Dask's local threads. ``dask`` is imported
+lazily; nothing else in specopt needs it. Per-row *scalars* (the margins, the master's duals and
+LP variables) are still held on the client: 8 bytes per row, against ``8 n`` bytes per row of
+``V`` that never leave the cluster.
+
+:func:`triplet_rows` forms PSDBoost's difference rows ``a_i - a_k`` and ``a_i - a_j`` lazily from
+index triples (12 bytes per triplet) into a data matrix, one block at a time on the workers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "DaskRowOperator",
+    "LazyRows",
+    "is_dask_array",
+    "row_quad_values",
+    "triplet_rows",
+]
+
+#: fan-in of the tree sums run on the cluster
+_FAN_IN = 8
+
+
+def is_dask_array(x: Any) -> bool:
+    """True for a ``dask.array.Array`` (checked without importing dask)."""
+    return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "chunks") and hasattr(
+        x, "to_delayed"
+    )
+
+
+def _dask():
+    try:
+        import dask
+        import dask.array as da
+    except ImportError as exc:  # pragma: no cover - only without the extra
+        raise ImportError(
+            "Dask-backed data need the optional extra: pip install 'specopt[dask]'"
+        ) from exc
+    return dask, da
+
+
+def _pairs(k: int) -> tuple[np.ndarray, np.ndarray]:
+    J, I = np.nonzero(np.tril(np.ones((k, k), dtype=bool)))
+    return I, J
+
+
+# --------------------------------------------------------------------------------------------
+# Block functions (module level: pickled by reference, run on the workers)
+# --------------------------------------------------------------------------------------------
+def _sign(s, idx=None):
+    if np.isscalar(s) or np.ndim(s) == 0:
+        return float(s)
+    return s if idx is None else s[idx]
+
+
+def _rows_eval(kind: str, arg: np.ndarray, signs: tuple, Vs: tuple, idx=None) -> np.ndarray:
+    """Rows of ``quad`` (``kind="quad"``: ``sum_j s_j (V_j U)^2``) or ``quad_pairs``
+    (``kind="pairs"``: ``sum_j s_j (V_j P)_a (V_j P)_b`` over the pairs ``a <= b``)."""
+    out = None
+    if kind == "pairs":
+        I, J = _pairs(arg.shape[1])
+    for s, V in zip(signs, Vs, strict=True):
+        Vb = np.asarray(V if idx is None else V[idx], dtype=float)
+        B = Vb @ arg
+        term = B * B if kind == "quad" else B[:, I] * B[:, J]
+        sj = _sign(s, idx)
+        term = term * (sj if np.isscalar(sj) else sj[:, None])
+        out = term if out is None else out + term
+    return out
+
+
+def _blk_rows_matvec(kind, arg, scale, vec, nsig, *sv):
+    """``(rows of the block) @ vec`` -> (block rows,)."""
+    R = _rows_eval(kind, arg, sv[:nsig], sv[nsig:])
+    return R @ (scale * vec)
+
+
+def _blk_rows_rmatvec(kind, arg, scale, idx, w, nsig, *sv):
+    """``(rows idx of the block)^T @ w`` -> (q,)."""
+    R = _rows_eval(kind, arg, sv[:nsig], sv[nsig:], idx)
+    return (R.T @ w) * scale
+
+
+def _blk_rows_take(kind, arg, scale, idx, nsig, *sv):
+    """Rows ``idx`` of the block -> (len(idx), q)."""
+    return _rows_eval(kind, arg, sv[:nsig], sv[nsig:], idx) * scale
+
+
+def _blk_adjoint(idx, w, X, nsig, *sv):
+    """``sum_{r in idx} w_r A_r`` (X None: dense (n, n)) or that matrix times X (n, k)."""
+    out = None
+    for s, V in zip(sv[:nsig], sv[nsig:], strict=True):
+        Vn = np.asarray(V[idx], dtype=float)
+        sw = w * _sign(s, idx)
+        if X is None:
+            term = Vn.T @ (sw[:, None] * Vn)
+        else:
+            Y = Vn @ X
+            term = Vn.T @ (sw.reshape(-1, *([1] * (Y.ndim - 1))) * Y)
+        out = term if out is None else out + term
+    return out
+
+
+def _blk_quad_values(V, X):
+    V = np.asarray(V, dtype=float)
+    return np.einsum("ri,ri->r", V @ X, V)
+
+
+def _tree_add(*parts):
+    out = parts[0].copy()
+    for p in parts[1:]:
+        out += p
+    return out
+
+
+def _gather_diff(T, data, a: int, b: int, dtype):
+    """Rows ``data[T[:, a]] - data[T[:, b]]`` of one block of index triples."""
+    T = np.asarray(T)
+    return (np.asarray(data[T[:, a]], dtype=dtype) - np.asarray(data[T[:, b]], dtype=dtype))
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers on the client
+# --------------------------------------------------------------------------------------------
+def _tree_sum(tasks: list):
+    dask, _ = _dask()
+    add = dask.delayed(_tree_add, pure=True)
+    while len(tasks) > 1:
+        tasks = [add(*tasks[i: i + _FAN_IN]) if len(tasks[i: i + _FAN_IN]) > 1 else tasks[i]
+                 for i in range(0, len(tasks), _FAN_IN)]
+    return tasks[0]
+
+
+def row_quad_values(V, X: np.ndarray) -> np.ndarray:
+    """``(v_r^T X v_r)_r`` for a Dask array ``V`` (m, n): one pass, block results gathered."""
+    dask, _ = _dask()
+    X = np.asarray(X, dtype=float)
+    V = V.rechunk({1: -1})
+    f = dask.delayed(_blk_quad_values, pure=True)
+    blocks = [f(b, X) for b in V.to_delayed().ravel()]
+    parts = dask.compute(*blocks)
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def triplet_rows(data, triplets, block_rows: int | None = None, dtype=np.float64) -> tuple:
+    """PSDBoost's difference rows from index triples, as lazy Dask arrays ``(P, Q)``.
+
+    For triplets ``(i, j, k)`` ("a_i is closer to a_j than to a_k")::
+
+        P_r = a_i - a_k,    Q_r = a_i - a_j          (rows of ``data``)
+
+    ``data``: numpy array, zarr array or Dask array (N, D) (the points; materialized once on the
+    cluster as a single block, so N x D must fit one worker); ``triplets``: (m, 3) integer numpy
+    or Dask array. Only the triples (12 bytes each as int32) are stored; the rows are formed per
+    block when a pass needs them. ``block_rows`` rechunks the triples (default: their own chunks,
+    or 100 000 rows for a numpy array).
+    """
+    dask, da = _dask()
+    if is_dask_array(triplets):
+        T = triplets
+        if block_rows:
+            T = T.rechunk((block_rows, -1))
+    else:
+        T = np.asarray(triplets)
+        T = da.from_array(T, chunks=(block_rows or 100_000, -1))
+    if T.ndim != 2 or T.shape[1] != 3:
+        raise ValueError(f"triplets must be an (m, 3) integer array, got shape {T.shape}")
+    T = T.rechunk({1: -1})
+    if is_dask_array(data):
+        Dd = data
+    else:
+        Dd = da.from_array(data, chunks=data.shape)
+    if Dd.ndim != 2:
+        raise ValueError(f"data must be a 2-D array (N, D), got shape {Dd.shape}")
+    Dd = Dd.rechunk(Dd.shape)  # one block: every gather task needs all points
+    T, Dd = dask.persist(T, Dd)  # on the workers once; every pass reuses them
+    data_key = Dd.to_delayed().ravel()[0]
+    n = Dd.shape[1]
+    out = []
+    for a, b in ((0, 2), (0, 1)):
+        g = dask.delayed(_gather_diff, pure=True)
+        blocks = [
+            da.from_delayed(g(tb, data_key, a, b, dtype), shape=(rows, n), dtype=dtype)
+            for tb, rows in zip(T.to_delayed().ravel(), T.chunks[0], strict=True)
+        ]
+        arr = da.concatenate(blocks, axis=0)
+        arr._specopt_keepalive = (T, Dd)  # the persisted triples and points live as long as V
+        out.append(arr)
+    return out[0], out[1]
+
+
+# --------------------------------------------------------------------------------------------
+# The row operator
+# --------------------------------------------------------------------------------------------
+class DaskRowOperator:
+    """``A_r = sum_j s_j[r] v_{j,r} v_{j,r}^T`` over row-aligned Dask arrays (module docstring).
+
+    ``terms``: list of ``(s_j, V_j)`` with ``s_j`` a scalar or an (m,) numpy vector and ``V_j``
+    an (m, n) Dask (or numpy) array; all ``V_j`` are rechunked to the row blocks of the first
+    Dask one. Implements the solver's ``SymOperator`` interface; ``quad`` and ``quad_pairs``
+    return :class:`LazyRows` (nothing is computed until the solver contracts or selects rows).
+    """
+
+    def __init__(self, terms: list[tuple[Any, Any]]):
+        dask, da = _dask()
+        if not terms:
+            raise ValueError("DaskRowOperator needs at least one term")
+        ref = next((V for _, V in terms if is_dask_array(V)), None)
+        if ref is None:
+            raise ValueError("DaskRowOperator needs at least one Dask array")
+        m, n = ref.shape
+        if np.isnan(m):
+            raise ValueError("the Dask array V needs known chunk sizes (call compute_chunk_sizes)")
+        chunks = ref.rechunk({1: -1}).chunks[0]
+        self.m, self.n = int(m), int(n)
+        self.bounds = np.concatenate([[0], np.cumsum(chunks)]).astype(np.int64)
+        self.nsig = len(terms)
+        self._signs: list = []
+        blocks = []
+        for s, V in terms:
+            if V.ndim != 2 or V.shape != (self.m, self.n):
+                raise ValueError(
+                    f"all Dask row terms must have shape ({self.m}, {self.n}), got {V.shape}"
+                )
+            Vd = V if is_dask_array(V) else da.from_array(np.asarray(V, float), chunks=-1)
+            Vd = Vd.rechunk((chunks, -1))
+            blocks.append(list(Vd.to_delayed().ravel()))
+            s = np.asarray(s, dtype=float)
+            if s.ndim and s.size != self.m:
+                raise ValueError(f"row signs must have {self.m} entries, got {s.size}")
+            if s.ndim and np.all(s == s.flat[0]):
+                s = s.flat[0]
+            self._signs.append(float(s) if np.ndim(s) == 0 else s)
+        self._blocks = [tuple(b[i] for b in blocks) for i in range(len(chunks))]
+        self._dask = dask
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self._blocks)
+
+    def _block_signs(self, b: int) -> tuple:
+        lo, hi = self.bounds[b], self.bounds[b + 1]
+        return tuple(s if np.ndim(s) == 0 else s[lo:hi] for s in self._signs)
+
+    def _call(self, fn, b: int, *args):
+        return self._dask.delayed(fn, pure=True)(
+            *args, self.nsig, *self._block_signs(b), *self._blocks[b]
+        )
+
+    def _split(self, w: np.ndarray):
+        """Per block: (b, local indices, values) of the nonzero weights."""
+        w = np.asarray(w, dtype=float).ravel()
+        if w.size != self.m:
+            raise ValueError(f"weights must have {self.m} entries, got {w.size}")
+        nz = np.flatnonzero(w)
+        blk = np.searchsorted(self.bounds, nz, side="right") - 1
+        out = []
+        for b in np.unique(blk):
+            sel = nz[blk == b]
+            out.append((int(b), sel - self.bounds[b], w[sel]))
+        return out
+
+    # ---- the SymOperator interface -------------------------------------------------------
+    def quad(self, U: np.ndarray) -> LazyRows:
+        """``out[r, k] = u_k^T A_r u_k`` (lazy, shape (m, k))."""
+        U = np.asarray(U, dtype=float).reshape(self.n, -1)
+        return LazyRows([_OpRows(self, "quad", U, U.shape[1])])
+
+    def quad_pairs(self, P: np.ndarray) -> LazyRows:
+        """``out[r, l] = p_a^T A_r p_b`` for the pairs ``a <= b`` (lazy, (m, k(k+1)/2))."""
+        P = np.asarray(P, dtype=float).reshape(self.n, -1)
+        k = P.shape[1]
+        return LazyRows([_OpRows(self, "pairs", P, k * (k + 1) // 2)])
+
+    def adjoint_dense(self, w: np.ndarray) -> np.ndarray:
+        """``sum_r w_r A_r`` (n, n), over the rows with ``w_r != 0`` only."""
+        tasks = [self._call(_blk_adjoint, b, idx, wv, None) for b, idx, wv in self._split(w)]
+        if not tasks:
+            return np.zeros((self.n, self.n))
+        (H,) = self._dask.compute(_tree_sum(tasks))
+        return 0.5 * (H + H.T)
+
+    def adjoint_matvec(self, w: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """``(sum_r w_r A_r) @ X`` over the rows with ``w_r != 0`` only."""
+        X = np.asarray(X, dtype=float)
+        tasks = [self._call(_blk_adjoint, b, idx, wv, X) for b, idx, wv in self._split(w)]
+        if not tasks:
+            return np.zeros((self.n,) + X.shape[1:])
+        (Y,) = self._dask.compute(_tree_sum(tasks))
+        return Y
+
+    # ---- passes behind LazyRows ----------------------------------------------------------
+    def _matvec(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:
+        # the master asks for the same margins several times per round: remember the last few
+        key = (kind, lo, hi, *(np.asarray(a, dtype=float).tobytes() for a in (arg, scale, vec)))
+        memo = self.__dict__.setdefault("_memo", {})
+        if key in memo:
+            return memo[key].copy()
+        out = self._matvec_pass(kind, arg, scale, vec, lo, hi)
+        if len(memo) >= 4:
+            memo.pop(next(iter(memo)))
+        memo[key] = out
+        return out.copy()
+
+    def _matvec_pass(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:
+        bs = [b for b in range(self.n_blocks) if self.bounds[b] < hi and self.bounds[b + 1] > lo]
+        tasks = [self._call(_blk_rows_matvec, b, kind, arg, scale, vec) for b in bs]
+        parts = self._dask.compute(*tasks)
+        full = np.concatenate(parts) if parts else np.zeros(0)
+        return full[lo - self.bounds[bs[0]]: hi - self.bounds[bs[0]]] if bs else full
+
+    def _rmatvec(self, kind, arg, scale, w, q) -> np.ndarray:
+        tasks = [self._call(_blk_rows_rmatvec, b, kind, arg, scale, idx, wv)
+                 for b, idx, wv in self._split(w)]
+        if not tasks:
+            return np.zeros(q)
+        (y,) = self._dask.compute(_tree_sum(tasks))
+        return y
+
+    def _take(self, kind, arg, scale, rows, q) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.zeros((rows.size, q))
+        if rows.size == 0:
+            return out
+        blk = np.searchsorted(self.bounds, rows, side="right") - 1
+        tasks, where = [], []
+        for b in np.unique(blk):
+            pos = np.flatnonzero(blk == b)
+            tasks.append(self._call(_blk_rows_take, int(b), kind, arg, scale,
+                                    rows[pos] - self.bounds[b]))
+            where.append(pos)
+        for pos, part in zip(where, self._dask.compute(*tasks), strict=True):
+            out[pos] = part
+        return out
+
+
+class _OpRows:
+    """Rows ``[lo, hi)`` of ``op.quad`` / ``op.quad_pairs`` at ``arg`` (never materialized)."""
+
+    def __init__(self, op: DaskRowOperator, kind: str, arg: np.ndarray, q: int,
+                 lo: int = 0, hi: int | None = None):
+        self.op, self.kind, self.arg, self.q = op, kind, arg, q
+        self.lo, self.hi = lo, op.m if hi is None else hi
+
+    @property
+    def rows(self) -> int:
+        return self.hi - self.lo
+
+    def sub(self, a: int, b: int) -> _OpRows:
+        return _OpRows(self.op, self.kind, self.arg, self.q, self.lo + a, self.lo + b)
+
+    def matvec(self, scale, v):
+        return self.op._matvec(self.kind, self.arg, scale, v, self.lo, self.hi)
+
+    def rmatvec(self, scale, w):
+        full = np.zeros(self.op.m)
+        full[self.lo: self.hi] = w
+        return self.op._rmatvec(self.kind, self.arg, scale, full, self.q)
+
+    def take(self, scale, rows):
+        return self.op._take(self.kind, self.arg, scale, np.asarray(rows) + self.lo, self.q)
+
+
+class LazyRows:
+    """A tall (rows, q) matrix stacked from numpy parts and Dask row blocks, kept lazy.
+
+    Supports what the matrix-generation solver does with ``quad`` / ``quad_pairs`` results:
+    ``* scale`` (columns), ``[i]``, ``[a:b]``, ``[index array or mask]`` (computes only those
+    rows), ``@ v`` (one pass, returns the (rows,) vector), ``.T @ w`` (one pass, (q,)) and
+    ``np.asarray`` (materializes: block by block, for the LP master).
+    """
+
+    ndim = 2
+
+    def __init__(self, parts: list, scale=1.0):
+        flat = []
+        for p in parts:
+            if isinstance(p, LazyRows):
+                if not np.all(np.asarray(p.scale) == 1.0):
+                    raise ValueError("cannot stack scaled LazyRows")
+                flat.extend(p.parts)
+            elif isinstance(p, _OpRows):
+                flat.append(p)
+            else:
+                flat.append(np.atleast_2d(np.asarray(p, dtype=float)))
+        self.parts = flat
+        qs = {p.q if isinstance(p, _OpRows) else p.shape[1] for p in flat}
+        if len(qs) != 1:
+            raise ValueError(f"stacked parts have different widths {sorted(qs)}")
+        self.q = qs.pop()
+        self.scale = scale
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (sum(_nrows(p) for p in self.parts), self.q)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __mul__(self, scale) -> LazyRows:
+        out = LazyRows(self.parts)
+        out.scale = np.asarray(self.scale) * np.asarray(scale, dtype=float)
+        return out
+
+    __rmul__ = __mul__
+
+    def _offsets(self):
+        return np.concatenate([[0], np.cumsum([_nrows(p) for p in self.parts])]).astype(int)
+
+    def __getitem__(self, key):
+        m = self.shape[0]
+        if isinstance(key, (int, np.integer)):
+            i = int(key) + (m if key < 0 else 0)
+            return self._take(np.array([i]))[0]
+        if isinstance(key, slice):
+            a, b, step = key.indices(m)
+            if step != 1:
+                return self._take(np.arange(a, b, step))
+            off = self._offsets()
+            parts = []
+            for p, lo, hi in zip(self.parts, off[:-1], off[1:], strict=True):
+                s, e = max(a, lo) - lo, min(b, hi) - lo
+                if e > s:
+                    parts.append(p.sub(s, e) if isinstance(p, _OpRows) else p[s:e])
+            out = LazyRows(parts) if parts else LazyRows([np.zeros((0, self.q))])
+            out.scale = self.scale
+            return out
+        key = np.asarray(key)
+        if key.dtype == bool:
+            key = np.flatnonzero(key)
+        return self._take(key.astype(np.int64))
+
+    def _take(self, rows: np.ndarray) -> np.ndarray:
+        m = self.shape[0]
+        rows = np.where(rows < 0, rows + m, rows)
+        out = np.zeros((rows.size, self.q))
+        off = self._offsets()
+        for p, lo, hi in zip(self.parts, off[:-1], off[1:], strict=True):
+            pos = np.flatnonzero((rows >= lo) & (rows < hi))
+            if pos.size:
+                loc = rows[pos] - lo
+                out[pos] = (p.take(self.scale, loc) if isinstance(p, _OpRows)
+                            else p[loc] * self.scale)
+        return out
+
+    def __matmul__(self, v) -> np.ndarray:
+        v = np.asarray(v, dtype=float)
+        return np.concatenate([
+            p.matvec(self.scale, v) if isinstance(p, _OpRows) else p @ (self.scale * v)
+            for p in self.parts
+        ])
+
+    @property
+    def T(self) -> _LazyRowsT:
+        return _LazyRowsT(self)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self._take(np.arange(self.shape[0]))
+        return out if dtype is None else out.astype(dtype)
+
+
+class _LazyRowsT:
+    def __init__(self, rows: LazyRows):
+        self.rows = rows
+
+    @property
+    def shape(self):
+        return self.rows.shape[::-1]
+
+    def __matmul__(self, w) -> np.ndarray:
+        w = np.asarray(w, dtype=float)
+        R = self.rows
+        off = R._offsets()
+        out = np.zeros(R.q)
+        for p, lo, hi in zip(R.parts, off[:-1], off[1:], strict=True):
+            wi = w[lo:hi]
+            if not np.any(wi):
+                continue
+            out += p.rmatvec(R.scale, wi) if isinstance(p, _OpRows) else (p.T @ wi) * R.scale
+        return out
+
+
+def _nrows(p) -> int:
+    return p.rows if isinstance(p, _OpRows) else p.shape[0]
+
+
+def stack_rows(parts: list):
+    """``np.vstack`` for operator results, lazy if any part is :class:`LazyRows`."""
+    if any(isinstance(p, LazyRows) for p in parts):
+        return LazyRows(parts)
+    return np.vstack(parts)

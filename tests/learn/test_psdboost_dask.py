@@ -1,0 +1,106 @@
+"""PSDBoost on a dask.distributed LocalCluster (2 worker processes, 1 thread each): the Dask-backed
+problem from index triples gives the in-memory certified objective, its tasks run on the
+workers, and no task returns an array with |S| rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array", reason="dask is an optional extra (specopt[dask])")
+distributed = pytest.importorskip("distributed", reason="distributed is in specopt[dask]")
+
+import cvxpy as cp  # noqa: E402
+
+from specopt.learn import PSDBoostMetric  # noqa: E402
+from specopt.learn.psdboost import nearest_neighbour_triplets  # noqa: E402
+
+
+def _shape_recorder():
+    """A worker plugin recording (key, shape) of every result a worker holds (pickled by value)."""
+
+    class ShapeRecorder(distributed.WorkerPlugin):
+        name = "shape-recorder"
+
+        def setup(self, worker):
+            self.worker, self.shapes = worker, []
+
+        def transition(self, key, start, finish, **kwargs):
+            if finish == "memory" and key in self.worker.data:
+                v = self.worker.data[key]
+                self.shapes.append((str(key), tuple(np.shape(v)) if hasattr(v, "shape") else ()))
+
+    return ShapeRecorder()
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", memory_limit="2GiB")
+    cl = distributed.Client(cluster)
+    cl.register_plugin(_shape_recorder())
+    cl.run(lambda: __import__("specopt.solvers._dask_rows"))  # workers import specopt up front
+    yield cl
+    cl.close()
+    cluster.close()
+
+
+def _instance(seed, N=150, D=6, extra=250):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, N)
+    X = rng.normal(size=(3, D))[y] * 1.5 + rng.normal(size=(N, D)) * rng.uniform(0.5, 2, D)
+    T = nearest_neighbour_triplets(X, y)
+    # random extra triplets (same class closer than other class by label only: many violated)
+    i = rng.integers(0, N, 4 * extra)
+    j, k = rng.integers(0, N, 4 * extra), rng.integers(0, N, 4 * extra)
+    ok = (y[i] == y[j]) & (y[i] != y[k]) & (i != j)
+    T = np.vstack([T, np.column_stack([i, j, k])[ok][:extra]]).astype(np.int32)
+    return X / np.sqrt(D), T
+
+
+@pytest.mark.parametrize("seed,C_scale", [(0, 10.0), (1, 40.0)])
+def test_dask_psdboost_equals_in_memory_on_cluster(client, seed, C_scale):
+    X, T = _instance(seed)
+    m = len(T)
+    C = C_scale / m
+    mem = PSDBoostMetric(C=C, tol=1e-8).fit_triplets(X, T)
+    block = 64
+    client.run(lambda dask_worker: dask_worker.plugins["shape-recorder"].shapes.clear())
+    with distributed.get_task_stream(client) as ts:
+        est = PSDBoostMetric(C=C, tol=1e-8).fit(
+            da.from_array(X, chunks=(50, -1)), triplets=da.from_array(T, chunks=(block, 3)))
+    cert, cert_mem = est.certificate_, mem.certificate_
+    print(f"dask fit {cert.total_time:.2f} s, {len(ts.data)} tasks, {cert.iterations} rounds; "
+          f"in memory {cert_mem.total_time:.2f} s")
+    assert cert.status == cert_mem.status == cp.OPTIMAL
+    assert cert.gap <= 1e-8 and cert.max_violation <= 1e-8
+    assert abs(cert.objective - cert_mem.objective) <= 1e-6 * max(1.0, abs(cert_mem.objective))
+    np.testing.assert_allclose(est.mahalanobis_, mem.mahalanobis_, atol=1e-3)
+    # the tasks ran on the cluster's workers, both of them
+    workers = set(client.scheduler_info()["workers"])
+    ours = ("_blk_", "_gather_diff", "_tree_add")
+    ran = [r for r in ts.data if any(s in str(r["key"]) for s in ours)]
+    assert {r["worker"] for r in ran} == workers
+    kinds = {str(r["key"]).split("-")[0].strip("('") for r in ran}
+    # (the gathers of the difference rows are fused into the tasks that use them)
+    assert {"_blk_rows_matvec", "_blk_rows_take", "_blk_adjoint", "_blk_quad_values"} <= kinds
+    # no task ever held an array with |S| rows (results recorded on the workers)
+    shapes = [s for ws in client.run(
+        lambda dask_worker: dask_worker.plugins["shape-recorder"].shapes).values() for s in ws]
+    assert len(shapes) >= len(ran)
+    assert max(s[1][0] for s in shapes if s[1]) <= max(block, X.shape[0])
+    assert all(not s[1] or s[1][0] < m for s in shapes)
+
+
+def test_dask_psdboost_agrees_with_clarabel_on_cluster(client):
+    X, T = _instance(2, N=60, D=4, extra=60)
+    m = len(T)
+    ref = PSDBoostMetric(route="conic", solver="CLARABEL").fit_triplets(X, T)
+    est = PSDBoostMetric(tol=1e-8, block_rows=32).fit(X, triplets=da.from_array(T))
+    assert est.certificate_.status == cp.OPTIMAL
+    assert abs(est.certificate_.objective - ref.certificate_.objective) <= 1e-5
+    assert len(est.triplets_) == m
+    with pytest.raises(ValueError, match=r"in \[0, 60\)"):
+        PSDBoostMetric().fit(X, triplets=da.from_array(T + 60))
+    with pytest.raises(ValueError, match="either labels y or triplets"):
+        PSDBoostMetric().fit(X, np.zeros(len(X)), triplets=T)
