@@ -208,14 +208,14 @@ def feasibility_probe(problem: cp.Problem) -> str | None:
         domain = list(problem.objective.expr.domain)
     except Exception:  # an atom without a domain: the constraints alone
         domain = []
-    probe = cp.Problem(cp.Minimize(0), [*problem.constraints, *domain])
-    if not probe.is_dcp() or dense_kkt_dimension(probe) > PROBE_MAX_DENSE_DIM:
-        return None
     from . import _cvxpy_compat as compat
 
     try:
+        probe = cp.Problem(cp.Minimize(0), [*problem.constraints, *domain])
+        if not probe.is_dcp() or dense_kkt_dimension(probe) > PROBE_MAX_DENSE_DIM:
+            return None
         solution, _ = compat.conic_solve(probe, "CLARABEL")
-    except cp.error.SolverError:
+    except Exception:  # no conic form (e.g. Dask data refuse compilation), solver failure, ...
         return None
     if solution.status == cp.INFEASIBLE:
         return "infeasible"
