@@ -61,11 +61,14 @@ from numba import njit
 from scipy.sparse.csgraph import connected_components, dijkstra
 
 __all__ = [
+    "LowRankMMResult",
     "LowRankSDPResult",
     "SparseRows",
     "SymOp",
     "distance_rows",
     "graph_trace_bound",
+    "linear_spectral_factored",
+    "low_rank_mm",
     "solve_low_rank_sdp",
 ]
 
@@ -468,15 +471,33 @@ def _min_eigs(P: _Scaled, y: np.ndarray, mu: float, k: int, dense_threshold: int
         S = 0.5 * (S + S.T)
         w, V = sla.eigh(S)
         return w[:k], V[:, :k], 1e-12 * max(1.0, float(np.max(np.abs(w))))
-    op = spla.LinearOperator((n, n), matvec=mat, matmat=mat, dtype=float)
+    # shift by a norm bound so that the wanted eigenvalues are far from 0: ARPACK's test is
+    # relative to |theta|, hopeless for the (near-)zero eigenvalues of a complementary slack
+    shift = big if P.centered else 2.0 * (
+        P.C.fro_norm() + float(spla.norm(_adjoint_sparse(P.A, y))) + abs(mu)) + 1.0
+
+    def shifted(X: np.ndarray) -> np.ndarray:
+        return mat(X) + shift * X
+
+    op = spla.LinearOperator((n, n), matvec=shifted, matmat=shifted, dtype=float)
     v0 = rng.standard_normal(n)
-    ncv = min(n, max(2 * k + 1, 40))
-    try:
-        w, V = spla.eigsh(op, k=k, which="SA", v0=v0, tol=1e-9, ncv=ncv, maxiter=max(1000, 5 * n))
-    except spla.ArpackNoConvergence as exc:
-        w, V = exc.eigenvalues, exc.eigenvectors
-        if w.size == 0:
-            raise
+    w = np.zeros(0)
+    for ncv, tol_ in ((min(n, max(2 * k + 1, 40)), 1e-10), (min(n, max(4 * k + 1, 120)), 1e-8)):
+        try:
+            w, V = spla.eigsh(op, k=k, which="SA", v0=v0, tol=tol_, ncv=ncv,
+                              maxiter=max(1000, 5 * n))
+            break
+        except spla.ArpackNoConvergence as exc:
+            w, V = exc.eigenvalues, exc.eigenvectors
+            if w.size:
+                break
+    if w.size == 0:
+        if n <= 4000:
+            S = mat(np.eye(n))
+            w, V = sla.eigh(0.5 * (S + S.T))
+            return w[:k], V[:, :k], 1e-12 * max(1.0, float(np.max(np.abs(w))))
+        return np.array([-math.inf]), np.zeros((n, 1)), 0.0
+    w = w - shift
     order = np.argsort(w)
     w, V = w[order], V[:, order]
     res = np.linalg.norm(mat(V) - V * w, axis=0)
@@ -502,12 +523,13 @@ def solve_low_rank_sdp(
     max_iters: int = 200,
     inner_max_iters: int = 2000,
     time_limit: float | None = None,
-    dense_threshold: int = 300,
+    dense_threshold: int = 1000,
     eig_k: int = 4,
     seed: int | None = 0,
-    sigma_factor: float = 2.0,
+    sigma_factor: float = 4.0,
     sigma_max: float = 1e6,
-    inner: str = "lbfgs",
+    inner: str = "auto",
+    newton_max_iters: int = 100,
     verbose: bool = False,
 ) -> LowRankSDPResult:
     """Solve ``min/max <C, K> s.t. A(K) = b, K PSD [, 1^T K 1 = 0] [, tr K <= trace_bound]``.
@@ -529,7 +551,13 @@ def solve_low_rank_sdp(
         iteration, wall-clock cap in seconds.
     dense_threshold : dense ``eigh`` of the dual slack for ``n`` up to this, Lanczos above.
     eig_k : eigenpairs computed per check (and columns added per rank growth at most).
+    sigma_factor, sigma_max : penalty growth factor (when the residual did not drop 4x) and cap.
+    inner : "lbfgs" (scipy L-BFGS-B), "trust-krylov" (Newton-Krylov with exact Hessian-vector
+        products) or "auto" (L-BFGS while ``sigma < 1e3``, where it is cheaper; Newton-Krylov
+        above, where L-BFGS stalls on the penalty's conditioning: measured on SDE swiss rolls).
     """
+    if inner not in ("auto", "lbfgs", "trust-krylov", "trust-ncg"):
+        raise ValueError(f"inner must be auto, lbfgs, trust-krylov or trust-ncg, got {inner!r}")
     t_start = time.perf_counter()
     if sense not in ("min", "max"):
         raise ValueError(f"sense must be 'min' or 'max', got {sense!r}")
@@ -569,10 +597,12 @@ def solve_low_rank_sdp(
     else:
         y = np.zeros(P.m)
     mu = float(mu0) / P.gamma
-    sigma = float(sigma0) if sigma0 is not None else 10.0
+    sigma = float(sigma0) if sigma0 is not None else 100.0
 
     hist: dict[str, list[float]] = {"objective": [], "primal_residual": [], "lambda_min": [],
-                                    "sigma": [], "rank": [], "inner_iterations": [], "gap": []}
+                                    "sigma": [], "rank": [], "inner_iterations": [], "gap": [],
+                                    "time_inner": [], "time_eig": [], "polish": [],
+                                    "ls_dual_gap": []}
     bnorm = float(np.linalg.norm(P.b))
     inner_total = 0
     growths = 0
@@ -590,8 +620,10 @@ def solve_low_rank_sdp(
             val, G, _, _ = _al_value_grad(np.ascontiguousarray(Yx), P, _y, _s, _mu)
             return val, P.project(G).ravel()
 
+        t_in = time.perf_counter()
         scale_g = max(1.0, float(np.linalg.norm(P.C.matmat(Y))))
-        if inner == "lbfgs":
+        method = inner if inner != "auto" else ("lbfgs" if sigma < 1e3 else "trust-krylov")
+        if method == "lbfgs":
             opt = so.minimize(fun, Y.ravel(), jac=True, method="L-BFGS-B",
                               options={"maxiter": inner_max_iters, "ftol": 1e-15, "maxcor": 20,
                                        "gtol": gtol * scale_g / math.sqrt(Y.size)})
@@ -604,10 +636,12 @@ def solve_low_rank_sdp(
                     else 0.0
                 return P.project(_al_hessp(Yx, Dx, P, _y - _s * rr, _s, mt)).ravel()
 
-            opt = so.minimize(fun, Y.ravel(), jac=True, hessp=hessp, method=inner,
-                              options={"maxiter": inner_max_iters, "gtol": gtol * scale_g})
+            opt = so.minimize(fun, Y.ravel(), jac=True, hessp=hessp, method=method,
+                              options={"maxiter": min(inner_max_iters, newton_max_iters),
+                                       "gtol": gtol * scale_g})
         inner_total += int(opt.nit)
-        inner_ok = bool(opt.nit < inner_max_iters)
+        inner_ok = bool(opt.nit < (inner_max_iters if method == "lbfgs" else min(
+            inner_max_iters, newton_max_iters)))
         Y = np.ascontiguousarray(P.project(opt.x.reshape(n, r_)))
         _, _, r, mut = _al_value_grad(Y, P, y, sigma, mu)
         y = y - sigma * r
@@ -615,9 +649,21 @@ def solve_low_rank_sdp(
         res = float(np.linalg.norm(r)) / (1.0 + bnorm)
         obj = float(np.sum(P.C.matmat(Y) * Y))
         # dual slack at the new multipliers; grow the rank along negative curvature
+        t_eig = time.perf_counter()
         lamv, vecs, err = _min_eigs(P, y, mu, eig_k, dense_threshold, rng)
+        hist["time_inner"].append(t_eig - t_in)
+        hist["time_eig"].append(time.perf_counter() - t_eig)
         lam = float(lamv[0]) - err
         cert = _certificate(P, y, mu, obj, lam)
+        if res <= 100 * tol and not cert["ok"](tol):
+            # complementarity dual: y minimizing ||P (C - A^*(y) + mu I) Y||_F (LSQR from y)
+            y_ls = _ls_dual(P, Y, y, mu)
+            lam_ls_v, vecs_ls, err_ls = _min_eigs(P, y_ls, mu, eig_k, dense_threshold, rng)
+            lam_ls = float(lam_ls_v[0]) - err_ls
+            cert_ls = _certificate(P, y_ls, mu, obj, lam_ls)
+            hist["ls_dual_gap"].append(cert_ls["gap"])
+            if cert_ls["gap"] < cert["gap"]:
+                y, lamv, vecs, err, lam, cert = y_ls, lam_ls_v, vecs_ls, err_ls, lam_ls, cert_ls
         hist["objective"].append(obj * P.gamma * P.kappa * sgn)
         hist["primal_residual"].append(res)
         hist["lambda_min"].append(lam * P.gamma)
@@ -628,10 +674,25 @@ def solve_low_rank_sdp(
         if verbose:
             print(f"[low_rank_sdp] it {it:3d} rank {Y.shape[1]:3d} obj {hist['objective'][-1]:.6g}"
                   f" res {res:.2e} lam_min {lam:.2e} gap {cert['gap']:.2e} sigma {sigma:.1e} "
-                  f"inner {opt.nit}")
+                  f"inner {opt.nit} ({hist['time_inner'][-1]:.2f} s) eig {hist['time_eig'][-1]:.2f} s")
         if res <= tol and cert["ok"](tol):
             status = OPTIMAL
             break
+        if res <= 20 * tol and cert["ok"](tol):
+            # nearly feasible and the gap is closed: Gauss-Newton steps onto A(YY^T) = b
+            Yp = _polish(P, Y)
+            rp = P.residual(Yp)
+            res_p = float(np.linalg.norm(rp)) / (1.0 + bnorm)
+            obj_p = float(np.sum(P.C.matmat(Yp) * Yp))
+            cert_p = _certificate(P, y, mu, obj_p, lam)
+            hist["polish"].append(res_p)
+            if res_p < res:
+                Y, res, obj, cert = Yp, res_p, obj_p, cert_p
+                hist["primal_residual"][-1], hist["gap"][-1] = res, cert["gap"]
+                hist["objective"][-1] = obj * P.gamma * P.kappa * sgn
+                if res <= tol and cert["ok"](tol):
+                    status = OPTIMAL
+                    break
         if time_limit is not None and time.perf_counter() - t_start > time_limit:
             break
         neg = lamv < -max(err, 1e-10)
@@ -644,7 +705,7 @@ def solve_low_rank_sdp(
         if res > 0.25 * prev_res:
             sigma = min(sigma * sigma_factor, sigma_max)
         prev_res = res
-        gtol = max(min(0.5 * gtol, 0.1 * res), 1e-2 * tol)
+        gtol = max(min(0.5 * gtol, 0.1 * res), 0.1 * tol)
 
     # ---- back to user units ----
     y_user = y * P.row_scale * P.gamma * sgn
@@ -697,6 +758,49 @@ def _certificate(P: _Scaled, y: np.ndarray, mu: float, obj: float, lam: float) -
             "ok": lambda tol: gap <= tol and dinf <= tol}
 
 
+def _ls_dual(P: _Scaled, Y: np.ndarray, y: np.ndarray, mu: float,
+             iters: int = 200) -> np.ndarray:
+    """``argmin_y ||P (C - A^*(y) + mu I) Y||_F`` by LSQR started at ``y`` (P: centering)."""
+    A = P.A
+    n, r = Y.shape
+    Yc = np.ascontiguousarray(Y)
+
+    def mv(w: np.ndarray) -> np.ndarray:
+        return P.project(_adj_times(A.rows, A.ii, A.jj, A.vals, w, Yc)).ravel()
+
+    def rmv(z: np.ndarray) -> np.ndarray:
+        Z = np.ascontiguousarray(P.project(z.reshape(n, r)))
+        return 0.5 * _a_of_ydt(A.rows, A.ii, A.jj, A.vals, Yc, Z, A.m)
+
+    op = spla.LinearOperator((n * r, A.m), matvec=mv, rmatvec=rmv, dtype=float)
+    target = P.project(P.C.matmat(Yc) + mu * Yc).ravel()
+    dy = spla.lsqr(op, target - mv(y), atol=1e-12, btol=1e-12, iter_lim=iters)[0]
+    return y + dy
+
+
+def _polish(P: _Scaled, Y: np.ndarray, steps: int = 3, cg_iters: int = 100) -> np.ndarray:
+    """Gauss-Newton steps toward ``A(YY^T) = b``: the least-norm ``D`` with
+    ``J D = -r`` (``J D = A(Y D^T + D Y^T)``), ``D = -J^T (J J^T)^{-1} r`` by CG."""
+    A = P.A
+
+    def JT(w: np.ndarray, Yc: np.ndarray) -> np.ndarray:
+        return P.project(2.0 * _adj_times(A.rows, A.ii, A.jj, A.vals, w, Yc))
+
+    for _ in range(steps):
+        r = P.residual(Y)
+        Yc = np.ascontiguousarray(Y)
+        op = spla.LinearOperator(
+            (A.m, A.m), dtype=float,
+            matvec=lambda w, Yc=Yc: _a_of_ydt(A.rows, A.ii, A.jj, A.vals, Yc,
+                                              np.ascontiguousarray(JT(w, Yc)), A.m))
+        w, _ = spla.cg(op, -r, maxiter=cg_iters, rtol=1e-3)
+        Yn = np.ascontiguousarray(Y + JT(w, Yc))
+        if np.linalg.norm(P.residual(Yn)) >= np.linalg.norm(r):
+            break
+        Y = Yn
+    return Y
+
+
 def _grow(P: _Scaled, Y: np.ndarray, y: np.ndarray, sigma: float, mu: float,
           V: np.ndarray) -> np.ndarray:
     """Append columns ``alpha_j v_j``, each with the exact minimizing step of ``L``."""
@@ -722,3 +826,119 @@ def _grow(P: _Scaled, Y: np.ndarray, y: np.ndarray, sigma: float, mu: float,
             u = min(u, max(P.t - float(np.sum(Y * Y)), 0.0) + 1e-3 * P.t)
         Y = np.c_[Y, math.sqrt(max(u, 0.0)) * v]
     return np.ascontiguousarray(Y)
+
+
+# --------------------------------------------------------------------------------------------
+# Majorize-minimize for linear-spectral costs on the factored iterate (MVE)
+# --------------------------------------------------------------------------------------------
+@dataclass
+class LowRankMMResult:
+    """Result of :func:`low_rank_mm`: the factor of the best iterate and the MM trace."""
+
+    Y: np.ndarray
+    objective: float
+    iterations: int
+    converged: bool
+    stop_reason: str
+    history: dict[str, list[float]]
+    monotone_violations: list[tuple[int, float]]
+    inner: list[LowRankSDPResult]
+    inner_iterations: int
+
+
+def _top_eig_factor(Y: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``q`` eigenpairs of ``Y Y^T`` from a thin SVD of ``Y`` (O(n r^2))."""
+    U, s, _ = np.linalg.svd(Y, full_matrices=False)
+    lam = s**2
+    if U.shape[1] < q:  # pad with orthonormal directions of eigenvalue 0
+        extra = np.linalg.qr(np.c_[U, np.random.default_rng(0).standard_normal(
+            (Y.shape[0], q - U.shape[1]))])[0][:, U.shape[1]:]
+        U, lam = np.c_[U, extra], np.r_[lam, np.zeros(q - lam.size)]
+    return lam[:q], U[:, :q]
+
+
+def linear_spectral_factored(C0: SymOp, beta: np.ndarray, Y: np.ndarray) -> float:
+    """``<C0, Y Y^T> + sum_{i<q} beta_i lambda_i(Y Y^T)`` (``beta`` zero beyond its length q)."""
+    lam, _ = _top_eig_factor(Y, beta.size)
+    return float(np.sum(C0.matmat(Y) * Y)) + float(beta @ lam)
+
+
+def _rel_change_factored(Y: np.ndarray, Yp: np.ndarray) -> float:
+    """``||Y Y^T - Yp Yp^T||_F / max(1, ||Yp Yp^T||_F)`` without forming n x n matrices."""
+    a = float(np.sum((Y.T @ Y) ** 2))
+    b = float(np.sum((Yp.T @ Yp) ** 2))
+    c = float(np.sum((Y.T @ Yp) ** 2))
+    return math.sqrt(max(a + b - 2 * c, 0.0)) / max(1.0, math.sqrt(b))
+
+
+def low_rank_mm(
+    C0: SymOp,
+    beta: np.ndarray,
+    A: SparseRows,
+    b: np.ndarray,
+    Y0: np.ndarray,
+    *,
+    centered: bool = False,
+    trace_bound: float | None = None,
+    implied_trace_bound: float | None = None,
+    tol: float = 1e-4,
+    tol_K: float = 1e-2,
+    max_iters: int = 50,
+    monotone_tol: float = 1e-4,
+    inner_tol: float = 1e-6,
+    **solver_opts: Any,
+) -> LowRankMMResult:
+    """Minimize ``<C0, K> + sum_i beta_i lambda_i(K)`` over the SDP set, ``beta`` nondecreasing.
+
+    The iterated-SDP majorize-minimize scheme (:mod:`specopt.solvers.iterated_sdp`) on the
+    factor: ``beta`` (length q, the weights of the q largest eigenvalues; zero beyond) is the
+    concave part's weights, ``B_t = V_q diag(beta) V_q^T`` with ``V_q`` the top eigenvectors of
+    ``K_t = Y_t Y_t^T`` (thin SVD of ``Y_t``), and each step solves
+    ``min <C0 + B_t, K>`` with :func:`solve_low_rank_sdp`, warm-started from the previous step's
+    ``(Y, y, sigma)``. ``Y0`` is the start (it supplies the first eigenvectors; K0 need not be
+    feasible). Stops when the relative objective change is ``<= tol`` and the relative change of
+    ``K`` is ``<= tol_K``; the objective trace is monotone up to the inner accuracy (increases
+    beyond ``monotone_tol`` are recorded). The best iterate is returned.
+    """
+    beta = np.asarray(beta, dtype=float).ravel()
+    if np.any(np.diff(beta) < -1e-12):
+        raise ValueError("beta must be nondecreasing (the concave part's weights)")
+    Y = np.asarray(Y0, dtype=float)
+    hist: dict[str, list[float]] = {"objective": [], "rel_change_objective": [],
+                                    "rel_change_K": []}
+    viol: list[tuple[int, float]] = []
+    inner: list[LowRankSDPResult] = []
+    best_Y, best_val = Y, math.inf
+    prev_val, prev_Y = None, Y
+    y, sigma = None, None
+    stop, converged, it = "max_iters", False, 0
+    for it in range(1, max_iters + 1):
+        _, V = _top_eig_factor(Y, beta.size)
+        Ct = SymOp(C0.n, sparse=C0.sparse, dense=C0.dense,
+                   U=V if C0.U is None else np.c_[C0.U, V],
+                   w=beta if C0.U is None else np.r_[C0.w, beta])
+        res = solve_low_rank_sdp(Ct, A, b, sense="min", centered=centered,
+                                 trace_bound=trace_bound, implied_trace_bound=implied_trace_bound,
+                                 Y0=Y, y0=y, sigma0=sigma, tol=inner_tol, **solver_opts)
+        inner.append(res)
+        Y, y, sigma = res.Y, res.y, res.sigma
+        val = linear_spectral_factored(C0, beta, Y)
+        hist["objective"].append(val)
+        dK = _rel_change_factored(Y, prev_Y)
+        hist["rel_change_K"].append(dK)
+        if prev_val is None:
+            hist["rel_change_objective"].append(math.inf)
+        else:
+            rel = (prev_val - val) / max(1.0, abs(prev_val))
+            hist["rel_change_objective"].append(abs(rel))
+            if -rel > monotone_tol:
+                viol.append((it, val - prev_val))
+        if val < best_val:
+            best_Y, best_val = Y, val
+        if prev_val is not None and hist["rel_change_objective"][-1] <= tol and dK <= tol_K:
+            stop, converged = "converged", True
+            break
+        prev_val, prev_Y = val, Y
+    return LowRankMMResult(Y=best_Y, objective=best_val, iterations=it, converged=converged,
+                           stop_reason=stop, history=hist, monotone_violations=viol, inner=inner,
+                           inner_iterations=sum(r.inner_iterations for r in inner))
