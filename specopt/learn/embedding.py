@@ -50,7 +50,7 @@ _LEARN_SCS_EPS = 1e-4
 _CLARABEL_MAX_N = 50
 #: From this many points on, SDE and MVE use the low-rank engine (``solver=None``); below, the
 #: conic solvers. Measured in benchmarks/low_rank_sdp.py (docs/routes/low_rank_sdp.md).
-LOW_RANK_MIN_N = 60
+LOW_RANK_MIN_N = 200
 #: Relative accuracy of each low-rank solve (primal residual and gap) in the learners.
 _LOW_RANK_TOL = 1e-4
 
@@ -467,7 +467,9 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
                    "monotone": not res.monotone_violations,
                    "monotone_violations": res.monotone_violations,
                    "run_values": [res.objective], "inner_iterations": res.inner_iterations,
-                   "inner_status": [r.status for r in res.inner], "rank": last.rank},
+                   "inner_status": [r.status for r in res.inner], "rank": last.rank,
+                   "inner_summary": [(r.iterations, r.inner_iterations, r.rank, r.status,
+                                      round(r.solve_time, 2)) for r in res.inner]},
         )
         info = {"certificate_": cert, "history_": cert.history, "objective_": res.objective,
                 "run_values_": [res.objective], "converged_": res.converged, "factor_": res.Y}

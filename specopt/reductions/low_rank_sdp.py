@@ -50,7 +50,7 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
 
 #: ``route="auto"`` picks the low-rank engine for ``n >= PAYS_OFF_MIN_N`` (side of K).
 #: Measured in benchmarks/low_rank_sdp.py (docs/routes/low_rank_sdp.md): see the table there.
-PAYS_OFF_MIN_N = 60
+PAYS_OFF_MIN_N = 200
 
 
 @dataclass

@@ -886,6 +886,7 @@ def low_rank_mm(
     max_iters: int = 50,
     monotone_tol: float = 1e-4,
     inner_tol: float = 1e-6,
+    warm_sigma_max: float = 1e2,
     **solver_opts: Any,
 ) -> LowRankMMResult:
     """Minimize ``<C0, K> + sum_i beta_i lambda_i(K)`` over the SDP set, ``beta`` nondecreasing.
@@ -910,7 +911,7 @@ def low_rank_mm(
     inner: list[LowRankSDPResult] = []
     best_Y, best_val = Y, math.inf
     prev_val, prev_Y = None, Y
-    y, sigma = None, None
+    y, sigma = None, solver_opts.pop("sigma0", None)
     stop, converged, it = "max_iters", False, 0
     for it in range(1, max_iters + 1):
         _, V = _top_eig_factor(Y, beta.size)
@@ -921,7 +922,8 @@ def low_rank_mm(
                                  trace_bound=trace_bound, implied_trace_bound=implied_trace_bound,
                                  Y0=Y, y0=y, sigma0=sigma, tol=inner_tol, **solver_opts)
         inner.append(res)
-        Y, y, sigma = res.Y, res.y, res.sigma
+        # carry Y and y; the penalty restarts moderate (L-BFGS range) since y is already close
+        Y, y, sigma = res.Y, res.y, min(res.sigma, warm_sigma_max)
         val = linear_spectral_factored(C0, beta, Y)
         hist["objective"].append(val)
         dK = _rel_change_factored(Y, prev_Y)
