@@ -318,3 +318,72 @@ class LowRankSDPRoute(Route):
 
 
 register_route(LowRankSDPRoute())
+
+
+# --------------------------------------------------------------------------------------------
+# Inner solver for the iterated-SDP route (MVE-type linearized steps)
+# --------------------------------------------------------------------------------------------
+def _substitute_parameters(expr: Any, values: dict[int, Any]) -> Any:
+    if isinstance(expr, cp.Parameter) and expr.id in values:
+        return values[expr.id]
+    args = getattr(expr, "args", [])
+    if not args:
+        return expr
+    return expr.copy([_substitute_parameters(a, values) for a in args])
+
+
+def low_rank_subproblem(surr: Any, *, required: bool, min_n: int = PAYS_OFF_MIN_N,
+                        **opts: Any):
+    """``run(B) -> point`` solving the iterated-SDP route's linearized step with the low-rank
+    engine, warm-started from the previous step; None when it does not apply (or, with
+    ``required``, a :class:`RouteMismatch` saying why).
+
+    Applies when the subproblem (``surr.problem``, one linearized term with parameter ``B``) is,
+    for fixed ``B``, of this route's form: ``C(B) = C_0 + s B`` is read from two extractions
+    (``B = 0`` and ``B = I``).
+    """
+    try:
+        if len(surr.nodes) != 1:
+            raise RouteMismatch("the low-rank inner solver takes one linearized spectral term")
+        node = surr.nodes[0]
+        n = node.K.shape[0]
+        if not required and n < min_n:
+            return None
+        prob = surr.problem
+
+        def linear_problem(B: np.ndarray) -> cp.Problem:
+            obj = _substitute_parameters(prob.objective.expr,
+                                         {node.B.id: cp.Constant(B.ravel(order="F"))})
+            sense = cp.Minimize if isinstance(prob.objective, cp.Minimize) else cp.Maximize
+            return cp.Problem(sense(obj), prob.constraints)
+
+        d0 = recognize_low_rank_sdp(linear_problem(np.zeros((n, n))))
+        d1 = recognize_low_rank_sdp(linear_problem(np.eye(n)))
+    except RouteMismatch:
+        if required:
+            raise
+        return None
+    C0 = d0.C.to_dense()
+    s = float(np.trace(d1.C.to_dense() - C0)) / n
+    user_id = next(uid for uid, fv in surr.var_map.items() if fv.id == d0.K.id)
+    state: dict[str, Any] = {"Y": None, "y": None, "sigma": None, "results": []}
+    tol = float(opts.pop("tol", 1e-6))
+
+    def run(Bs: list[np.ndarray]) -> dict[str, Any]:
+        B = 0.5 * (Bs[0] + Bs[0].T)
+        res = solve_low_rank_sdp(
+            SymOp(n, dense=C0 + s * B), d0.A, d0.b, sense=d0.sense, centered=d0.centered,
+            trace_bound=d0.trace_bound, implied_trace_bound=d0.implied_trace_bound,
+            Y0=state["Y"], y0=state["y"],
+            sigma0=None if state["sigma"] is None else min(state["sigma"], 1e2), tol=tol, **opts)
+        state.update(Y=res.Y, y=res.y, sigma=res.sigma)
+        state["results"].append(res)
+        Kv = res.Y @ res.Y.T
+        d0.K.value = Kv
+        value = float(np.asarray(surr.true_objective.value))
+        return {"primal": {user_id: Kv}, "K": [Kv], "objective": surr.sense * value, "dual": {},
+                "status": cp.OPTIMAL if res.status == OPTIMAL else cp.OPTIMAL_INACCURATE,
+                "low_rank": res}
+
+    run.state = state  # type: ignore[attr-defined]
+    return run

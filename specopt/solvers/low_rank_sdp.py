@@ -674,7 +674,8 @@ def solve_low_rank_sdp(
         if verbose:
             print(f"[low_rank_sdp] it {it:3d} rank {Y.shape[1]:3d} obj {hist['objective'][-1]:.6g}"
                   f" res {res:.2e} lam_min {lam:.2e} gap {cert['gap']:.2e} sigma {sigma:.1e} "
-                  f"inner {opt.nit} ({hist['time_inner'][-1]:.2f} s) eig {hist['time_eig'][-1]:.2f} s")
+                  f"inner {opt.nit} ({hist['time_inner'][-1]:.2f} s) "
+                  f"eig {hist['time_eig'][-1]:.2f} s")
         if res <= tol and cert["ok"](tol):
             status = OPTIMAL
             break

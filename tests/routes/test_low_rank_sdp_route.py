@@ -123,3 +123,43 @@ def test_auto_threshold():
     _, small = _sde_problem(20, 0)
     assert specopt.explain(small).auto_route == "conic"
     assert 20 < PAYS_OFF_MIN_N
+
+
+@pytest.mark.slow
+def test_iterated_sdp_same_stationary_point_with_low_rank_inner():
+    """MVE (user-written, iterated-SDP route): the same start and tolerance give the same
+    stationary point with the conic (Clarabel) and the low-rank inner solver."""
+    from specopt.atoms import mve_cost
+    from specopt.learn.embedding import _affinity, _connectivity, make_spiral, sde_feasible_set
+
+    X = make_spiral(24, turns=1.5)
+    A = _affinity(X, "linear", None)
+    C = _connectivity(A, "knn", 2, None)
+    n = A.shape[0]
+    J = np.eye(n) - 1.0 / n
+    vals, Ks = {}, {}
+    for inner in ("conic", "low_rank"):
+        K, cons = sde_feasible_set(A, C)
+        prob = cp.Problem(cp.Minimize(mve_cost(K, 1)), cons)
+        K.value = J @ A @ J
+        specopt.solve(prob, route="iterated_sdp", solver="CLARABEL", inner=inner, tol=1e-6)
+        cert = specopt.certificate(prob)
+        assert cert.extra["converged"]
+        vals[inner], Ks[inner] = prob.value, np.array(K.value)
+    assert vals["low_rank"] == pytest.approx(vals["conic"], rel=1e-5)
+    rel = np.linalg.norm(Ks["low_rank"] - Ks["conic"]) / np.linalg.norm(Ks["conic"])
+    assert rel <= 1e-3
+
+
+def test_iterated_sdp_inner_option_validated():
+    from specopt.atoms import mve_cost
+
+    K = cp.Variable((5, 5), symmetric=True)
+    prob = cp.Problem(cp.Minimize(mve_cost(K, 1)), [K >> 0, cp.trace(K) <= 1])
+    with pytest.raises(ValueError, match="inner must be"):
+        specopt.solve(prob, route="iterated_sdp", solver="CLARABEL", inner="fast")
+    # a multi-variable or non-conforming subproblem with inner="low_rank" says why
+    x = cp.Variable()
+    prob2 = cp.Problem(cp.Minimize(mve_cost(K, 1) + cp.square(x)), [K >> 0, cp.trace(K) <= 1])
+    with pytest.raises(RouteMismatch, match="exactly one"):
+        specopt.solve(prob2, route="iterated_sdp", inner="low_rank")
