@@ -22,6 +22,7 @@ import functools
 import os
 
 import cvxpy as cp
+import numpy as np
 
 from ._tree import walk
 
@@ -70,43 +71,82 @@ def available_backends() -> list[str]:
     return [b for b in GENERIC_BACKENDS if backend_status(b)[0]]
 
 
-def psd_block_sides(problem: cp.Problem) -> list[int]:
-    """Sides of the PSD cones the conic form of ``problem`` will have (estimated from the tree).
-
-    Counts PSD/NSD variables, ``>>`` constraints and the PSD atoms CVXPY and specopt know
-    (one block per lambda_max-type atom, two per lambda_sum_largest breakpoint, 2n for log_det).
-    """
+def _atom_block_sides(root) -> list[int]:
+    """PSD blocks of the PSD atoms in one expression tree (one per lambda_max-type atom, two per
+    lambda_sum_largest breakpoint, 2n for log_det)."""
     from .atoms import LinearSpectral, LogDetDiv
 
     sides: list[int] = []
-    for var in problem.variables():
-        if var.attributes.get("PSD") or var.attributes.get("NSD"):
-            sides.append(var.shape[0])
-    roots = [problem.objective.expr, *problem.constraints]
-    for root in roots:
-        if isinstance(root, cp.constraints.PSD):
-            sides.append(root.args[0].shape[0])
-        for node in walk(root):
-            if isinstance(node, LinearSpectral):
-                n = node.args[0].shape[0]
-                sides.extend([n, n] * len(node.breakpoints()[1]))
-            elif isinstance(node, (LogDetDiv, cp.log_det)):
-                sides.append(2 * node.args[0].shape[0])
-            elif isinstance(node, cp.lambda_sum_largest):
-                sides.extend([node.args[0].shape[0]] * 2)
-            elif isinstance(node, (cp.lambda_max, cp.normNuc, cp.sigma_max)):
-                sides.append(sum(node.args[0].shape))
+    for node in walk(root):
+        if isinstance(node, LinearSpectral):
+            n = node.args[0].shape[0]
+            sides.extend([n, n] * len(node.breakpoints()[1]))
+        elif isinstance(node, (LogDetDiv, cp.log_det)):
+            sides.append(2 * node.args[0].shape[0])
+        elif isinstance(node, cp.lambda_sum_largest):
+            sides.extend([node.args[0].shape[0]] * 2)
+        elif isinstance(node, (cp.lambda_max, cp.normNuc, cp.sigma_max)):
+            sides.append(sum(node.args[0].shape))
+    return sides
+
+
+def psd_block_sides(problem: cp.Problem) -> list[int]:
+    """Sides of the PSD cones the conic form of ``problem`` will have (estimated).
+
+    Read from the normalized description so that the spelling does not matter: PSD variables
+    (``PSD=True`` or ``X >> 0``, counted once), other ``>>`` constraints, two blocks of side n per
+    breakpoint of each spectral term (CVXPY's ``lambda_*`` atoms on one matrix merged, as
+    ``linear_spectral`` compiles them), 2n per LogDet term, and the PSD atoms inside any other
+    term or constraint.
+    """
+    from .reductions.analysis import LogDetTerm, OtherTerm, SpectralTerm, analyze
+
+    try:
+        desc = analyze(problem)
+    except Exception:  # a parameter without a value, an unreadable expression: the tree
+        sides = [v.shape[0] for v in problem.variables()
+                 if v.attributes.get("PSD") or v.attributes.get("NSD")]
+        for root in [problem.objective.expr, *problem.constraints]:
+            if isinstance(root, cp.constraints.PSD):
+                sides.append(root.args[0].shape[0])
+            sides += _atom_block_sides(root)
+        return sides
+    sides = [v.shape[0] for v in desc.psd_variables()]
+    sides += [v.shape[0] for v in desc.variables if v.attributes.get("NSD")]
+    for c in desc.constraints:
+        if c.kind == "psd" and c.var is None:
+            sides.append(c.con.args[0].shape[0])
+        if c.kind in ("psd", "cone", "nonaffine", "unreadable"):
+            sides += _atom_block_sides(c.con)
+    for t in desc.terms:
+        if isinstance(t, SpectralTerm):
+            n = t.K.shape[0]
+            sides += [n, n] * int(np.count_nonzero(np.diff(t.alpha)))
+        elif isinstance(t, LogDetTerm):
+            sides.append(2 * t.X.shape[0])
+        elif isinstance(t, OtherTerm):
+            sides += _atom_block_sides(t.expr)
     return sides
 
 
 def dense_kkt_dimension(problem: cp.Problem) -> int:
-    """The estimate ``d`` of the module docstring (PSD blocks plus dense coupling rows)."""
-    from .atoms import RowQuadForms
+    """The estimate ``d`` of the module docstring (PSD blocks plus dense coupling rows).
+
+    The rows are counted on the normalized description (``reductions.analysis``), so every
+    spelling of the same rows gives the same ``d``: ``row_quad_forms(V, X) >= ...``, a list of
+    ``trace(A_r @ X) >= ...`` and hinge terms ``pos(rho - <A_r, X>)`` alike.
+    """
+    from .reductions.analysis import analyze
 
     d = sum(n * (n + 1) // 2 for n in psd_block_sides(problem))
-    roots = [problem.objective.expr, *problem.constraints]
-    d += sum(node.size for root in roots for node in walk(root) if isinstance(node, RowQuadForms))
-    return d
+    try:
+        return d + analyze(problem).dense_rows()
+    except Exception:  # a parameter without a value, an unreadable expression: the tree
+        from .atoms import RowQuadForms
+
+        roots = [problem.objective.expr, *problem.constraints]
+        return d + sum(node.size for root in roots for node in walk(root)
+                       if isinstance(node, RowQuadForms))
 
 
 def default_backend(problem: cp.Problem) -> str:

@@ -30,11 +30,10 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
+import scipy.sparse as sp
 
-from .._cvxpy_compat import affine_coefficients
-from .._tree import is_identity_of
-from ..atoms import BurgDiv, LogDetDiv, RowQuadForms
 from ..solvers.bregman import itml_linear
+from .analysis import BurgTerm, LogDetTerm, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -61,61 +60,64 @@ class ITMLData:
     c1: float
     c2: float
     offset: float
-    xi: cp.Variable | None = None
-    xi0_full: np.ndarray | None = None  # burg reference for every entry of xi (flattened F)
-    slack_index: np.ndarray | None = None  # entry of xi used by each constraint
+    xis: list[cp.Variable] = field(default_factory=list)  # slack variables (burg_div terms)
+    xi0_full: np.ndarray | None = None  # burg reference of every slack entry (stacked, F order)
+    slack_index: np.ndarray | None = None  # stacked slack entry used by each constraint
+    slack_scale: np.ndarray | None = None  # a in v^T W v <= a xi (the solver's slack is a xi)
     rows: list[tuple[int, tuple[int, ...], slice]] = field(default_factory=list)  # con id, shape
 
 
-def _scalar_times_atom(term: cp.Expression) -> tuple[float, cp.Expression] | None:
-    """``c * atom`` (c positive constant scalar) -> (c, atom); a bare atom -> (1, atom)."""
-    if isinstance(term, (LogDetDiv, BurgDiv)):
-        return 1.0, term
-    if type(term).__name__ in ("multiply", "MulExpression") and len(term.args) == 2:
-        a, b = term.args
-        for const, atom in ((a, b), (b, a)):
-            if const.is_constant() and const.size == 1 and isinstance(atom, (LogDetDiv, BurgDiv)):
-                return float(np.asarray(const.value).ravel()[0]), atom
-    return None
-
-
-def _objective_terms(problem: cp.Problem) -> tuple[LogDetDiv, float, BurgDiv | None, float, float]:
-    if not isinstance(problem.objective, cp.Minimize):
+def _objective_terms(desc):
+    """``(W, W0, c1, burg terms, c2, offset)`` from the normalized description."""
+    if desc.sense != 1:
         raise RouteMismatch("the objective must be minimized (min logdet_div(W, W0) + ...)")
-    expr = problem.objective.expr
-    terms = expr.args if type(expr).__name__ == "AddExpression" else [expr]
-    ld = burg = None
-    c1 = c2 = 0.0
-    offset = 0.0
-    for t in terms:
-        if t.is_constant():
-            offset += float(np.asarray(t.value))
-            continue
-        st = _scalar_times_atom(t)
-        if st is None:
+    for t in desc.terms:
+        if not isinstance(t, (LogDetTerm, BurgTerm)):
             raise RouteMismatch(
-                f"objective term {t} is not c * logdet_div(W, W0) or c * burg_div(xi, xi0)"
+                f"objective term {t.label} is not c * logdet_div(W, W0) or c * burg_div(xi, xi0)"
             )
-        c, atom = st
-        if not c > 0:
+    if desc.affine.variable_ids():
+        raise RouteMismatch("the objective has a linear term that is not part of a LogDet or "
+                            "Burg divergence")
+    lds = [t for t in desc.terms if isinstance(t, LogDetTerm)]
+    burgs = [t for t in desc.terms if isinstance(t, BurgTerm)]
+    offset = desc.constant
+    if not lds:
+        raise RouteMismatch("the objective has no logdet_div(W, W0) term "
+                            "(nor tr(S W) - log_det(W))")
+    W = lds[0].X
+    if any(t.X is not W for t in lds):
+        raise RouteMismatch("logdet_div terms on different matrices")
+    for t in [*lds, *burgs]:
+        if not t.scale > 0:
             raise RouteMismatch("the divergence terms need positive weights")
-        if isinstance(atom, LogDetDiv):
-            if ld is not None:
-                raise RouteMismatch("more than one logdet_div term in the objective")
-            ld, c1 = atom, c
-        else:
-            if burg is not None:
-                raise RouteMismatch("more than one burg_div term in the objective")
-            burg, c2 = atom, c
-    if ld is None:
-        raise RouteMismatch("the objective has no logdet_div(W, W0) term")
-    return ld, c1, burg, c2, offset
+    # sum_k c_k D(W, A_k) = c D(W, X0) + const, X0^{-1} = sum_k c_k A_k^{-1} / c
+    c1 = float(sum(t.scale for t in lds))
+    if len(lds) == 1:
+        W0 = np.asarray(lds[0].X0, dtype=float)
+    else:
+        P = sum(t.scale * np.linalg.inv(t.X0) for t in lds) / c1
+        W0 = np.linalg.inv(0.5 * (P + P.T))
+        W0 = 0.5 * (W0 + W0.T)
+        offset += sum(t.scale * np.linalg.slogdet(t.X0)[1] for t in lds)
+        offset -= c1 * np.linalg.slogdet(W0)[1]
+    c2 = 0.0
+    if burgs:
+        scales = np.array([t.scale for t in burgs])
+        if not np.allclose(scales, scales[0], rtol=1e-12):
+            raise RouteMismatch("burg_div terms with different weights (ITML has one gamma)")
+        c2 = float(scales[0])
+        ids = [t.x.id for t in burgs if isinstance(t.x, cp.Variable)]
+        if len(ids) != len(burgs) or len(set(ids)) != len(ids):
+            raise RouteMismatch("burg_div must act directly on distinct slack variables")
+    return W, W0, c1, burgs, c2, float(offset)
 
 
-def _rank_one_rows(coef, d: int) -> np.ndarray:
-    """Rows of the coefficient matrix as vectors v with coefficient vec(v v^T); else mismatch."""
+def _signed_rank_one(coef, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of a coefficient matrix as ``sigma_r v_r v_r^T``; ``(V, sigma)``; else mismatch."""
     dense = coef.toarray() if hasattr(coef, "toarray") else np.asarray(coef)
     out = np.zeros((dense.shape[0], d))
+    sig = np.ones(dense.shape[0])
     for r in range(dense.shape[0]):
         A = dense[r].reshape((d, d), order="F")
         A = 0.5 * (A + A.T)
@@ -123,108 +125,113 @@ def _rank_one_rows(coef, d: int) -> np.ndarray:
         top = max(abs(ev[0]), abs(ev[-1]))
         if top == 0:
             continue  # v = 0: dropped later with a warning
-        if ev[-1] <= 0 or np.max(np.abs(ev[:-1])) > _RANK_ONE_TOL * top:
+        if abs(ev[-1]) >= abs(ev[0]):
+            lead, rest, vec, sig[r] = ev[-1], ev[:-1], U[:, -1], 1.0
+        else:
+            lead, rest, vec, sig[r] = -ev[0], ev[1:], U[:, 0], -1.0
+        if lead <= 0 or np.max(np.abs(rest)) > _RANK_ONE_TOL * top:
             raise RouteMismatch(
                 "a constraint is not a squared distance v^T W v (its coefficient on W is not a "
                 "rank-one PSD matrix)"
             )
-        out[r] = math.sqrt(ev[-1]) * U[:, -1]
-    return out
+        out[r] = math.sqrt(lead) * vec
+    return out, sig
 
 
-def _quad_side(expr: cp.Expression, W: cp.Variable) -> tuple[np.ndarray, np.ndarray]:
-    """(V, offset) with expr = (v_r^T W v_r)_r + offset."""
+def _distance_rows(amap, W, label: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(V, sigma)``: the W part of each row is ``sigma_r v_r^T W v_r``."""
     d = W.shape[0]
-    if isinstance(expr, RowQuadForms) and expr.args[0] is W:
-        return np.asarray(expr.V, dtype=float), np.zeros(expr.V.shape[0])
-    if any(v.id != W.id for v in expr.variables()):
-        raise RouteMismatch("a distance constraint mixes W with other variables on one side")
-    coeffs, off = affine_coefficients(expr, [W])
-    return _rank_one_rows(coeffs[W.id], d), np.asarray(off, dtype=float)
-
-
-def _slack_side(expr: cp.Expression, xi: cp.Variable, k: int) -> np.ndarray:
-    """Entry of xi used by each of the k rows (coefficient 1, no offset); else mismatch."""
-    coeffs, off = affine_coefficients(expr, [xi])
-    C = coeffs[xi.id].toarray()
-    if C.shape[0] == 1 and k > 1:
-        C = np.repeat(C, k, axis=0)
-        off = np.repeat(off, k)
-    if np.any(off != 0) or C.shape[0] != k:
-        raise RouteMismatch("a slack bound must be an entry of xi (no offset)")
-    idx = np.argmax(np.abs(C), axis=1)
-    sel = np.zeros_like(C)
-    sel[np.arange(k), idx] = 1.0
-    if not np.array_equal(C, sel):
-        raise RouteMismatch("a slack bound must be an entry of xi with coefficient 1")
-    return idx
+    k = amap.size
+    fac = amap.factored.get(W.id, [])
+    dense = amap.coef(W)
+    if not fac:
+        return _signed_rank_one(dense, d)
+    if dense.nnz or len(fac) != 1:
+        raise RouteMismatch(f"constraint {label} mixes row_quad_forms with other terms in W")
+    M, V = fac[0]
+    M = sp.csr_array(M)
+    if np.any(np.diff(M.indptr) != 1):
+        raise RouteMismatch(f"constraint {label}: each row must be one v^T W v")
+    cols, vals = M.indices, M.data
+    Vr = np.asarray(V[cols], dtype=float) if k else np.zeros((0, d))
+    return Vr * np.sqrt(np.abs(vals))[:, None], np.sign(vals)
 
 
 def extract(problem: cp.Problem) -> ITMLData:
     """Recognize the ITML form (module docstring); RouteMismatch says what does not fit."""
-    ld, c1, burg, c2, offset = _objective_terms(problem)
-    W = ld.args[0]
+    desc, why = try_analyze(problem)
+    if desc is None:
+        raise RouteMismatch(why)
+    W, W0, c1, burgs, c2, offset = _objective_terms(desc)
     if not isinstance(W, cp.Variable):
         raise RouteMismatch("logdet_div must act directly on a matrix variable W")
     for attr in ("diag", "nonneg", "nonpos", "boolean", "integer", "bounds", "complex"):
         if W.attributes.get(attr):
             raise RouteMismatch(f"W carries the attribute {attr!r}; only PSD/symmetric is allowed")
-    xi = None
-    if burg is not None:
-        xi = burg.args[0]
-        if not isinstance(xi, cp.Variable):
-            raise RouteMismatch("burg_div must act directly on the slack variable xi")
-    extra_vars = (
-        {v.id for v in problem.variables()} - {W.id} - ({xi.id} if xi is not None else set())
-    )
+    xis = [t.x for t in burgs]
+    xi_start, total = {}, 0
+    for x in xis:
+        xi_start[x.id] = total
+        total += x.size
+    extra_vars = {v.id for v in problem.variables()} - {W.id} - set(xi_start)
     if extra_vars:
         raise RouteMismatch("the problem has variables other than W and the slack xi")
-    Vs, bs, ds, slack, rows = [], [], [], [], []
+    Vs, bs, ds, slack, scales, rows = [], [], [], [], [], []
     start = 0
-    for con in problem.constraints:
-        if isinstance(con, cp.constraints.PSD) and is_identity_of(con.args[0], W):
+    for info in desc.constraints:
+        con = info.con
+        if info.kind == "psd" and info.var is W:
             continue
-        if not isinstance(con, cp.constraints.Inequality):
-            raise RouteMismatch(f"constraint {con} is not a distance inequality")
-        lhs, rhs = con.args
-        lw = W.id in {v.id for v in lhs.variables()}
-        rw = W.id in {v.id for v in rhs.variables()}
-        if not lw and not rw:
-            if xi is not None and lhs.is_constant() and np.all(np.asarray(lhs.value) <= 0):
-                if is_identity_of(rhs, xi) or all(v.id == xi.id for v in rhs.variables()):
-                    continue  # xi >= 0 (or >= c <= 0): implied by burg_div's domain
-            raise RouteMismatch(f"constraint {con} does not involve W")
-        if lw and rw:
-            raise RouteMismatch(f"constraint {con} has W on both sides")
-        quad, other, delta = (lhs, rhs, 1.0) if lw else (rhs, lhs, -1.0)
-        V, qoff = _quad_side(quad, W)
-        k = V.shape[0]
-        if other.is_constant():
-            if xi is not None:
+        if info.kind not in ("le", "ge") or info.map is None:
+            raise RouteMismatch(f"constraint {info.label} is not a distance inequality")
+        g = info.map if info.kind == "le" else info.map.scaled(-1.0)  # g <= 0
+        k = g.size
+        S = (sp.hstack([g.coef(x) for x in xis], format="csr") if xis
+             else sp.csr_array((k, 0)))
+        S.eliminate_zeros()
+        off = np.asarray(g.offset, dtype=float)
+        if W.id not in g.variable_ids():
+            # -a xi_j + c <= 0 with c <= 0: implied by burg_div's domain (xi > 0)
+            ok = bool(xis) and np.all(np.diff(S.indptr) == 1) and np.all(S.data < 0) \
+                and np.all(off <= 0)
+            if ok:
+                continue
+            raise RouteMismatch(f"constraint {info.label} does not involve W")
+        V, sig = _distance_rows(g, W, info.label)
+        if S.nnz == 0:
+            if xis:
                 raise RouteMismatch(
                     "mixed hard and slack constraints: every constraint must use the slack xi "
                     "when burg_div(xi, xi0) is in the objective"
                 )
-            b = np.broadcast_to(np.asarray(other.value, dtype=float).ravel(order="F"), (k,))
-            b = b - qoff
+            b = -sig * off  # sig q + off <= 0: q <= -off (sig 1) or q >= off (sig -1)
             if np.any(b <= 0):
                 raise RouteMismatch(
                     "a distance bound is <= 0 (squared distances need bounds u, l > 0)"
                 )
             bs.append(b)
             slack.append(np.full(k, -1))
+            scales.append(np.ones(k))
         else:
-            if xi is None:
+            if not xis:
                 raise RouteMismatch(
-                    f"constraint {con}: bound is not constant and there is no slack"
+                    f"constraint {info.label}: bound is not constant and there is no slack"
                 )
-            if np.any(qoff != 0):
+            if np.any(off != 0):
                 raise RouteMismatch("a slack distance constraint has a constant offset")
-            idx = _slack_side(other, xi, k)
-            slack.append(idx)
+            if np.any(np.diff(S.indptr) != 1):
+                raise RouteMismatch("each slack distance row must use one entry of xi")
+            a = -sig * S.data  # sig q + g xi <= 0: q <= -g xi (sig 1), q >= g xi (sig -1)
+            if np.any(a <= 0):
+                raise RouteMismatch(
+                    f"constraint {info.label}: the slack must bound the distance from the "
+                    "outside (v^T W v <= a xi for similar, >= a xi for dissimilar, a > 0)"
+                )
+            slack.append(S.indices.copy())
+            scales.append(a)
             bs.append(np.zeros(k))
         Vs.append(V)
-        ds.append(np.full(k, delta))
+        ds.append(sig.copy())
         rows.append((con.id, con.shape, slice(start, start + k)))
         start += k
     if not Vs:
@@ -233,17 +240,20 @@ def extract(problem: cp.Problem) -> ITMLData:
     bounds = np.concatenate(bs)
     delta = np.concatenate(ds)
     slack_index = np.concatenate(slack)
+    slack_scale = np.concatenate(scales)
     xi0_full = None
     gamma = math.inf
-    if xi is not None:
-        xi0_full = np.broadcast_to(np.asarray(burg.x0, dtype=float), xi.shape).ravel(order="F")
+    if xis:
+        xi0_full = np.concatenate(
+            [np.broadcast_to(np.asarray(t.x0, dtype=float), t.x.shape).ravel(order="F")
+             for t in burgs])
         if np.unique(slack_index).size != slack_index.size:
             raise RouteMismatch("an entry of xi is shared by two constraints")
-        bounds = xi0_full[slack_index].copy()
+        bounds = slack_scale * xi0_full[slack_index]
         gamma = c2 / c1
     return ITMLData(
         W=W,
-        W0=np.asarray(ld.X0, dtype=float),
+        W0=np.asarray(W0, dtype=float),
         V=np.ascontiguousarray(V),
         bounds=bounds,
         delta=delta,
@@ -251,9 +261,10 @@ def extract(problem: cp.Problem) -> ITMLData:
         c1=c1,
         c2=c2,
         offset=offset,
-        xi=xi,
+        xis=xis,
         xi0_full=xi0_full,
-        slack_index=slack_index if xi is not None else None,
+        slack_index=slack_index if xis else None,
+        slack_scale=slack_scale if xis else None,
         rows=rows,
     )
 
@@ -317,10 +328,13 @@ class BregmanRoute(Route):
                 extra=extra,
             )
         primal = {data.W.id: res.W}
-        if data.xi is not None:
+        if data.xis:
             xi_val = data.xi0_full.copy()
-            xi_val[data.slack_index] = res.xi
-            primal[data.xi.id] = xi_val.reshape(data.xi.shape, order="F")
+            xi_val[data.slack_index] = res.xi / data.slack_scale
+            pos = 0
+            for x in data.xis:
+                primal[x.id] = xi_val[pos:pos + x.size].reshape(x.shape, order="F")
+                pos += x.size
         dual = {}
         for cid, shape, sl in data.rows:
             lam = data.c1 * res.lam[sl]

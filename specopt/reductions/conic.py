@@ -16,6 +16,7 @@ from .. import _cvxpy_compat as compat
 from .._tree import walk
 from ..backends import backend_status, default_backend
 from ..certificate import relative_gap
+from .analysis import SpectralTerm, analyze, normalized_problem, objective_summary, term_expr
 from .base import Match, Route, RouteResult
 from .registry import register_route
 
@@ -27,6 +28,17 @@ class ConicRoute(Route):
     def recognize(self, problem: cp.Problem) -> Match:
         if problem.is_dcp():
             return Match(True, "the problem is DCP: it compiles to a conic program")
+        # written in a non-DCP way that is convex once normalized (e.g. x @ x, or spectral
+        # atoms whose combination on one matrix is convex): compile the normalized problem
+        try:
+            normalized = normalized_problem(problem)
+            if normalized.is_dcp():
+                terms = objective_summary(analyze(problem))
+                terms = terms if len(terms) <= 80 else terms[:77] + "..."
+                return Match(True, f"DCP once normalized (objective {terms}): it compiles "
+                             "to a conic program", normalized)
+        except Exception:  # pragma: no cover - the plain reason below still applies
+            pass
         return Match.no(_non_dcp_reason(problem))
 
     def solve(
@@ -43,7 +55,13 @@ class ConicRoute(Route):
         if not usable:
             raise cp.error.SolverError(f"backend {backend} is not usable: {why}")
         warm_start = bool(opts.pop("warm_start", False))
-        solution, info = compat.conic_solve(problem, backend, verbose, warm_start, **opts)
+        target = match.data if match is not None and isinstance(match.data, cp.Problem) \
+            else problem
+        solution, info = compat.conic_solve(target, backend, verbose, warm_start, **opts)
+        if target is not problem:  # duals of the normalized problem's constraints -> user's
+            ids = {t.id: c.id for t, c in zip(target.constraints, problem.constraints,
+                                              strict=True)}
+            solution.dual_vars = {ids.get(k, k): v for k, v in solution.dual_vars.items()}
         status = solution.status
         if status in cp.settings.ERROR:
             raise cp.error.SolverError(
@@ -87,7 +105,25 @@ def _non_dcp_reason(problem: cp.Problem) -> str:
 
     culprits = []
     obj = problem.objective
-    if not obj.is_dcp():
+    try:
+        desc = analyze(problem)
+        for t in desc.terms:
+            e = term_expr(t)
+            ok = e.is_convex() if desc.sense == 1 else e.is_concave()
+            if not ok:
+                where = "minimized" if desc.sense == 1 else "maximized"
+                if e.is_concave() or e.is_convex():
+                    kind = "concave" if e.is_concave() else "convex"
+                    culprits.append(f"objective term {t.label} is {kind} and {where}")
+                elif isinstance(t, SpectralTerm):
+                    culprits.append(f"objective term {t.label} has non-monotone alpha (DC, "
+                                    "neither convex nor concave)")
+                else:
+                    culprits.append(f"objective term {t.label} is neither convex nor concave")
+                break
+    except Exception:  # pragma: no cover - fall back to the tree walk below
+        pass
+    if not obj.is_dcp() and not culprits:
         for node in walk(obj.expr):
             if isinstance(node, LinearSpectral) and not (
                 node.is_atom_convex() or node.is_atom_concave()

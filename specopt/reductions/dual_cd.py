@@ -35,8 +35,8 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._cvxpy_compat import affine_coefficients
 from ..solvers.dual_cd import dual_cd
+from .analysis import HingeTerm, QuadTerm, affine_maps, dense_value, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -60,7 +60,8 @@ class DualCDData:
     Z: np.ndarray  # (n, m) normalized margin rows
     C: np.ndarray  # (n,)
     mask: np.ndarray  # (m,) sign-constrained entries of w
-    offset: float
+    offset: float  # minimization form
+    sense: int  # +1 minimize, -1 maximize (user objective = sense * min-form objective)
     slacks: list[cp.Variable]
     starts: np.ndarray  # offsets of each slack variable in the stacked slack vector
     slack_s: np.ndarray  # slack entry of each slack margin row (rows after the hinge rows)
@@ -78,106 +79,52 @@ class DualCDData:
 # --------------------------------------------------------------------------------------------
 def _const(expr) -> np.ndarray | None:
     if isinstance(expr, cp.Expression) and expr.is_constant() and not expr.parameters():
-        return np.asarray(expr.value, dtype=float)
-    return None
-
-
-def _split_coef(term):
-    """``c * atom`` / ``atom * c`` with constant c (scalar, or a vector for ``c @ atom``)."""
-    name = type(term).__name__
-    if name in ("multiply", "MulExpression") and len(term.args) == 2:
-        a, b = term.args
-        for c, atom in ((a, b), (b, a)):
-            cv = _const(c)
-            if cv is not None and _const(atom) is None:
-                if cv.size == 1:
-                    return float(cv.ravel()[0]), atom
-                if name == "MulExpression" and atom.ndim == 1 and cv.ndim == 1 and c is a:
-                    return cv, atom
-    return 1.0, term
-
-
-def _add_terms(expr):
-    if type(expr).__name__ == "AddExpression":
-        for a in expr.args:
-            yield from _add_terms(a)
-    else:
-        yield expr
-
-
-def _hinge_inner(atom):
-    """``maximum(e, 0)`` (what ``cp.pos(e)`` builds) -> e, else None."""
-    if type(atom).__name__ != "maximum" or len(atom.args) != 2:
-        return None
-    for e, z in (atom.args, atom.args[::-1]):
-        zv = _const(z)
-        if zv is not None and not np.any(zv) and _const(e) is None:
-            return e
+        return dense_value(expr.value)
     return None
 
 
 def _objective(problem: cp.Problem):
-    """Returns (w, L, hinge rows (A, a, c), slack affine terms, offset)."""
-    if not isinstance(problem.objective, cp.Minimize):
-        raise RouteMismatch("the objective must be a minimization")
-    if problem.parameters():
-        raise RouteMismatch("parameters are not supported (use constants)")
+    """Returns (w, L, hinge rows (inner, weights), slack map, offset, sense) in minimization form
+    from the normalized description (every spelling of the quadratic and hinge terms)."""
+    desc, why = try_analyze(problem)
+    if desc is None:
+        raise RouteMismatch(why)
+    s = desc.sense
     w, L = None, None
-    hinges, affine_terms, offset = [], [], 0.0
-    for term in _add_terms(problem.objective.expr):
-        cv = _const(term)
-        if cv is not None:
-            offset += float(cv)
-            continue
-        coef, atom = _split_coef(term)
-        name = type(atom).__name__
-        if name in ("QuadForm", "quad_over_lin", "Sum"):
-            if np.ndim(coef) or coef <= 0:
-                raise RouteMismatch(f"{name} term needs a positive scalar weight")
-        if name == "QuadForm":
-            x, P = atom.args
-            Pv = _const(P)
-            if Pv is None and type(P).__name__ == "psd_wrap":
-                Pv = _const(P.args[0])
-            if not isinstance(x, cp.Variable) or Pv is None:
-                raise RouteMismatch("quad_form must be of a variable with a constant matrix")
-            Q = 2.0 * coef * Pv
-        elif name == "quad_over_lin":
-            x, y = atom.args
-            yv = _const(y)
-            if not isinstance(x, cp.Variable) or yv is None or yv <= 0:
-                raise RouteMismatch("sum_squares/quad_over_lin must be of a variable over a "
-                                    "positive constant")
-            Q = (2.0 * coef / float(yv)) * np.eye(x.size)
-        elif name == "Sum" and _hinge_inner(atom.args[0]) is not None:
-            inner = _hinge_inner(atom.args[0])
-            hinges.append((inner, np.full(inner.size, coef)))
-            continue
-        elif _hinge_inner(atom) is not None and np.ndim(coef) == 1:
-            inner = _hinge_inner(atom)
-            if np.any(np.asarray(coef) <= 0):
-                raise RouteMismatch("hinge weights must be > 0")
-            hinges.append((inner, np.asarray(coef, dtype=float)))
-            continue
-        elif term.is_affine():
-            affine_terms.append(term)
-            continue
+    hinges = []
+    for t in desc.terms:
+        if isinstance(t, QuadTerm):
+            us = t.u.variables()
+            if len(us) != 1:
+                raise RouteMismatch(f"the quadratic term {t.label} is not of one vector w")
+            x = us[0]
+            if w is not None and x.id != w.id:
+                raise RouteMismatch("the quadratic terms must all be of the same variable w")
+            (um,) = affine_maps([t.u], [x])
+            if np.any(um.offset):
+                raise RouteMismatch(f"the quadratic term {t.label} has a part linear in w")
+            A = um.coef(x).toarray()
+            Q = 2.0 * s * (A.T @ t.P @ A)
+            w = x
+            L = Q if L is None else L + Q
+        elif isinstance(t, HingeTerm):
+            weights = s * np.asarray(t.weights, dtype=float)
+            if np.any(weights < 0):
+                raise RouteMismatch(f"the hinge term {t.label} has a negative weight (concave)")
+            hinges.append((t, weights))
         else:
             raise RouteMismatch(
-                f"objective term {name} is not a quadratic form of w, a hinge sum "
+                f"objective term {t.label} is not a quadratic form of w, a hinge sum "
                 "C * sum(pos(1 - Z @ w)), or affine in slack variables")
-        if w is not None and x.id != w.id:
-            raise RouteMismatch("the quadratic terms must all be of the same variable w")
-        w = x
-        L = Q if L is None else L + Q
     if w is None:
         raise RouteMismatch("no quadratic term 0.5 * quad_form(w, L) in the objective")
     if w.ndim > 1 and min(w.shape) > 1:
         raise RouteMismatch("w must be a vector variable")
-    for t in affine_terms:
-        if any(v.id == w.id for v in t.variables()):
-            raise RouteMismatch("a term linear in w is not part of the relative-comparison QP")
-    return w, 0.5 * (L + L.T), hinges, affine_terms, offset
+    if w.id in desc.affine.variable_ids():
+        raise RouteMismatch("a term linear in w is not part of the relative-comparison QP")
+    if desc.affine.factored:
+        raise RouteMismatch("row_quad_forms terms are not part of the relative-comparison QP")
+    return w, 0.5 * (L + L.T), hinges, desc, s * desc.constant, s
 
 
 def _affine_in_w(expr, w):
@@ -227,44 +174,47 @@ def _affine_in_w(expr, w):
 # Extraction
 # --------------------------------------------------------------------------------------------
 def extract(problem: cp.Problem) -> DualCDData:
-    w, L, hinges, affine_terms, offset = _objective(problem)
+    w, L, hinges, desc, offset, sense = _objective(problem)
     m = w.size
     slacks = [v for v in problem.variables() if v.id != w.id]
     for v in [w, *slacks]:
         bad = [k for k, val in v.attributes.items() if val and k != "nonneg"]
         if bad:
             raise RouteMismatch(f"variable {v.name()} has unsupported attribute(s) {bad}")
-    allv = [w, *slacks]
     sizes = [v.size for v in slacks]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     ns = int(starts[-1])
 
-    def coeffs(expr):
-        co, off = affine_coefficients(expr, allv)
-        Aw = co[w.id].toarray()
+    def split(amap):
+        Aw = amap.coef(w).toarray()
         if slacks:
-            As = sp.hstack([co[v.id] for v in slacks], format="csr")
+            As = sp.hstack([amap.coef(v) for v in slacks], format="csr")
         else:
-            As = sp.csr_array((expr.size, 0))
-        return Aw, sp.csr_array(As), np.asarray(off, dtype=float)
+            As = sp.csr_array((amap.size, 0))
+        return Aw, sp.csr_array(As), np.asarray(amap.offset, dtype=float)
 
-    # slack objective weights
-    c_slack = np.zeros(ns)
-    for t in affine_terms:
-        _, As, off = coeffs(t)
-        c_slack += As.toarray().ravel()
-        offset += float(off.sum())
+    # slack objective weights (minimization form)
+    _, As0, _ = split(desc.affine)
+    c_slack = sense * As0.toarray().ravel()
 
     # hinge rows: c * max(0, a + A w) with a > 0  ->  z = -A / a, C = c * a
     Zs, Cs = [], []
     n_hinge = 0
-    for inner, c in hinges:
+    for term, c in hinges:
+        inner = term.inner
         if any(v.id != w.id for v in inner.variables()):
-            raise RouteMismatch("the hinge argument must be affine in w only")
-        fast = _affine_in_w(inner, w)
-        Aw, a = fast if fast is not None else coeffs(inner)[::2]
+            raise RouteMismatch(f"the hinge argument of {term.label} must be affine in w only")
+        keep = c > 0
+        fast = _affine_in_w(inner, w) if inner.ndim <= 1 else None
+        if fast is not None:
+            Aw, a = fast
+        else:
+            (imap,) = affine_maps([inner], [w])
+            Aw, _, a = split(imap)
+        Aw, a, c = np.asarray(Aw)[keep], np.asarray(a)[keep], c[keep]
         if np.any(a <= 0):
-            raise RouteMismatch("hinge terms must be pos(a - Z @ w) with a > 0 (e.g. 1 - Z @ w)")
+            raise RouteMismatch(f"hinge {term.label} is not pos(a - Z @ w) with a > 0 "
+                                "(e.g. 1 - Z @ w)")
         Zs.append(-Aw / a[:, None])
         Cs.append(c * a)
         n_hinge += a.size
@@ -282,12 +232,15 @@ def extract(problem: cp.Problem) -> DualCDData:
     n_margin = 0
     con_rows = []
     tol = 1e-12
-    for con in problem.constraints:
-        if not isinstance(con, cp.constraints.Inequality):
-            raise RouteMismatch(f"constraint {type(con).__name__} is not an inequality; only "
+    for info in desc.constraints:
+        con = info.con
+        if info.kind not in ("le", "ge") or info.map is None:
+            raise RouteMismatch(f"constraint {info.label} is not an inequality; only "
                                 "margin rows, xi >= 0 and w >= 0 are recognized")
-        lhs, rhs = con.args
-        Aw, As, b = coeffs(rhs - lhs)  # rows: Aw w + As s + b >= 0
+        if info.map.factored:
+            raise RouteMismatch(f"constraint {info.label} has row_quad_forms rows")
+        rows = info.map if info.kind == "ge" else info.map.scaled(-1.0)
+        Aw, As, b = split(rows)  # rows: Aw w + As s + b >= 0
         As.data[np.abs(As.data) <= tol] = 0.0
         As.eliminate_zeros()
         nr = Aw.shape[0]
@@ -304,7 +257,7 @@ def extract(problem: cp.Problem) -> DualCDData:
         is_margin = (nzs == 1) & (s_val > 0) & (b < -tol)
         bad = np.flatnonzero(~(is_sign | is_snn | is_margin))
         if bad.size:
-            raise RouteMismatch(f"constraint row {bad[0]} of {con} is not w^T z >= 1 - xi, "
+            raise RouteMismatch(f"constraint row {bad[0]} of {info.label} is not w^T z >= 1 - xi, "
                                 "xi >= 0 or w >= 0")
         kind = np.zeros(nr, dtype=np.int8)  # 0: no dual (duplicate), 1: t, 2: mu, 3: lam
         idx = np.zeros(nr, dtype=np.int64)
@@ -357,7 +310,7 @@ def extract(problem: cp.Problem) -> DualCDData:
     except np.linalg.LinAlgError:
         raise RouteMismatch("L is not positive definite (use the conic route, or the option "
                             "ridge=r to solve with L + r I)") from None
-    return DualCDData(w=w, L=L, Z=Z, C=C, mask=mask, offset=offset, slacks=slacks,
+    return DualCDData(w=w, L=L, Z=Z, C=C, mask=mask, offset=offset, sense=sense, slacks=slacks,
                       starts=starts, slack_s=slack_s, slack_nb=nb, slack_a=aa,
                       margin_of=margin_of, con_rows=con_rows, n_hinge=n_hinge)
 
@@ -422,8 +375,8 @@ class DualCDRoute(Route):
                 sel = kind == code
                 vals[sel] = source[idx[sel]] / scale[sel]
             dual[cid] = vals.reshape(shape, order="F") if shape else float(vals[0])
-        objective = res.primal + data.offset
-        bound = res.dual + data.offset
+        objective = data.sense * (res.primal + data.offset)
+        bound = data.sense * (res.dual + data.offset)
         return RouteResult(
             status=cp.OPTIMAL if res.converged else cp.OPTIMAL_INACCURATE,
             primal=primal,

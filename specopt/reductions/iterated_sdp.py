@@ -37,9 +37,10 @@ import numpy as np
 from cvxpy.error import SolverError
 
 from ..atoms import LinearSpectral
-from ..backends import default_backend
+from ..backends import available_backends, default_backend
 from ..certificate import STATIONARY
 from ..solvers.iterated_sdp import concave_weights, iterated_sdp
+from .analysis import normalized_problem, short, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -147,8 +148,11 @@ class _Builder:
         return expr.copy(new_args)
 
 
-def build_surrogate(problem: cp.Problem) -> _Surrogate:
-    """The convex DPP subproblem of one iteration, or RouteMismatch saying why there is none."""
+def build_surrogate(problem: cp.Problem, con_ids: list[int] | None = None) -> _Surrogate:
+    """The convex DPP subproblem of one iteration, or RouteMismatch saying why there is none.
+
+    ``con_ids`` are the ids the duals are reported under (default: the constraints' own).
+    """
     obj = problem.objective
     sense = 1 if isinstance(obj, cp.Minimize) else -1
     if problem.is_dcp():
@@ -165,8 +169,8 @@ def build_surrogate(problem: cp.Problem) -> _Surrogate:
     for c in problem.constraints:
         if not c.is_dcp():
             raise RouteMismatch(
-                f"constraint {c} is not convex; the iterated-SDP route linearizes spectral terms "
-                "of the objective only (the feasible set must be convex)"
+                f"constraint {short(c)} is not convex; the iterated-SDP route linearizes spectral "
+                "terms of the objective only (the feasible set must be convex)"
             )
     if not _contains_spectral(obj.expr):
         raise RouteMismatch(
@@ -179,10 +183,11 @@ def build_surrogate(problem: cp.Problem) -> _Surrogate:
     if not builder.nodes:
         raise RouteMismatch("no spectral term of the wrong curvature was found in the objective")
     cons, con_map = [], []
-    for c in problem.constraints:
+    ids = con_ids if con_ids is not None else [c.id for c in problem.constraints]
+    for cid, c in zip(ids, problem.constraints, strict=True):
         fresh = c.copy([builder.substitute(a) for a in c.args])
         cons.append(fresh)
-        con_map.append((c.id, fresh))
+        con_map.append((cid, fresh))
     surr = cp.Problem(cp.Minimize(surr_expr) if sense > 0 else cp.Maximize(surr_expr), cons)
     if not surr.is_dcp():
         raise RouteMismatch(
@@ -202,6 +207,40 @@ def build_surrogate(problem: cp.Problem) -> _Surrogate:
     )
 
 
+_GOOD = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE, cp.INFEASIBLE, cp.UNBOUNDED)
+_FALLBACK_OPTS = {"SCS": {"eps_abs": _SCS_EPS, "eps_rel": _SCS_EPS, "max_iters": 20000}}
+
+
+def _solve_with_fallback(prob: cp.Problem, state: dict, kw: dict, verbose: bool) -> None:
+    """Solve the subproblem with ``state["backend"]``; if it raises or ends without a verdict
+    (error / inaccurate infeasibility), try the other usable backends (their default settings)
+    before raising. A backend that succeeds is kept for the following iterations."""
+    first = state["backend"]
+    try:
+        prob.solve(solver=first, warm_start=True, verbose=verbose, **kw)
+        if prob.status in _GOOD:
+            return
+        why = f"status {prob.status}"
+    except SolverError as exc:
+        why = str(exc).splitlines()[0] if str(exc) else "solver error"
+    tried = [f"{first}: {why}"]
+    for alt in available_backends():
+        if alt == first:
+            continue
+        try:
+            prob.solve(solver=alt, verbose=verbose, **_FALLBACK_OPTS.get(alt, {}))
+        except SolverError as exc:
+            tried.append(f"{alt}: {str(exc).splitlines()[0] if str(exc) else 'solver error'}")
+            continue
+        if prob.status in _GOOD:
+            state["backend"] = alt
+            state["fallbacks"].append({"from": first, "to": alt, "reason": why})
+            return
+        tried.append(f"{alt}: status {prob.status}")
+    raise SolverError("iterated_sdp: the convex subproblem failed with every backend ("
+                      + "; ".join(tried) + ")")
+
+
 class IteratedSDPRoute(Route):
     """Majorize-minimize over convex SDP subproblems (local method, see module docstring)."""
 
@@ -210,15 +249,29 @@ class IteratedSDPRoute(Route):
     priority = 40
 
     def recognize(self, problem: cp.Problem) -> Match:
+        desc, why = try_analyze(problem)
+        if desc is None:
+            return Match.no(why)
+        spectral = desc.of_kind("spectral")
+        if not spectral and not _contains_spectral(problem.objective.expr):
+            if problem.is_dcp():
+                return Match.no("the problem is convex (DCP) and has no spectral term: the "
+                                "conic route solves it globally")
+            return Match.no(
+                "the objective has no spectral term (linear_spectral / mve_cost / eigengap, or "
+                "lambda_max / lambda_sum_largest / ... combinations); its non-convexity is not "
+                "of the kind the iterated-SDP route handles"
+            )
         try:
-            surr = build_surrogate(problem)
+            surr = build_surrogate(normalized_problem(problem, desc),
+                                   [c.con.id for c in desc.constraints])
         except RouteMismatch as exc:
             return Match.no(str(exc))
-        sizes = [nd.K.shape[0] for nd in surr.nodes]
+        names = ", ".join(t.label for t in spectral) or "(nested linear_spectral)"
         return Match(
             True,
-            f"non-convex objective with {len(surr.nodes)} concave spectral part(s) of size(s) "
-            f"{sizes}: majorize-minimize with a DPP subproblem (local solution)",
+            f"non-convex spectral objective {names}: majorize-minimize with a DPP subproblem "
+            "(local solution)",
             surr,
         )
 
@@ -266,6 +319,7 @@ class IteratedSDPRoute(Route):
 
         carry_scale = bool(route_opts.pop("carry_scale", False)) and backend == "SCS"
         prob = surr.problem
+        state: dict[str, Any] = {"backend": backend, "fallbacks": []}
         timings: dict[str, Any] = {"setup": None, "solve": 0.0, "solves": 0, "scs_iters": [],
                                    "scale": None}
 
@@ -276,16 +330,14 @@ class IteratedSDPRoute(Route):
             if carry_scale and timings["scale"] is not None:
                 kw.setdefault("scale", timings["scale"])  # SCS's adapted scale, warm-started
             t0 = time.perf_counter()
-            try:
-                prob.solve(solver=backend, warm_start=True, verbose=verbose, **kw)
-            except SolverError as exc:
-                raise SolverError(f"iterated_sdp: the convex subproblem failed ({exc})") from exc
+            _solve_with_fallback(prob, state, kw, verbose)
             dt = time.perf_counter() - t0
             if timings["setup"] is None:
                 timings["setup"] = prob.compilation_time or 0.0
             timings["solve"] += dt
             timings["solves"] += 1
-            info = (prob.solver_stats.extra_stats or {}).get("info", {}) if backend == "SCS" else {}
+            used = state["backend"]
+            info = (prob.solver_stats.extra_stats or {}).get("info", {}) if used == "SCS" else {}
             if info:
                 timings["scs_iters"].append(int(info.get("iter", -1)))
                 if info.get("scale"):
@@ -360,12 +412,13 @@ class IteratedSDPRoute(Route):
             "subproblem_status": point["status"],
             "iterate_time": total,
             "scs_iterations": list(timings["scs_iters"]),
+            "backend_fallbacks": list(state["fallbacks"]),
         }
         return RouteResult(
             status=STATIONARY,
             primal={v.id: point["primal"][v.id] for v in surr.user_vars},
             objective=sign * res.objective,
-            backend=backend,
+            backend=state["backend"],
             dual=point["dual"],
             iterations=res.total_iterations,
             setup_time=timings["setup"],

@@ -33,9 +33,6 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._cvxpy_compat import affine_coefficients
-from .._tree import is_identity_of
-from ..atoms import RowQuadForms
 from ..solvers.matrix_generation import (
     DenseOperator,
     FactoredOperator,
@@ -44,6 +41,7 @@ from ..solvers.matrix_generation import (
     solve_spectraplex_lp,
     sum_operators,
 )
+from .analysis import AffineMap, HingeTerm, short, try_analyze, zero_map
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -90,53 +88,37 @@ class MGData:
     n_factored: int = 0
 
 
-def _con_expr(con: cp.Constraint) -> tuple[cp.Expression, str]:
-    """``(expr, kind)`` with kind "eq" (expr == 0), "le" (expr <= 0) or "ge" (expr >= 0)."""
-    if isinstance(con, (cp.constraints.Equality, cp.constraints.Zero)):
-        return con.expr, "eq"
-    if isinstance(con, (cp.constraints.Inequality, cp.constraints.NonPos)):
-        return con.expr, "le"
-    if isinstance(con, cp.constraints.NonNeg):
-        return con.expr, "ge"
-    raise RouteMismatch(
-        f"constraint {con} is a {type(con).__name__} constraint; only X >> 0, the trace bound and "
-        "affine (in)equalities are allowed"
-    )
-
-
-def _substitute_rqf(expr: cp.Expression, X: cp.Variable, found: list) -> cp.Expression:
-    """Replace every ``row_quad_forms(V, X)`` node by a placeholder variable (kept in ``found``)."""
-    if isinstance(expr, RowQuadForms) and expr.args[0] is X:
-        aux = cp.Variable(expr.shape)
-        found.append((aux, np.asarray(expr.V, dtype=float)))
-        return aux
-    args = getattr(expr, "args", [])
-    if not args:
-        return expr
-    new = [_substitute_rqf(a, X, found) for a in args]
-    if all(a is b for a, b in zip(new, args, strict=True)):
-        return expr
-    return expr.copy(new)
-
-
-def _linear_parts(expr, X, zvars, p):
-    """``(Xcoef csr (rows, n^2), [(Mj, Vj)], Gz csr (rows, p), offset)`` of an affine expr."""
-    if not expr.is_affine():
-        raise RouteMismatch(
-            f"expression {expr} is not affine in X and the LP variables (a non-linear term)"
-        )
-    found: list = []
-    sub = _substitute_rqf(expr, X, found)
-    aux = [a for a, _ in found]
-    coeffs, off = affine_coefficients(sub, [X, *zvars, *aux])
-    rows = sub.size
-    Xc = coeffs[X.id]
-    fac = [(coeffs[a.id], V) for a, V in found]
+def _parts(amap: AffineMap, X: cp.Variable, zvars: list[cp.Variable], label: str):
+    """``(Xcoef csr (rows, n^2), [(Mj, Vj)], Gz csr (rows, p), offset)`` of an affine map."""
+    for vid, fs in amap.factored.items():
+        if vid != X.id and fs:
+            raise RouteMismatch(f"{label}: row_quad_forms of a variable other than X")
+    Xc = amap.coef(X)
+    fac = list(amap.factored.get(X.id, []))
     if zvars:
-        Gz = sp.hstack([coeffs[v.id] for v in zvars], format="csr")
+        Gz = sp.hstack([amap.coef(v) for v in zvars], format="csr")
     else:
-        Gz = sp.csr_array((rows, 0))
-    return sp.csr_array(Xc), fac, sp.csr_array(Gz), np.asarray(off, dtype=float).ravel()
+        Gz = sp.csr_array((amap.size, 0))
+    return sp.csr_array(Xc), fac, sp.csr_array(Gz), np.asarray(amap.offset, dtype=float).ravel()
+
+
+def _lift_hinges(desc, sense: float):
+    """Hinge terms ``sum_i w_i max(g_i, 0)`` -> slack ``t >= 0``, rows ``g - t <= 0`` and the
+    objective ``w^T t`` (valid when the hinge is concave in the maximized objective)."""
+    lifted, obj = [], zero_map(1)
+    for t in desc.terms:
+        if not isinstance(t, HingeTerm):
+            raise RouteMismatch(
+                f"objective term {t.label} is not affine in X and the LP variables (hinge sums "
+                "are lifted to slack rows; other non-linear terms are not)"
+            )
+        if np.any(sense * np.asarray(t.weights) > 0):
+            raise RouteMismatch(f"the hinge term {t.label} has the wrong sign (it is not concave "
+                                "in the maximized objective)")
+    for slack, rows, w in desc.hinge_slack_rows():
+        lifted.append((slack, rows))
+        obj = obj + AffineMap(1, {slack.id: sp.csr_array(w.reshape(1, -1))}, {}, np.zeros(1))
+    return lifted, obj
 
 
 def _is_trace_row(Xc, Gz, n) -> float:
@@ -155,31 +137,27 @@ def _is_trace_row(Xc, Gz, n) -> float:
 
 def extract(problem: cp.Problem) -> MGData:
     """Recognize the spectraplex-LP form (module docstring); RouteMismatch says what is wrong."""
+    desc, why = try_analyze(problem)
+    if desc is None:
+        raise RouteMismatch(why)
     variables = problem.variables()
-    psd_cons = [c for c in problem.constraints if isinstance(c, cp.constraints.PSD)]
-    others_cone = [
-        c for c in problem.constraints
-        if not isinstance(c, (cp.constraints.PSD, cp.constraints.Equality, cp.constraints.Zero,
-                              cp.constraints.Inequality, cp.constraints.NonPos,
-                              cp.constraints.NonNeg))
-    ]
-    if others_cone:
-        raise RouteMismatch(
-            f"constraint {others_cone[0]} is a {type(others_cone[0]).__name__} cone constraint; "
-            "only X >> 0, a trace bound and affine constraints are allowed"
-        )
-    cands = [v for v in variables if v.attributes.get("PSD")]
-    for con in psd_cons:
-        e = con.args[0]
-        vs = e.variables()
-        if len(vs) == 1 and vs[0].ndim == 2 and is_identity_of(e, vs[0]):
-            if all(vs[0] is not c for c in cands):
-                cands.append(vs[0])
-        else:
+    for info in desc.constraints:
+        if info.kind in ("cone", "nonaffine", "unreadable"):
+            what = {"cone": f"a {type(info.con).__name__} cone", "nonaffine": "non-affine",
+                    "unreadable": "not readable as real affine rows"}[info.kind]
             raise RouteMismatch(
-                f"PSD constraint {con} is not of the form X >> 0 on a variable (a second PSD "
-                "constraint)"
+                f"constraint {info.label} is {what}; only X >> 0, a trace bound and affine "
+                "constraints are allowed"
             )
+    psd_infos = desc.psd_constraints()
+    for info in psd_infos:
+        if info.var is None or info.var.ndim != 2:
+            raise RouteMismatch(
+                f"PSD constraint {info.label} is not of the form X >> 0 on a variable (a second "
+                "PSD constraint)"
+            )
+    cands = desc.psd_variables()
+    psd_cons = [info.con for info in psd_infos]
     if not cands:
         raise RouteMismatch("no PSD matrix variable (need X >> 0 or Variable(..., PSD=True))")
     if len(cands) > 1 or len(psd_cons) > 1:
@@ -202,6 +180,11 @@ def extract(problem: cp.Problem) -> MGData:
             what = "a second PSD variable" if {"PSD", "NSD"} & set(bad) else f"attribute {bad[0]}"
             raise RouteMismatch(f"variable {v.name()} has {what}; other variables must be plain "
                                 "(or nonneg/nonpos) LP variables")
+
+    # objective: affine part plus hinge sums lifted to slack rows
+    sense = -float(desc.sense)  # +1 maximize, -1 minimize
+    lifted, lift_obj = _lift_hinges(desc, sense)
+    zvars = zvars + [t for t, _ in lifted]
     zslices: dict[int, slice] = {}
     p = 0
     for v in zvars:
@@ -213,31 +196,25 @@ def extract(problem: cp.Problem) -> MGData:
             zlb[zslices[v.id]] = 0.0
         if v.attributes.get("nonpos") or v.attributes.get("neg"):
             zub[zslices[v.id]] = 0.0
-
-    # objective
-    obj = problem.objective
-    sense = 1.0 if isinstance(obj, cp.Maximize) else -1.0
-    if not obj.expr.is_affine():
-        raise RouteMismatch("the objective is not affine in X and the LP variables "
-                            "(a non-linear term)")
-    oX, ofac, oG, ooff = _linear_parts(obj.expr, X, zvars, p)
+    oX, ofac, oG, _ = _parts(desc.affine + lift_obj, X, zvars, "the objective")
+    ooff = np.array([desc.constant])
 
     # constraints: find the trace bound (an equality if there is one, else the tightest <=)
     parsed, traces = [], []
-    for con in problem.constraints:
-        if con is psd_con:
-            continue
-        expr, kind = _con_expr(con)
-        item = (con, *_linear_parts(expr, X, zvars, p), kind)
+    items = [(info.con, info.map, info.kind) for info in desc.affine_constraints()]
+    items += [(None, g, "le") for _, g in lifted]
+    for con, amap, kind in items:
+        label = short(con) if con is not None else "a hinge row"
+        item = (con, *_parts(amap, X, zvars, label), kind)
         _, Xc, fac, Gz, off, _ = item
         a = _is_trace_row(Xc, Gz, n) if not fac else 0.0
-        if a and (kind == "eq" or (kind == "le") == (a > 0)):
+        if a and con is not None and (kind == "eq" or (kind == "le") == (a > 0)):
             traces.append((kind != "eq", -off[0] / a, a, len(parsed)))
         parsed.append(item)
     trace_con = None
     if traces:
         _, trace_val, a, idx = min(traces)
-        trace_eq = _con_expr(parsed[idx][0])[1] == "eq"
+        trace_eq = parsed[idx][-1] == "eq"
         trace_con = (parsed[idx][0], a)
         pending = parsed[:idx] + parsed[idx + 1:]
     Xrows, facs, Grows, lbs, ubs = [], [], [], [], []
@@ -251,7 +228,7 @@ def extract(problem: cp.Problem) -> MGData:
     for con, Xc, fac, Gz, off, kind in pending:
         k = Xc.shape[0]
         # rows on a single LP variable without X become bounds of that variable
-        if not fac and Xc.nnz == 0 and Gz.nnz == k and k > 0:
+        if con is not None and not fac and Xc.nnz == 0 and Gz.nnz == k and k > 0:
             Gc = Gz.tocoo()
             if np.unique(Gc.row).size == k:
                 order = np.argsort(Gc.row)
@@ -274,7 +251,8 @@ def extract(problem: cp.Problem) -> MGData:
         hi_r = -off if kind in ("eq", "le") else np.full(k, np.inf)
         lbs.append(lo_r)
         ubs.append(hi_r)
-        rows.append((con, slice(m, m + k), -1.0 if kind == "ge" else 1.0))
+        if con is not None:
+            rows.append((con, slice(m, m + k), -1.0 if kind == "ge" else 1.0))
         m += k
     if np.any(zlb > zub):
         raise RouteMismatch("the bounds on an LP variable are inconsistent (infeasible)")

@@ -103,7 +103,7 @@ def test_mismatch_reasons():
     rq = specopt.row_quad_forms(V, W)
     cases = {
         "objective term": cp.Problem(
-            cp.Minimize(specopt.logdet_div(W, W0) + cp.trace(W)), [rq <= b]
+            cp.Minimize(specopt.logdet_div(W, W0) + cp.sum_squares(W)), [rq <= b]
         ),
         "not a squared distance": cp.Problem(
             cp.Minimize(specopt.logdet_div(W, W0)), [W[0, 1] <= 1]

@@ -97,7 +97,8 @@ def test_scaled_and_mixed_forms():
 @pytest.mark.parametrize(
     "make, reason",
     [
-        (lambda w, xi, Z, L: cp.Problem(cp.Maximize(-cp.sum_squares(w))), "minimization"),
+        (lambda w, xi, Z, L: cp.Problem(
+            cp.Maximize(cp.sum_squares(w) + cp.sum(cp.pos(1 - Z @ w)))), "negative weight"),
         (lambda w, xi, Z, L: cp.Problem(cp.Minimize(cp.sum(cp.pos(1 - Z @ w)))),
          "no quadratic term"),
         (lambda w, xi, Z, L: cp.Problem(cp.Minimize(cp.sum_squares(w) + cp.sum(w))),

@@ -1,0 +1,700 @@
+"""The formulation matrix: many spellings of each model family reach their route.
+
+For every spelling: ``explain`` names the expected route, the route's answer agrees with Clarabel
+on the same problem (or, for the non-convex MVE / eigengap family, with the atom spelling solved
+by the same route), and the automatic backend is the same for every spelling of one problem.
+Parameter sweeps (change the value, re-solve) agree with fresh solves on every route.
+"""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+import specopt
+from specopt import (
+    burg_div,
+    eigengap,
+    linear_spectral,
+    logdet_div,
+    mve_cost,
+    row_quad_forms,
+)
+from tests._helpers import psdboost_triplet_factors, random_spd
+
+CLARABEL_TIGHT = {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9}
+
+
+def _clarabel(prob: cp.Problem) -> float:
+    return prob.solve(solver="CLARABEL", **CLARABEL_TIGHT)
+
+
+def _check_route(make, route: str, reference: float | None, rtol: float, **opts) -> str:
+    """explain names ``route``; the route's value matches ``reference`` (Clarabel on a fresh copy
+    when None); returns the auto backend."""
+    prob = make()
+    verdict = specopt.explain(prob).verdict(route)
+    assert verdict.matches, verdict.reason
+    assert len(verdict.reason) < 300
+    value = specopt.solve(prob, route=route, **opts)
+    ref = _clarabel(make()) if reference is None else reference
+    assert abs(value - ref) <= rtol * max(1.0, abs(ref)), (value, ref)
+    return specopt.default_backend(make())
+
+
+# --------------------------------------------------------------------------------------------
+# PSDBoost triplets (matrix generation)
+# --------------------------------------------------------------------------------------------
+D, S, C_PSD = 6, 40, 0.7
+P_T, Q_T = psdboost_triplet_factors(D, S, seed=3)
+A_T = [np.outer(p, p) - np.outer(q, q) for p, q in zip(P_T, Q_T, strict=True)]
+
+
+def _psd_x(kind="PSD"):
+    return cp.Variable((D, D), PSD=True) if kind == "PSD" else cp.Variable((D, D), symmetric=True)
+
+
+def _margins(X):
+    return row_quad_forms(P_T, X) - row_quad_forms(Q_T, X)
+
+
+def _psdboost_spellings():
+    Cp = cp.Parameter(nonneg=True, value=C_PSD)
+
+    def slack_rqf():
+        X, rho, xi = _psd_x(), cp.Variable(), cp.Variable(S, nonneg=True)
+        return cp.Problem(cp.Maximize(rho - C_PSD * cp.sum(xi)),
+                          [cp.trace(X) == 1, _margins(X) >= rho - xi])
+
+    def slack_trace_list():
+        X, rho, xi = _psd_x(), cp.Variable(), cp.Variable(S)
+        cons = [cp.trace(X) == 1, xi >= 0]
+        cons += [cp.trace(A @ X) >= rho - xi[r] for r, A in enumerate(A_T)]
+        return cp.Problem(cp.Maximize(rho - C_PSD * cp.sum(xi)), cons)
+
+    def slack_vec_matrix():
+        X, rho, xi = _psd_x("sym"), cp.Variable(), cp.Variable(S, nonneg=True)
+        M = np.stack([A.ravel(order="F") for A in A_T])
+        return cp.Problem(cp.Maximize(rho - cp.sum(xi) * C_PSD),
+                          [X >> 0, 1 == cp.trace(X), M @ cp.vec(X, order="F") - rho + xi >= 0])
+
+    def hinge_pos():
+        X, rho = _psd_x(), cp.Variable()
+        return cp.Problem(cp.Maximize(rho - C_PSD * cp.sum(cp.pos(rho - _margins(X)))),
+                          [cp.trace(X) == 1])
+
+    def hinge_maximum_min_form():
+        X, rho = _psd_x(), cp.Variable()
+        obj = -rho + cp.sum(cp.maximum(0, rho - _margins(X))) / (1 / C_PSD)
+        return cp.Problem(cp.Minimize(obj), [cp.trace(X) == 1])
+
+    def hinge_weighted_sum():
+        X, rho = _psd_x(), cp.Variable()
+        return cp.Problem(cp.Maximize(rho - cp.sum(C_PSD * cp.maximum(rho - _margins(X), 0))),
+                          [cp.trace(X) == 1])
+
+    def hinge_parameter():
+        X, rho = _psd_x(), cp.Variable()
+        return cp.Problem(cp.Maximize(rho - Cp * cp.sum(cp.pos(rho - _margins(X)))),
+                          [cp.trace(X) == 1])
+
+    def slack_parameter_trace_list():
+        X, rho, xi = _psd_x(), cp.Variable(), cp.Variable(S, nonneg=True)
+        cons = [cp.trace(X) == 1]
+        cons += [cp.trace(X @ A) - rho + xi[r] >= 0 for r, A in enumerate(A_T)]
+        return cp.Problem(cp.Maximize(rho - Cp * cp.sum(xi)), cons)
+
+    def hinge_diag_congruence():
+        X, rho = _psd_x(), cp.Variable()
+        marg = cp.diag(P_T @ X @ P_T.T) - cp.diag(Q_T @ X @ Q_T.T)
+        return cp.Problem(cp.Maximize(rho - C_PSD * cp.sum(cp.pos(rho - marg))),
+                          [cp.trace(X) == 1])
+
+    def slack_norm1_multiply_list():
+        X, rho, xi = _psd_x(), cp.Variable(), cp.Variable(S, nonneg=True)
+        cons = [cp.trace(X) == 1]
+        cons += [cp.sum(cp.multiply(A, X)) >= rho - xi[r] for r, A in enumerate(A_T)]
+        return cp.Problem(cp.Maximize(rho - C_PSD * cp.norm1(xi)), cons)
+
+    def hinge_hstack_of_quadratics():
+        X, rho = _psd_x(), cp.Variable()
+        marg = cp.hstack([p @ X @ p - q @ X @ q for p, q in zip(P_T, Q_T, strict=True)])
+        return cp.Problem(cp.Maximize(rho - C_PSD * cp.sum(cp.pos(rho - marg))),
+                          [cp.trace(X) == 1])
+
+    return [slack_rqf, slack_trace_list, slack_vec_matrix, hinge_pos, hinge_maximum_min_form,
+            hinge_weighted_sum, hinge_parameter, slack_parameter_trace_list,
+            hinge_diag_congruence, slack_norm1_multiply_list, hinge_hstack_of_quadratics]
+
+
+def test_psdboost_spellings_reach_matrix_generation():
+    spellings = _psdboost_spellings()
+    ref = _clarabel(spellings[0]())
+    backends = set()
+    for make in spellings:
+        sign = -1.0 if isinstance(make().objective, cp.Minimize) else 1.0
+        backends.add(_check_route(make, "matrix_generation", sign * ref, 1e-6, tol=1e-8))
+    assert len(backends) == 1, backends
+
+
+# --------------------------------------------------------------------------------------------
+# ITML pairs (Bregman projections)
+# --------------------------------------------------------------------------------------------
+d_I, m_I = 4, 10
+_rng = np.random.default_rng(7)
+V_I = _rng.standard_normal((m_I, d_I))
+W0_I = random_spd(_rng, d_I, cond=5.0)
+_dist = np.einsum("ri,ij,rj->r", V_I, W0_I, V_I)
+SIM = np.arange(m_I) < m_I // 2
+U_I = 0.5 * _dist  # similar pairs must shrink, dissimilar grow
+L_I = 2.0 * _dist
+B_I = np.where(SIM, U_I, L_I)
+GAMMA = 0.8
+
+
+def _itml_hard_spellings():
+    S_inv = np.linalg.inv(W0_I)
+
+    def cons(W):
+        rq = row_quad_forms(V_I, W)
+        return [rq[SIM] <= U_I[SIM], rq[~SIM] >= L_I[~SIM]]
+
+    def atom():
+        W = cp.Variable((d_I, d_I), PSD=True)
+        return cp.Problem(cp.Minimize(logdet_div(W, W0_I)), cons(W))
+
+    def handwritten_trace():
+        W = cp.Variable((d_I, d_I), PSD=True)
+        return cp.Problem(cp.Minimize(cp.trace(W @ S_inv) - cp.log_det(W)), cons(W))
+
+    def handwritten_multiply_const():
+        W = cp.Variable((d_I, d_I), symmetric=True)
+        obj = cp.sum(cp.multiply(S_inv, W)) - cp.log_det(W) - d_I + 3.0
+        return cp.Problem(cp.Minimize(obj), [*cons(W), W >> 0])
+
+    def quad_form_list():
+        W = cp.Variable((d_I, d_I), PSD=True)
+        cs = [(cp.quad_form(v, W) <= U_I[r]) if SIM[r] else (L_I[r] <= cp.quad_form(v, W))
+              for r, v in enumerate(V_I)]
+        return cp.Problem(cp.Minimize(2.0 * logdet_div(W, W0_I) / 2.0), cs)
+
+    def maximize_negative():
+        W = cp.Variable((d_I, d_I), PSD=True)
+        return cp.Problem(cp.Minimize(-(cp.log_det(W) - cp.trace(S_inv @ W))), cons(W))
+
+    def split_trace():
+        W = cp.Variable((d_I, d_I), PSD=True)
+        half = 0.5 * S_inv
+        return cp.Problem(cp.Minimize(cp.trace(half @ W) - cp.log_det(W) + cp.trace(W @ half)),
+                          cons(W))
+
+    def vector_quadratic_list():
+        W = cp.Variable((d_I, d_I), symmetric=True)
+        cs = [W >> 0] + [(v @ W @ v <= U_I[r]) if SIM[r] else (v @ W @ v >= L_I[r])
+                         for r, v in enumerate(V_I)]
+        return cp.Problem(cp.Minimize(logdet_div(W, W0_I)), cs)
+
+    def signed_rows():
+        W = cp.Variable((d_I, d_I), PSD=True)
+        delta = np.where(SIM, 1.0, -1.0)
+        return cp.Problem(cp.Minimize(logdet_div(W, W0_I)),
+                          [cp.multiply(delta, row_quad_forms(V_I, W)) <= delta * B_I])
+
+    def hstack_of_outer_products():
+        W = cp.Variable((d_I, d_I), PSD=True)
+
+        def dist(rows):
+            return cp.hstack([cp.sum(cp.multiply(np.outer(v, v), W)) for v in rows])
+
+        return cp.Problem(cp.Minimize(cp.trace(W @ S_inv) - cp.log_det(W)),
+                          [dist(V_I[SIM]) <= U_I[SIM], dist(V_I[~SIM]) >= L_I[~SIM]])
+
+    return [atom, handwritten_trace, handwritten_multiply_const, quad_form_list,
+            maximize_negative, split_trace, vector_quadratic_list, signed_rows,
+            hstack_of_outer_products]
+
+
+def _itml_slack_spellings():
+    gp = cp.Parameter(pos=True, value=GAMMA)
+
+    def one_burg():
+        W, xi = cp.Variable((d_I, d_I), PSD=True), cp.Variable(m_I)
+        rq = row_quad_forms(V_I, W)
+        return cp.Problem(cp.Minimize(logdet_div(W, W0_I) + GAMMA * burg_div(xi, B_I)),
+                          [rq[SIM] <= xi[SIM], rq[~SIM] >= xi[~SIM]])
+
+    def two_burg():
+        W = cp.Variable((d_I, d_I), PSD=True)
+        xs, xd = cp.Variable(int(SIM.sum())), cp.Variable(int((~SIM).sum()))
+        rq = row_quad_forms(V_I, W)
+        obj = logdet_div(W, W0_I) + GAMMA * burg_div(xs, B_I[SIM]) \
+            + GAMMA * burg_div(xd, B_I[~SIM])
+        return cp.Problem(cp.Minimize(obj), [rq[SIM] <= xs, rq[~SIM] >= xd, xs >= 0, xd >= 0])
+
+    def handwritten_burg():
+        W, xi = cp.Variable((d_I, d_I), PSD=True), cp.Variable(m_I)
+        rq = row_quad_forms(V_I, W)
+        burg = cp.sum(xi / B_I - cp.log(xi / B_I) - 1)
+        return cp.Problem(cp.Minimize(logdet_div(W, W0_I) + GAMMA * burg),
+                          [rq[SIM] <= xi[SIM], rq[~SIM] >= xi[~SIM]])
+
+    def parameter_gamma():
+        W, xi = cp.Variable((d_I, d_I), PSD=True), cp.Variable(m_I)
+        rq = row_quad_forms(V_I, W)
+        return cp.Problem(cp.Minimize(logdet_div(W, W0_I) + gp * burg_div(xi, B_I)),
+                          [rq[SIM] <= xi[SIM], rq[~SIM] >= xi[~SIM]])
+
+    def scaled_slack():
+        # v^T W v <= 2 z  is  v^T W v <= xi with xi = 2 z: burg_div(z, B/2) = burg_div(xi, B)
+        W, z = cp.Variable((d_I, d_I), PSD=True), cp.Variable(m_I)
+        rq = row_quad_forms(V_I, W)
+        return cp.Problem(cp.Minimize(logdet_div(W, W0_I) + GAMMA * burg_div(z, B_I / 2)),
+                          [rq[SIM] <= 2 * z[SIM], rq[~SIM] >= 2 * z[~SIM]])
+
+    def handwritten_both():
+        W, xi = cp.Variable((d_I, d_I), PSD=True), cp.Variable(m_I)
+        rq = row_quad_forms(V_I, W)
+        obj = (cp.trace(np.linalg.inv(W0_I) @ W) - cp.log_det(W)
+               + GAMMA * cp.sum(cp.multiply(1 / B_I, xi)) - GAMMA * cp.sum(cp.log(xi)))
+        return cp.Problem(cp.Minimize(obj), [rq[SIM] <= xi[SIM], rq[~SIM] >= xi[~SIM]])
+
+    return [one_burg, two_burg, handwritten_burg, parameter_gamma, scaled_slack,
+            handwritten_both]
+
+
+@pytest.mark.parametrize("family", ["hard", "slack"])
+def test_itml_spellings_reach_bregman(family):
+    spellings = _itml_hard_spellings() if family == "hard" else _itml_slack_spellings()
+    backends = set()
+    for make in spellings:
+        backends.add(_check_route(make, "bregman", None, 2e-6, tol=1e-10))
+    assert len(backends) == 1, backends
+
+
+# --------------------------------------------------------------------------------------------
+# MVE / eigengap (iterated SDP; non-convex: compared with the atom spelling)
+# --------------------------------------------------------------------------------------------
+N_M, DIM = 8, 2
+
+
+def _sde_constraints(K, centering="sum"):
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((N_M, 3))
+    A = X @ X.T
+    edges = {(i, (i + 1) % N_M) for i in range(N_M)} | {(0, 4), (2, 6), (1, 5)}
+    cons = [K >> 0, cp.sum(K) == 0 if centering == "sum" else K @ np.ones(N_M) == 0]
+    for i, j in sorted(edges):
+        cons.append(K[i, i] + K[j, j] - 2 * K[i, j] == A[i, i] + A[j, j] - 2 * A[i, j])
+    return cons
+
+
+def _mve_spellings():
+    n, d = N_M, DIM
+    alpha = np.concatenate([-np.ones(d), np.ones(n - d)])
+
+    def sym():
+        return cp.Variable((n, n), symmetric=True)
+
+    def atom():
+        K = sym()
+        return cp.Problem(cp.Minimize(mve_cost(K, d)), _sde_constraints(K))
+
+    def linear_spectral_alpha():
+        K = sym()
+        return cp.Problem(cp.Minimize(linear_spectral(K, alpha)), _sde_constraints(K))
+
+    def issue_spelling():
+        K = sym()
+        obj = -cp.lambda_sum_largest(K, d) + cp.trace(K) - cp.lambda_sum_largest(K, d)
+        return cp.Problem(cp.Minimize(obj), _sde_constraints(K))
+
+    def trace_minus_twice():
+        K = sym()
+        return cp.Problem(cp.Minimize(cp.trace(K) - 2 * cp.lambda_sum_largest(K, d)),
+                          _sde_constraints(K))
+
+    def maximize_convex():
+        K = sym()
+        return cp.Problem(cp.Maximize(2 * cp.lambda_sum_largest(K, d) - cp.trace(K)),
+                          _sde_constraints(K))
+
+    def smallest_minus_largest():
+        K = sym()
+        obj = cp.lambda_sum_smallest(K, n - d) - cp.lambda_sum_largest(K, d)
+        return cp.Problem(cp.Minimize(obj), _sde_constraints(K))
+
+    def centering_rows():
+        K = sym()
+        return cp.Problem(cp.Minimize(mve_cost(K, d)), _sde_constraints(K, "rows"))
+
+    def scaled():
+        K = sym()
+        return cp.Problem(cp.Minimize(cp.multiply(0.5, mve_cost(K, d)) / 0.5),
+                          _sde_constraints(K))
+
+    return [atom, linear_spectral_alpha, issue_spelling, trace_minus_twice, maximize_convex,
+            smallest_minus_largest, centering_rows, scaled]
+
+
+def _eigengap_spellings():
+    n = 6
+    rng = np.random.default_rng(5)
+    K0 = random_spd(rng, n, cond=20.0)
+    K0 /= np.trace(K0)
+    Bs = [rng.standard_normal((n, n)) for _ in range(3)]
+    Bs = [(B + B.T) / 2 for B in Bs]
+
+    def cons(K):
+        return [K >> 0, cp.trace(K) == 1] + [cp.sum(cp.multiply(B, K)) == np.sum(B * K0)
+                                              for B in Bs]
+
+    def sym():
+        return cp.Variable((n, n), symmetric=True)
+
+    def atom():
+        K = sym()
+        return cp.Problem(cp.Maximize(eigengap(K, 2)), cons(K))
+
+    def issue_spelling():
+        K = sym()
+        obj = 2 * cp.lambda_sum_largest(K, 2) - cp.lambda_max(K) - cp.lambda_sum_largest(K, 3)
+        return cp.Problem(cp.Maximize(obj), cons(K))
+
+    def alpha_vector():
+        K = sym()
+        return cp.Problem(cp.Maximize(linear_spectral(K, [0, 1, -1, 0, 0, 0])), cons(K))
+
+    def differences():
+        K = sym()
+        obj = (cp.lambda_sum_largest(K, 2) - cp.lambda_max(K)) \
+            - (cp.lambda_sum_largest(K, 3) - cp.lambda_sum_largest(K, 2))
+        return cp.Problem(cp.Maximize(obj), cons(K))
+
+    def minimize_negative():
+        K = sym()
+        obj = cp.lambda_max(K) + cp.lambda_sum_largest(K, 3) - 2 * cp.lambda_sum_largest(K, 2)
+        return cp.Problem(cp.Minimize(obj), cons(K))
+
+    def with_smallest():
+        K = sym()  # lambda_3 = -(lambda_sum_smallest(K, 4) - lambda_sum_smallest(K, 3))
+        obj = cp.lambda_sum_largest(K, 2) - cp.lambda_max(K) \
+            + cp.lambda_sum_smallest(K, 3) - cp.lambda_sum_smallest(K, 4)
+        return cp.Problem(cp.Maximize(obj), cons(K))
+
+    return [atom, issue_spelling, alpha_vector, differences, minimize_negative, with_smallest]
+
+
+@pytest.mark.parametrize("family", ["mve", "eigengap"])
+def test_spectral_spellings_reach_iterated_sdp(family):
+    spellings = _mve_spellings() if family == "mve" else _eigengap_spellings()
+    opts = {"solver": "CLARABEL", "init": "relaxation", "max_iters": 200, "tol": 1e-9,
+            "tol_K": 1e-7}
+    ref_prob = spellings[0]()
+    ref = specopt.solve(ref_prob, route="iterated_sdp", **opts)
+    ref_sense = 1 if isinstance(ref_prob.objective, cp.Minimize) else -1
+    backends = set()
+    for make in spellings:
+        sign = ref_sense * (1 if isinstance(make().objective, cp.Minimize) else -1)
+        backends.add(_check_route(make, "iterated_sdp", sign * ref, 1e-4, **opts))
+        explanation = specopt.explain(make())
+        assert explanation.auto_route == "iterated_sdp"
+    assert len(backends) == 1, backends
+
+
+def test_issue_mve_alpha_with_row_centering_solves():
+    """The issue's case: linear_spectral(K, [-2, -1, 1, ...]) with K @ ones == 0."""
+    K = cp.Variable((N_M, N_M), symmetric=True)
+    alpha = np.concatenate([[-2.0, -1.0], np.ones(N_M - 2)])
+    prob = cp.Problem(cp.Minimize(linear_spectral(K, alpha)), _sde_constraints(K, "rows"))
+    assert specopt.explain(prob).auto_route == "iterated_sdp"
+    value = specopt.solve(prob)
+    K2 = cp.Variable((N_M, N_M), symmetric=True)
+    prob2 = cp.Problem(cp.Minimize(linear_spectral(K2, alpha)), _sde_constraints(K2, "sum"))
+    value2 = specopt.solve(prob2)
+    assert abs(value - value2) <= 1e-4 * abs(value2)
+
+
+def test_iterated_sdp_falls_back_when_inner_solve_fails(monkeypatch):
+    """An inner solve that raises with the first backend is retried with another one."""
+    make = _mve_spellings()[0]
+    opts = {"init": "relaxation", "max_iters": 200, "tol": 1e-9, "tol_K": 1e-7}
+    ref = specopt.solve(make(), route="iterated_sdp", solver="SCS", **opts)
+    original = cp.Problem.solve
+
+    def failing(self, *args, **kwargs):
+        if kwargs.get("solver") == "CLARABEL":
+            raise cp.error.SolverError("Solver 'CLARABEL' failed (injected)")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(cp.Problem, "solve", failing)
+    prob = make()
+    value = specopt.solve(prob, route="iterated_sdp", solver="CLARABEL", **opts)
+    cert = specopt.certificate(prob)
+    assert cert.backend == "SCS"
+    assert cert.extra["backend_fallbacks"][0]["from"] == "CLARABEL"
+    assert abs(value - ref) <= 1e-3 * abs(ref)
+
+    def all_fail(self, *args, **kwargs):
+        raise cp.error.SolverError("injected")
+
+    monkeypatch.setattr(cp.Problem, "solve", all_fail)
+    with pytest.raises(cp.error.SolverError, match="every backend"):
+        specopt.solve(make(), route="iterated_sdp", solver="CLARABEL", **opts)
+
+
+# --------------------------------------------------------------------------------------------
+# Schultz-Joachims relative-comparison QP (dual coordinate descent)
+# --------------------------------------------------------------------------------------------
+M_Q, N_Q, C_Q = 5, 40, 0.3
+_rq = np.random.default_rng(2)
+Z_Q = _rq.standard_normal((N_Q, M_Q))
+
+
+def _qp_spellings():
+    Cp = cp.Parameter(nonneg=True, value=C_Q)
+
+    def slack_quad_form():
+        w, xi = cp.Variable(M_Q), cp.Variable(N_Q)
+        return cp.Problem(cp.Minimize(0.5 * cp.quad_form(w, np.eye(M_Q)) + C_Q * cp.sum(xi)),
+                          [Z_Q @ w >= 1 - xi, xi >= 0])
+
+    def norm_squared_hinge():
+        w = cp.Variable(M_Q)
+        return cp.Problem(cp.Minimize(0.5 * cp.norm(w) ** 2 + C_Q * cp.sum(cp.pos(1 - Z_Q @ w))))
+
+    def square_norm_maximum():
+        w = cp.Variable(M_Q)
+        obj = cp.square(cp.norm(w)) / 2 + C_Q * cp.sum(cp.maximum(0, 1 - Z_Q @ w))
+        return cp.Problem(cp.Minimize(obj))
+
+    def sum_square_mean_hinge():
+        w = cp.Variable(M_Q)
+        obj = 0.5 * cp.sum(cp.square(w)) + C_Q * N_Q * (cp.sum(cp.pos(1 - Z_Q @ w)) / N_Q)
+        return cp.Problem(cp.Minimize(obj))
+
+    def quad_over_lin_inner_weight():
+        w = cp.Variable(M_Q)
+        obj = cp.quad_over_lin(w, 2) + cp.sum(C_Q * cp.pos(1 - Z_Q @ w))
+        return cp.Problem(cp.Minimize(obj))
+
+    def parameter_c():
+        w = cp.Variable(M_Q)
+        obj = 0.5 * cp.sum_squares(w) + Cp * cp.sum(cp.maximum(1 - Z_Q @ w, 0))
+        return cp.Problem(cp.Minimize(obj))
+
+    def maximize_negated():
+        w = cp.Variable(M_Q)
+        obj = -(0.5 * cp.sum_squares(w) + C_Q * cp.sum(cp.pos(1 - Z_Q @ w)))
+        return cp.Problem(cp.Maximize(obj))
+
+    def weight_vector_norm2():
+        w = cp.Variable(M_Q)
+        obj = 0.5 * cp.norm(w, 2) ** 2 + (C_Q * np.ones(N_Q)) @ cp.pos(1 - Z_Q @ w)
+        return cp.Problem(cp.Minimize(obj))
+
+    def pos_times_const_parameter_slack():
+        w, xi = cp.Variable(M_Q), cp.Variable(N_Q, nonneg=True)
+        return cp.Problem(cp.Minimize(cp.sum_squares(w) / 2 + cp.sum(xi) * Cp),
+                          [1 - xi <= Z_Q @ w])
+
+    def self_product_norm1():
+        w = cp.Variable(M_Q)
+        return cp.Problem(cp.Minimize(0.5 * (w @ w) + C_Q * cp.norm1(cp.pos(1 - Z_Q @ w))))
+
+    def vdot_mean_scalene():
+        w = cp.Variable(M_Q)
+        obj = cp.vdot(w, w) / 2 + C_Q * N_Q * cp.mean(cp.scalene(1 - Z_Q @ w, 1, 0))
+        return cp.Problem(cp.Minimize(obj))
+
+    def python_sum_of_scalar_hinges():
+        w = cp.Variable(M_Q)
+        obj = 0.5 * cp.pnorm(w, 2) ** 2 + C_Q * sum(cp.pos(1 - z @ w) for z in Z_Q)
+        return cp.Problem(cp.Minimize(obj))
+
+    def sparse_constants():
+        import scipy.sparse as sp
+
+        w = cp.Variable(M_Q)
+        obj = 0.5 * cp.quad_form(w, sp.identity(M_Q, format="csr")) \
+            + C_Q * cp.sum(cp.pos(1 - sp.csr_matrix(Z_Q) @ w))
+        return cp.Problem(cp.Minimize(obj))
+
+    def negated_minimum():
+        w = cp.Variable(M_Q)
+        obj = 0.5 * cp.sum_squares(w) - C_Q * cp.sum(cp.minimum(Z_Q @ w - 1, 0))
+        return cp.Problem(cp.Minimize(obj))
+
+    return [sparse_constants, negated_minimum,
+            slack_quad_form, norm_squared_hinge, square_norm_maximum, sum_square_mean_hinge,
+            quad_over_lin_inner_weight, parameter_c, maximize_negated, weight_vector_norm2,
+            pos_times_const_parameter_slack, self_product_norm1, vdot_mean_scalene,
+            python_sum_of_scalar_hinges]
+
+
+def test_qp_spellings_reach_dual_cd():
+    spellings = _qp_spellings()
+    ref = _clarabel(spellings[0]())
+    backends = set()
+    for make in spellings:
+        sign = -1.0 if isinstance(make().objective, cp.Maximize) else 1.0
+        backends.add(_check_route(make, "dual_cd", sign * ref, 1e-6, tol=1e-10))
+    assert len(backends) == 1, backends
+
+
+# --------------------------------------------------------------------------------------------
+# Parameter sweeps agree with fresh solves
+# --------------------------------------------------------------------------------------------
+def _sweep(build, route, values, rtol, **opts):
+    p = cp.Parameter(nonneg=True, value=values[0])
+    prob = build(p)
+    for v in values:
+        p.value = v
+        swept = specopt.solve(prob, route=route, **opts)
+        fresh = specopt.solve(build(v), route=route, **opts)
+        assert abs(swept - fresh) <= rtol * max(1.0, abs(fresh)), (route, v, swept, fresh)
+
+
+def test_parameter_sweep_matrix_generation():
+    def build(C):
+        X, rho = _psd_x(), cp.Variable()
+        return cp.Problem(cp.Maximize(rho - C * cp.sum(cp.pos(rho - _margins(X)))),
+                          [cp.trace(X) == 1])
+
+    _sweep(build, "matrix_generation", [0.2, 1.5, 0.05], 1e-6, tol=1e-8)
+
+
+def test_parameter_sweep_bregman():
+    def build(g):
+        W, xi = cp.Variable((d_I, d_I), PSD=True), cp.Variable(m_I)
+        rq = row_quad_forms(V_I, W)
+        return cp.Problem(cp.Minimize(logdet_div(W, W0_I) + g * burg_div(xi, B_I)),
+                          [rq[SIM] <= xi[SIM], rq[~SIM] >= xi[~SIM]])
+
+    _sweep(build, "bregman", [0.5, 3.0, 0.1], 1e-8, tol=1e-10)
+
+
+def test_parameter_sweep_dual_cd():
+    def build(C):
+        w = cp.Variable(M_Q)
+        return cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + C * cp.sum(cp.pos(1 - Z_Q @ w))))
+
+    _sweep(build, "dual_cd", [0.3, 2.0, 0.01], 1e-8, tol=1e-10)
+
+
+def test_parameter_sweep_iterated_sdp():
+    def build(t):
+        K = cp.Variable((N_M, N_M), symmetric=True)
+        return cp.Problem(cp.Minimize(mve_cost(K, DIM) + t * cp.trace(K)), _sde_constraints(K))
+
+    _sweep(build, "iterated_sdp", [0.0, 0.5], 1e-5, solver="CLARABEL", init="relaxation",
+           tol=1e-9, tol_K=1e-7, max_iters=200)
+
+
+def test_parameter_sweep_conic():
+    def build(C):
+        w = cp.Variable(M_Q)
+        return cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + C * cp.sum(cp.pos(1 - Z_Q @ w))))
+
+    _sweep(build, "conic", [0.3, 2.0], 1e-6, solver="CLARABEL")
+
+
+def test_backend_does_not_depend_on_spelling_near_the_threshold():
+    """The issue's case: PSDBoost with row_quad_forms went to SCS, as a list of traces to
+    Clarabel. Here d = 21 + 320 > 300 for every spelling (rows, traces, hinges, vec matrix)."""
+    n, s = 6, 320
+    P, Q = psdboost_triplet_factors(n, s, seed=4)
+    As = [np.outer(p, p) - np.outer(q, q) for p, q in zip(P, Q, strict=True)]
+
+    def rows(X, rho, xi):
+        return [row_quad_forms(P, X) - row_quad_forms(Q, X) >= rho - xi]
+
+    def traces(X, rho, xi):
+        return [cp.trace(A @ X) >= rho - xi[r] for r, A in enumerate(As)]
+
+    def vec_matrix(X, rho, xi):
+        M = np.stack([A.ravel(order="F") for A in As])
+        return [M @ cp.vec(X, order="F") >= rho - xi]
+
+    backends = []
+    for spell in (rows, traces, vec_matrix):
+        X, rho, xi = cp.Variable((n, n), PSD=True), cp.Variable(), cp.Variable(s, nonneg=True)
+        prob = cp.Problem(cp.Maximize(rho - cp.sum(xi)), [cp.trace(X) == 1, *spell(X, rho, xi)])
+        backends.append(specopt.default_backend(prob))
+    X, rho = cp.Variable((n, n), symmetric=True), cp.Variable()
+    marg = row_quad_forms(P, X) - row_quad_forms(Q, X)
+    hinge = cp.Problem(cp.Maximize(rho - cp.sum(cp.pos(rho - marg))), [X >> 0, cp.trace(X) == 1])
+    backends.append(specopt.default_backend(hinge))
+    expected = "MOSEK" if specopt.mosek_licensed() else "SCS"
+    assert backends == [expected] * 4
+
+
+def test_spectral_backend_does_not_depend_on_spelling():
+    K = cp.Variable((30, 30), symmetric=True)
+    spellings = [mve_cost(K, 3), cp.trace(K) - 2 * cp.lambda_sum_largest(K, 3),
+                 -cp.lambda_sum_largest(K, 3) + cp.trace(K) - cp.lambda_sum_largest(K, 3),
+                 cp.lambda_sum_smallest(K, 27) - cp.lambda_sum_largest(K, 3)]
+    sides = {tuple(specopt.backends.psd_block_sides(
+        cp.Problem(cp.Minimize(e), [K >> 0, cp.trace(K) == 1]))) for e in spellings}
+    assert sides == {(30, 30, 30)}
+
+
+def test_conic_route_takes_problems_that_are_dcp_once_normalized():
+    """Spectral atoms whose combination on one matrix is convex (2 lsl - lsl = lsl), and x @ x:
+    not DCP as written, DCP once normalized; values and duals agree with the DCP spelling."""
+    rng = np.random.default_rng(9)
+    B = rng.standard_normal((5, 5))
+    B = B + B.T
+
+    def make(spelling):
+        K = cp.Variable((5, 5), symmetric=True)
+        lsl = (2 * cp.lambda_sum_largest(K, 2) - cp.lambda_sum_largest(K, 2)
+               if spelling == "combined" else cp.lambda_sum_largest(K, 2))
+        return cp.Problem(cp.Minimize(lsl + cp.sum(cp.multiply(B, K))),
+                          [cp.trace(K) == 1, K >> 0])
+
+    prob = make("combined")
+    assert not prob.is_dcp()
+    explanation = specopt.explain(prob)
+    assert explanation.auto_route == "conic", str(explanation)
+    value = specopt.solve(prob, solver="CLARABEL")
+    ref = make("atom")
+    ref_value = ref.solve(solver="CLARABEL")
+    assert abs(value - ref_value) <= 1e-6 * max(1.0, abs(ref_value))
+    assert abs(prob.constraints[0].dual_value - ref.constraints[0].dual_value) <= 1e-5
+
+    w = cp.Variable(M_Q)
+    qp = cp.Problem(cp.Minimize(0.5 * (w @ w) + C_Q * cp.sum(cp.pos(1 - Z_Q @ w))))
+    assert specopt.explain(qp).verdict("conic").matches
+    value = specopt.solve(qp, route="conic", solver="CLARABEL")
+    w2 = cp.Variable(M_Q)
+    ref_value = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w2)
+                                       + C_Q * cp.sum(cp.pos(1 - Z_Q @ w2)))).solve(
+        solver="CLARABEL")
+    assert abs(value - ref_value) <= 1e-6 * max(1.0, abs(ref_value))
+
+
+def test_psdboost_unit_margin_hinge_spellings():
+    """The issue's ``sum(pos(1 - margins))`` (no rho): hinge spellings and the slack form."""
+    def hinge():
+        X = _psd_x()
+        return cp.Problem(cp.Minimize(cp.sum(cp.pos(1 - _margins(X)))), [cp.trace(X) == 1])
+
+    def hinge_mean_maximize():
+        X = _psd_x()
+        return cp.Problem(cp.Maximize(-cp.sum(cp.maximum(0, 1 - _margins(X))) / S),
+                          [cp.trace(X) == 1])
+
+    def slack_trace_list():
+        X, xi = _psd_x(), cp.Variable(S, nonneg=True)
+        cons = [cp.trace(X) == 1]
+        cons += [cp.trace(A @ X) >= 1 - xi[r] for r, A in enumerate(A_T)]
+        return cp.Problem(cp.Minimize(cp.sum(xi)), cons)
+
+    ref = _clarabel(hinge())
+    backends = {
+        _check_route(hinge, "matrix_generation", ref, 1e-6, tol=1e-8),
+        _check_route(hinge_mean_maximize, "matrix_generation", -ref / S, 1e-6, tol=1e-8),
+        _check_route(slack_trace_list, "matrix_generation", ref, 1e-6, tol=1e-8),
+    }
+    assert len(backends) == 1, backends
