@@ -188,10 +188,12 @@ def conic_solve(
         info["pobj"] = raw["info"].get("pobj")
         info["dobj"] = raw["info"].get("dobj")
         info["iterations"] = info["iterations"] or raw["info"].get("iter")
+        info["raw_status"] = raw["info"].get("status")
     elif hasattr(raw, "obj_val") and hasattr(raw, "obj_val_dual"):  # Clarabel
         info["pobj"] = float(raw.obj_val)
         info["dobj"] = float(raw.obj_val_dual)
         info["iterations"] = info["iterations"] or getattr(raw, "iterations", None)
+        info["raw_status"] = str(getattr(raw, "status", "")) or None
     return solution, info
 
 

@@ -67,6 +67,64 @@ class Certificate:
         d["extra"] = {k: v for k, v in self.extra.items() if isinstance(v, (int, float, str, bool))}
         return d
 
+    def plot(self, ax=None):
+        """Objective and bound against time (left axis), relative gap on a log axis (right).
+
+        Uses ``history["time"]`` with ``"objective"`` (or ``"primal"`` / ``"upper"``) and
+        ``"bound"`` (or ``"dual"`` / ``"lower"``), and ``"gap"``; without time stamps the x axis
+        is the iteration. Returns the matplotlib ``Axes`` (nothing is shown or saved by itself)::
+
+            ax = specopt.certificate(prob).plot()
+            ax.figure.savefig("certificate.png", dpi=150, bbox_inches="tight")
+        """
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as exc:  # pragma: no cover - optional extra
+            raise ImportError("Certificate.plot() needs matplotlib: pip install 'specopt[plot]'")\
+                from exc
+        import numpy as np
+
+        h = self.history or {}
+
+        def first(*keys):
+            return next((np.asarray(h[k], float) for k in keys if len(h.get(k, ()))), None)
+
+        obj = first("objective", "primal", "upper")
+        bnd = first("bound", "dual", "lower")
+        gap = first("gap")
+        if obj is None and bnd is None:
+            raise ValueError(f"route {self.route!r} recorded no objective/bound history to plot")
+        n = len(obj if obj is not None else bnd)
+        if self.route == "dual_cd" and obj is not None and gap is not None and len(gap) == n:
+            # dual_cd records the absolute gap P - D at each check (and D every pass)
+            bnd = obj - gap
+            gap = gap / np.maximum(1.0, np.abs(obj))
+        t = first("time")
+        if t is not None and len(t) == n:
+            x, xlabel = t, "time [s]"
+        else:
+            x, xlabel = np.arange(1, n + 1), "iteration"
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 3.5))
+        if obj is not None:
+            ax.plot(x[: len(obj)], obj, "o-", ms=3, label="objective")
+        if bnd is not None and len(bnd) == n:
+            ok = np.isfinite(bnd)
+            ax.plot(x[ok], bnd[ok], "s--", ms=3, label="bound")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("value")
+        if gap is not None and len(gap) == n:
+            g = np.abs(gap)
+            ok = np.isfinite(g) & (g > 0)
+            if ok.any():
+                ax2 = ax.twinx()
+                ax2.semilogy(x[ok], g[ok], "C2:", label="relative gap")
+                ax2.set_ylabel("relative gap")
+                ax2.legend(loc="upper center", fontsize=8)
+        ax.legend(loc="upper right", fontsize=8)
+        ax.set_title(f"{self.route} ({self.backend}): {self.status}")
+        return ax
+
     def __str__(self) -> str:
         def fmt(x: Any) -> str:
             if x is None:

@@ -17,8 +17,8 @@ from typing import Any
 import cvxpy as cp
 
 from .backends import GENERIC_BACKENDS, backend_status
-from .certificate import Certificate
-from .reductions import RouteResult
+from .certificate import STATIONARY, Certificate
+from .reductions import RouteMismatch, RouteResult
 from .solve import apply_result, run_route
 
 
@@ -36,12 +36,14 @@ class CompareRow:
     total_time: float | None = None
     iterations: int | None = None
     note: str = ""
+    bound_contradicted: bool = False
     certificate: Certificate | None = field(default=None, repr=False)
     _result: RouteResult | None = field(default=None, repr=False)
 
     @property
     def certified(self) -> bool:
-        return self.certificate is not None and self.status == cp.OPTIMAL
+        return (self.certificate is not None and self.status == cp.OPTIMAL
+                and not self.bound_contradicted)
 
     def to_dict(self) -> dict[str, Any]:
         keys = (
@@ -61,6 +63,7 @@ COLUMNS = (
     ("max_violation", "max viol."),
     ("compile_time", "compile [s]"),
     ("solve_time", "solve [s]"),
+    ("total_time", "total [s]"),
     ("iterations", "iters"),
     ("note", "note"),
 )
@@ -102,7 +105,15 @@ class CompareTable:
         return next(r for r in self.rows if r.backend == backend)
 
     def plot(self, ax=None):
-        """Bar chart of total time per backend, annotated with status and gap (matplotlib)."""
+        """Bar chart of total time per backend, annotated with status and gap (matplotlib).
+
+        Returns the matplotlib ``Axes``; nothing is shown or saved by itself. From a script::
+
+            ax = table.plot()
+            ax.figure.savefig("compare.png", dpi=150, bbox_inches="tight")
+
+        (or ``matplotlib.pyplot.show()`` in an interactive session).
+        """
         try:
             import matplotlib.pyplot as plt
         except ImportError as exc:  # pragma: no cover - optional extra
@@ -127,6 +138,76 @@ class CompareTable:
         return self.to_markdown()
 
     __repr__ = __str__
+
+
+#: Status of a row whose backend cannot take the problem (e.g. a conic solver on a non-DCP one).
+NOT_APPLICABLE = "not applicable"
+
+
+def _not_applicable_note(route: str, message: str) -> str:
+    """The note of a "not applicable" row: why, in the user's terms, and what to use instead."""
+    why = message.split(" does not apply: ", 1)[-1]
+    if route == "conic" and why.startswith("not DCP"):
+        return "not applicable: non-convex (use method='specopt')"
+    return f"not applicable: {why}"
+
+
+def footnotes(table: CompareTable) -> list[str]:
+    """One line per row whose status is not ``optimal``: what the status means for that row."""
+    out = []
+    for r in table.rows:
+        if r.bound_contradicted:
+            out.append(f"{r.backend} reported {r.status}, but its {r.note}; the row is not "
+                       "counted as certified.")
+            continue
+        if r.status == cp.OPTIMAL:
+            continue
+        if r.status == cp.OPTIMAL_INACCURATE:
+            raw = (r.certificate.extra.get("solver_status") if r.certificate else None) or ""
+            said = f" (it reported {raw!r})" if raw else ""
+            line = (f"{r.backend} stopped at its reduced-accuracy tolerances{said}, not its full "
+                    "ones, so CVXPY marks the answer optimal_inaccurate")
+            if r.gap is not None and r.max_violation is not None:
+                line += (f"; measured on your problem it is still within gap {r.gap:.1e} and "
+                         f"violation {r.max_violation:.1e}")
+            out.append(line + ".")
+        elif r.status == STATIONARY:
+            out.append(f"{r.backend}: stationary_point = a local solution of a non-convex "
+                       "problem (monotone objective trace, no global bound).")
+        elif r.status in (NOT_APPLICABLE, "unavailable", "failed"):
+            out.append(f"{r.backend}: {r.status}: {r.note}")
+        else:
+            out.append(f"{r.backend}: status {r.status} (no optimal solution certified).")
+    return out
+
+
+#: a point counts as feasible for the bound cross-check up to this max violation
+_FEASIBLE_TOL = 1e-7
+
+
+def _flag_contradicted_bounds(problem: cp.Problem, rows: list[CompareRow]) -> None:
+    """Weak duality across rows: a row's bound may not be beaten by another row's feasible point.
+
+    A row whose claimed bound (lower when minimizing) lies above some other row's objective at a
+    point with violation <= 1e-7 (beyond 1e-9 relative) has a solver-side gap that does not
+    hold for the user's problem; it is not used as the reference and its note says so.
+    """
+    sense = 1.0 if isinstance(problem.objective, cp.Minimize) else -1.0
+    feasible = [r for r in rows if r.objective is not None and r.max_violation is not None
+                and r.max_violation <= _FEASIBLE_TOL]
+    for r in rows:
+        bound = None if r.certificate is None else r.certificate.bound
+        if bound is None:
+            continue
+        for other in feasible:
+            if other is r:
+                continue
+            slack = 1e-9 * max(1.0, abs(other.objective))
+            if sense * (bound - other.objective) > slack:
+                r.bound_contradicted = True
+                r.note = (f"claimed bound {bound:.10g} is beaten by {other.backend}'s feasible "
+                          f"objective {other.objective:.10g}: its gap does not hold here")
+                break
 
 
 def _parse_backend(name: str) -> tuple[str, str | None]:
@@ -162,6 +243,10 @@ def compare(
         fresh = cp.Problem(problem.objective, problem.constraints)
         try:
             result, cert = run_route(fresh, route=route, solver=solver, **opts)
+        except RouteMismatch as exc:  # the backend's route does not apply: say so in words
+            rows.append(CompareRow(name, route if route != "auto" else None, NOT_APPLICABLE,
+                                   note=_not_applicable_note(route, str(exc))))
+            continue
         except Exception as exc:  # a failing backend is a row, not an exception
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             rows.append(CompareRow(name, route if route != "auto" else None, "failed",
@@ -184,7 +269,9 @@ def compare(
                 _result=result,
             )
         )
-    certified = [r for r in rows if r.certified and r.objective is not None]
+    _flag_contradicted_bounds(problem, rows)
+    certified = [r for r in rows if r.certified and r.objective is not None
+                 and not r.bound_contradicted]
     if certified:
         reference = min(certified, key=lambda r: (r.gap or 0.0) + (r.max_violation or 0.0))
         ref_obj = reference.objective

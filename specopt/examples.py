@@ -66,14 +66,16 @@ def metric_learning(size: int = 178, C: float = 0.1, dataset: str = "load_wine")
     )
 
 
-def itml(size: int = 60, gamma: float = 1.0, dataset: str = "load_iris") -> Example:
-    """Information-theoretic metric learning (LogDet divergence) on scikit-learn's iris data:
+def itml(size: int = 200, gamma: float = 1.0, dataset: str = "load_iris") -> Example:
+    """Information-theoretic metric learning (LogDet divergence) on scikit-learn data:
 
-        min D_ld(W, I) + gamma burg(xi, xi0)  s.t.  d_W(x_i, x_j) <= xi (similar),
-                                                   d_W(x_i, x_j) >= xi (dissimilar),
+        min D_ld(W, I) + gamma burg(xi, xi0)  s.t.  d_W(x_i, x_j) <= xi_c (similar pair c),
+                                                   d_W(x_i, x_j) >= xi_c (dissimilar pair c),
 
-    squared distances written with ``row_quad_forms``; bounds at the 5th / 95th percentiles of
-    squared Euclidean distances."""
+    ``size`` random pairs, squared distances written with ``row_quad_forms``, one slack vector
+    ``xi`` with reference ``xi0_c`` = u (similar) or l (dissimilar), the 5th / 95th percentiles
+    of the squared Euclidean pair distances (ITML's defaults). One ``burg_div`` term, so the
+    ``bregman`` route recognizes the model."""
     X, y = _standardized(dataset, None)
     rng = np.random.default_rng(0)
     pairs = rng.choice(len(y), size=(size, 2))
@@ -83,19 +85,18 @@ def itml(size: int = 60, gamma: float = 1.0, dataset: str = "load_iris") -> Exam
     sq = np.sum(diffs**2, axis=1)
     u, low = np.percentile(sq, 5), np.percentile(sq, 95)
     d = X.shape[1]
+    sim, dis = np.flatnonzero(similar), np.flatnonzero(~similar)
     W = cp.Variable((d, d), symmetric=True, name="W")
-    xi_s = cp.Variable(int(similar.sum()), name="xi_sim")
-    xi_d = cp.Variable(int((~similar).sum()), name="xi_dis")
-    objective = logdet_div(W, np.eye(d))
-    objective = objective + gamma * burg_div(xi_s, np.full(xi_s.shape, u))
-    objective = objective + gamma * burg_div(xi_d, np.full(xi_d.shape, low))
-    cons = [row_quad_forms(diffs[similar], W) <= xi_s, row_quad_forms(diffs[~similar], W) >= xi_d]
+    xi = cp.Variable(len(pairs), name="xi")
+    xi0 = np.where(similar, u, low)
+    objective = logdet_div(W, np.eye(d)) + gamma * burg_div(xi, xi0)
+    cons = [row_quad_forms(diffs[sim], W) <= xi[sim], row_quad_forms(diffs[dis], W) >= xi[dis]]
     return Example(
         "itml",
         f"ITML (LogDet metric learning) on {dataset[5:]} ({len(pairs)} pairs, {d} features, "
         f"gamma={gamma})",
         cp.Problem(cp.Minimize(objective), cons),
-        {"W": W},
+        {"W": W, "xi": xi},
     )
 
 
@@ -135,11 +136,54 @@ def mve(size: int = 20, d: int = 2) -> Example:
                    {"K": K})
 
 
+def relative_comparison(size: int = 5000, C: float = 1.0, dataset: str = "load_digits",
+                        seed: int = 0) -> Example:
+    """Schultz-Joachims metric learning from relative comparisons on scikit-learn's digits:
+    ``size`` seeded random triplets (i, j, k), y_i = y_j != y_k, and the diagonal metric
+    ``d_w(u, v) = sum_f w_f (u_f - v_f)^2`` solving the QP::
+
+        min_{w >= 0}  1/2 ||w||^2 + C sum_t max(0, 1 - w^T z_t),
+        z_t = (x_i - x_k)^2 - (x_i - x_j)^2   (elementwise)."""
+    from .learn.relative_comparison import draw_triplets
+
+    X, y = _standardized(dataset, None)
+    T = draw_triplets(y, size, seed)
+    Z = (X[T[:, 0]] - X[T[:, 2]]) ** 2 - (X[T[:, 0]] - X[T[:, 1]]) ** 2
+    w = cp.Variable(X.shape[1], nonneg=True, name="w")
+    prob = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + C * cp.sum(cp.pos(1 - Z @ w))))
+    return Example(
+        "relcomp",
+        f"metric learning from relative comparisons on {dataset[5:]} ({len(y)} points, "
+        f"{X.shape[1]} features, {size} triplets, C={C:g})",
+        prob,
+        {"w": w},
+    )
+
+
 EXAMPLES: dict[str, Callable[..., Example]] = {
+    "relcomp": relative_comparison,
     "metric": metric_learning,
     "itml": itml,
     "spectral": spectral,
     "mve": mve,
+}
+
+
+#: What ``specopt --help`` says about each example: problem, data, what ``--size`` counts, default.
+EXAMPLE_HELP: dict[str, str] = {
+    "relcomp": "metric learning from relative comparisons (a QP with hinge losses) on digits "
+               "(1797 points, 64 features); --size = number of triplets, default 5000. "
+               "auto picks the dual coordinate descent route (this is the demo).",
+    "metric": "large-margin metric learning from triplets (PSDBoost's SDP, trace-one PSD "
+              "matrix) on wine (13 features); --size = number of points/triplets, default 178 "
+              "(all). Small: auto uses the conic route; try specopt:matrix_generation.",
+    "itml": "information-theoretic metric learning (LogDet divergence, one Burg slack term) "
+            "on iris (4 features); --size = number of random pairs, default 200; auto picks "
+            "the bregman route.",
+    "spectral": "correlation matrix with small trailing eigenvalues (concave linear_spectral "
+                "maximized, convex) from digits pixels; --size = matrix order, default 12.",
+    "mve": "minimum volume embedding of a ring of points (non-convex: only method='specopt', "
+           "iterated SDP); --size = number of points, default 20.",
 }
 
 

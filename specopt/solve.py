@@ -269,7 +269,13 @@ def solve(
     result, cert = run_route(problem, route, solver, verbose, **opts)
     apply_result(problem, result, cert)
     if verbose:
-        print(cert)
+        from ._progress import Progress, take_current
+
+        printer = take_current()
+        if isinstance(printer, Progress):
+            printer.finish(cert)
+        else:
+            print(cert)
     return problem.value
 
 

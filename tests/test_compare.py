@@ -50,14 +50,15 @@ def test_variables_hold_the_most_accurate_certified_run(problem):
     assert specopt.certificate(prob) is best.certificate
 
 
-def test_failing_backend_is_a_row_and_values_survive():
+def test_non_applicable_backend_is_a_row_and_values_survive():
     K = cp.Variable((3, 3), symmetric=True)
     K.value = np.eye(3)
     prob = cp.Problem(cp.Minimize(specopt.linear_spectral(K, [1.0, -1.0, 2.0])),
                       specopt.spectraplex(K))
     table = specopt.compare(prob, backends=("CLARABEL", "specopt:conic"))
-    assert all(r.status == "failed" for r in table.rows)
-    assert "DCP" in table.rows[0].note
+    assert all(r.status == "not applicable" for r in table.rows)
+    assert all(r.note == "not applicable: non-convex (use method='specopt')" for r in table.rows)
+    assert "RouteMismatch" not in table.to_markdown()
     assert table.best is None
     assert np.array_equal(K.value, np.eye(3))
 

@@ -32,9 +32,11 @@ def _b_expr(task: SaddleTask, a: cp.Variable) -> cp.Expression:
     return cp.reshape(A @ a, (task.J, task.D), order="C")
 
 
-#: tight settings: the certificate is recomputed from the returned point, so accuracy pays off
+#: SCS needs tight settings to be accurate at all. Clarabel runs at its defaults (1e-8): asked
+#: for 1e-10 (or 1e-9) it cannot get there on these masters and ends "AlmostSolved", which CVXPY
+#: reports as optimal_inaccurate with a warning (measured: 10 warnings in the test suite); the
+#: certificate is recomputed from the returned point either way.
 _SETTINGS = {
-    "CLARABEL": {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10},
     "SCS": {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000},
 }
 

@@ -31,17 +31,17 @@ them as bounds on squared distances; pass ``bounds=(u, l)`` explicitly to reprod
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
 
 from ..solvers.bregman import itml_kernel, itml_linear, itml_lowrank
+from ._base import MahalanobisMixin, finish_progress, progress_callback
 
 __all__ = ["ITML", "ITMLSupervised", "KernelITML", "LowRankITML", "draw_pairs"]
 
@@ -139,45 +139,22 @@ def _status_warning(res, what: str) -> None:
         )
 
 
-class _MahalanobisMixin(TransformerMixin):
-    """metric-learn's API on a learned W (``W_``, ``components_``)."""
+class _MahalanobisMixin(MahalanobisMixin):
+    """metric-learn's API on a learned W (``W_``, ``components_``): see ``_base``."""
 
-    def get_mahalanobis_matrix(self) -> np.ndarray:
-        check_is_fitted(self, "components_")
-        return self.W_
-
-    def transform(self, X) -> np.ndarray:
-        check_is_fitted(self, "components_")
-        X = validate_data(self, X, reset=False)
-        return X @ self.components_.T
-
-    def pair_distance(self, pairs) -> np.ndarray:
-        """Unsquared distances sqrt((x - x')^T W (x - x')) of pairs (n_pairs, 2, d)."""
-        check_is_fitted(self, "components_")
-        P = np.asarray(pairs, dtype=float)
-        if P.ndim != 3 or P.shape[1] != 2 or P.shape[2] != self.W_.shape[0]:
-            raise ValueError(f"pairs must have shape (n_pairs, 2, {self.W_.shape[0]})")
-        D = (P[:, 0] - P[:, 1]) @ self.components_.T
-        return np.sqrt(np.einsum("ij,ij->i", D, D))
-
-    def pair_score(self, pairs) -> np.ndarray:
-        return -self.pair_distance(pairs)
-
-    def get_metric(self) -> Callable[[np.ndarray, np.ndarray], float]:
-        check_is_fitted(self, "components_")
-        W = self.W_.copy()
-
-        def metric(u, v):
-            diff = np.asarray(u, dtype=float) - np.asarray(v, dtype=float)
-            return float(np.sqrt(max(diff @ W @ diff, 0.0)))
-
-        return metric
+    _matrix_attr = "W_"
 
     def _set_metric(self, W: np.ndarray) -> None:
         W = 0.5 * (W + W.T)
         self.W_ = W
         ev, U = np.linalg.eigh(W)
         self.components_ = (U * np.sqrt(np.maximum(ev, 0.0))).T  # W = L^T L
+
+
+def _summary(res) -> str:
+    return (f"{'status':>15}: {res.status}\n{'objective':>15}: {res.primal:.6g}\n"
+            f"{'bound':>15}: {res.dual:.6g}\n{'relative gap':>15}: {res.gap:.3g}\n"
+            f"{'max violation':>15}: {res.max_violation:.3g}\n{'sweeps':>15}: {res.iterations}")
 
 
 def _linear_fit(est, X_pairs_diff, sides, W0, sq_prior):
@@ -187,11 +164,15 @@ def _linear_fit(est, X_pairs_diff, sides, W0, sq_prior):
         u, l = _check_bounds(est.bounds)
     est.bounds_ = np.array([u, l])
     b = np.where(sides > 0, u, l)
+    cb = progress_callback(est.verbose, "bregman", f"{type(est).__name__}: d={W0.shape[0]}, "
+                           f"{len(b)} pairs, gamma={est.gamma:g}", "sweep")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # coinciding points: dropped
         res = itml_linear(
-            X_pairs_diff, b, sides, W0, est.gamma, tol=est.tol, max_sweeps=est.max_iter
+            X_pairs_diff, b, sides, W0, est.gamma, tol=est.tol, max_sweeps=est.max_iter,
+            callback=cb,
         )
+    finish_progress(cb, _summary(res))
     _status_warning(res, type(est).__name__)
     est._set_metric(res.W)
     est.n_iter_ = res.iterations
@@ -208,7 +189,10 @@ class ITML(_MahalanobisMixin, BaseEstimator):
     Parameters: ``gamma`` slack weight (``np.inf``: hard constraints); ``prior`` W0
     ("identity", "covariance" = inverse covariance, or a matrix); ``bounds`` (u, l) in squared
     units or None; ``bound_percentiles`` for the default bounds; ``tol`` relative duality gap
-    and violation; ``max_iter`` sweeps; ``preprocessor`` an (n, d) array when pairs are indices.
+    and violation (default 1e-4: held-out 1-NN accuracy stops moving at 1e-3 on wine and breast
+    cancer, docs/learners.md; ``result_`` reports the gap and violation reached); ``max_iter``
+    sweeps; ``preprocessor`` an (n, d) array when pairs are indices; ``verbose`` prints the
+    Bregman sweeps' progress.
     """
 
     def __init__(
@@ -217,9 +201,10 @@ class ITML(_MahalanobisMixin, BaseEstimator):
         prior: Any = "identity",
         bounds: Any = None,
         bound_percentiles: tuple[float, float] = (5.0, 95.0),
-        tol: float = 1e-6,
+        tol: float = 1e-4,
         max_iter: int = 100_000,
         preprocessor: Any = None,
+        verbose: bool = False,
     ) -> None:
         self.gamma = gamma
         self.prior = prior
@@ -228,6 +213,7 @@ class ITML(_MahalanobisMixin, BaseEstimator):
         self.tol = tol
         self.max_iter = max_iter
         self.preprocessor = preprocessor
+        self.verbose = verbose
 
     def _pairs(self, pairs) -> np.ndarray:
         P = np.asarray(pairs)
@@ -254,13 +240,6 @@ class ITML(_MahalanobisMixin, BaseEstimator):
         iu = np.triu_indices(pts.shape[0], 1)
         sq = _sq_dists(pts, W0)[iu]
         return _linear_fit(self, P[:, 0] - P[:, 1], sides, W0, sq)
-
-    def transform(self, X) -> np.ndarray:
-        check_is_fitted(self, "components_")
-        X = check_array(X)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, expected {self.n_features_in_}")
-        return X @ self.components_.T
 
 
 def _sq_dists(Z: np.ndarray, W0: np.ndarray) -> np.ndarray:
@@ -306,9 +285,10 @@ class ITMLSupervised(_MahalanobisMixin, _SupervisedBase):
         prior: Any = "identity",
         bounds: Any = None,
         bound_percentiles: tuple[float, float] = (5.0, 95.0),
-        tol: float = 1e-6,
+        tol: float = 1e-4,
         max_iter: int = 100_000,
         random_state: Any = None,
+        verbose: bool = False,
     ) -> None:
         self.gamma = gamma
         self.n_constraints = n_constraints
@@ -318,6 +298,7 @@ class ITMLSupervised(_MahalanobisMixin, _SupervisedBase):
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
+        self.verbose = verbose
 
     def fit(self, X, y) -> ITMLSupervised:
         X = validate_data(self, X, reset=True)
@@ -354,6 +335,7 @@ class KernelITML(_SupervisedBase):
         tol: float = 1e-6,
         max_iter: int = 100_000,
         random_state: Any = None,
+        verbose: bool = False,
     ) -> None:
         self.kernel = kernel
         self.kernel_params = kernel_params
@@ -364,6 +346,7 @@ class KernelITML(_SupervisedBase):
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
+        self.verbose = verbose
 
     def _k0(self, A, B) -> np.ndarray:
         if callable(self.kernel):
@@ -390,6 +373,8 @@ class KernelITML(_SupervisedBase):
             u, l = _check_bounds(self.bounds)
         self.bounds_ = np.array([u, l])
         b = np.where(sides > 0, u, l)
+        cb = progress_callback(self.verbose, "bregman", f"KernelITML: {len(Xs)} support "
+                               f"points, {len(b)} pairs, gamma={self.gamma:g}", "sweep")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             res = itml_kernel(
@@ -401,7 +386,9 @@ class KernelITML(_SupervisedBase):
                 tol=self.tol,
                 max_sweeps=self.max_iter,
                 full_kernel=False,
+                callback=cb,
             )
+        finish_progress(cb, _summary(res))
         _status_warning(res, "KernelITML")
         # M lives on the points that ended up in a constraint (res.support indexes Xs)
         self.X_support_ = Xs[res.support]
@@ -498,6 +485,7 @@ class LowRankITML(_MahalanobisMixin, _SupervisedBase):
         tol: float = 1e-6,
         max_iter: int = 100_000,
         random_state: Any = None,
+        verbose: bool = False,
     ) -> None:
         self.rank = rank
         self.basis = basis
@@ -507,6 +495,7 @@ class LowRankITML(_MahalanobisMixin, _SupervisedBase):
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
+        self.verbose = verbose
 
     def fit(self, X, y) -> LowRankITML:
         X = validate_data(self, X, reset=True)
@@ -522,6 +511,8 @@ class LowRankITML(_MahalanobisMixin, _SupervisedBase):
             u, l = _check_bounds(self.bounds)
         self.bounds_ = np.array([u, l])
         b = np.where(sides > 0, u, l)
+        cb = progress_callback(self.verbose, "bregman", f"LowRankITML: rank {U.shape[1]}, "
+                               f"{len(b)} pairs", "sweep")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             res = itml_lowrank(
@@ -531,7 +522,9 @@ class LowRankITML(_MahalanobisMixin, _SupervisedBase):
                 U,
                 tol=self.tol,
                 max_sweeps=self.max_iter,
+                callback=cb,
             )
+        finish_progress(cb, _summary(res))
         _status_warning(res, "LowRankITML")
         self.basis_ = U
         self._set_metric(res.W)

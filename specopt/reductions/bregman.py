@@ -32,6 +32,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
+from .._progress import progress_for
 from ..solvers.bregman import itml_linear
 from .analysis import BurgTerm, LogDetTerm, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
@@ -311,7 +312,9 @@ class BregmanRoute(Route):
         if unknown:
             raise ValueError(f"unknown option(s) for route 'bregman': {sorted(unknown)}")
         t0 = time.perf_counter()
-        res = itml_linear(data.V, data.bounds, data.delta, data.W0, data.gamma, **opts)
+        cb = progress_for(verbose, self.name, match.reason, unit="sweep")
+        res = itml_linear(data.V, data.bounds, data.delta, data.W0, data.gamma, callback=cb,
+                          **opts)
         elapsed = time.perf_counter() - t0
         history = {k: list(v) for k, v in res.history.items()}
         extra = {"sweeps": res.iterations, "gamma": data.gamma, "form": "linear"}

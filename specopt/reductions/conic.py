@@ -89,7 +89,8 @@ class ConicRoute(Route):
             iterations=info.get("iterations"),
             setup_time=info["compile_time"],
             solve_time=info["wall_solve_time"],
-            extra={"solver_reported_solve_time": info.get("solve_time")},
+            extra={"solver_reported_solve_time": info.get("solve_time"),
+                   "solver_status": info.get("raw_status")},
         )
 
 

@@ -35,6 +35,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
+from .._progress import progress_for
 from ..solvers.dual_cd import dual_cd
 from .analysis import HingeTerm, QuadTerm, affine_maps, dense_value, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
@@ -353,7 +354,8 @@ class DualCDRoute(Route):
         if unknown:
             raise ValueError(f"unknown option(s) for route 'dual_cd': {sorted(unknown)}")
         t0 = time.perf_counter()
-        res = dual_cd(data.L, data.Z, data.C, nonneg=data.mask, verbose=verbose, **opts)
+        cb = progress_for(verbose, self.name, match.reason, unit="pass")
+        res = dual_cd(data.L, data.Z, data.C, nonneg=data.mask, callback=cb, **opts)
         elapsed = time.perf_counter() - t0
         w = data.w
         primal = {w.id: res.w.reshape(w.shape, order="F") if w.shape else float(res.w[0])}

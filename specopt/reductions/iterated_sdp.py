@@ -29,6 +29,7 @@ global solve with a certificate, which this local method cannot give).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ import cvxpy as cp
 import numpy as np
 from cvxpy.error import SolverError
 
+from .._progress import progress_for
 from ..atoms import LinearSpectral
 from ..backends import available_backends, default_backend
 from ..certificate import STATIONARY
@@ -321,7 +323,7 @@ class IteratedSDPRoute(Route):
         prob = surr.problem
         state: dict[str, Any] = {"backend": backend, "fallbacks": []}
         timings: dict[str, Any] = {"setup": None, "solve": 0.0, "solves": 0, "scs_iters": [],
-                                   "scale": None}
+                                   "scale": None, "inaccurate": 0}
 
         def run(Bs: list[np.ndarray]) -> dict[str, Any]:
             for nd, B in zip(surr.nodes, Bs, strict=True):
@@ -330,7 +332,17 @@ class IteratedSDPRoute(Route):
             if carry_scale and timings["scale"] is not None:
                 kw.setdefault("scale", timings["scale"])  # SCS's adapted scale, warm-started
             t0 = time.perf_counter()
-            _solve_with_fallback(prob, state, kw, verbose)
+            with warnings.catch_warnings(record=True) as caught:
+                # CVXPY warns "Solution may be inaccurate" about this internal subproblem; the
+                # count goes into the certificate (extra["inaccurate_subproblems"]) instead of
+                # a warning about a problem the user never wrote
+                warnings.simplefilter("always")
+                _solve_with_fallback(prob, state, kw, False)
+            for w in caught:
+                if "Solution may be inaccurate" in str(w.message):
+                    timings["inaccurate"] += 1
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             dt = time.perf_counter() - t0
             if timings["setup"] is None:
                 timings["setup"] = prob.compilation_time or 0.0
@@ -380,12 +392,15 @@ class IteratedSDPRoute(Route):
                 route_opts.update({k: v for k, v in lr_defaults.items() if k not in user_keys})
         K0, init_used = self._initial(surr, init, run, route_opts.get("seed", 0))
         t_start = time.perf_counter()
+        cb = progress_for(verbose, self.name, match.reason, unit="MM step")
         res = iterated_sdp(
             run,
             lambda p: p["objective"],
             K0,
             [nd.beta for nd in surr.nodes],
             get_K=lambda p: p["K"],
+            callback=None if cb is None else (
+                lambda it, objective=None, **kw: cb(it, objective=surr.sense * objective, **kw)),
             **route_opts,
         )
         total = time.perf_counter() - t_start
@@ -396,6 +411,7 @@ class IteratedSDPRoute(Route):
             "objective": [sign * v for v in res.history["objective"]],
             "rel_change_objective": list(res.history["rel_change_objective"]),
             "rel_change_K": list(res.history["rel_change_K"]),
+            "time": list(res.history.get("time", [])),
         }
         extra = {
             "converged": res.converged,
@@ -409,6 +425,7 @@ class IteratedSDPRoute(Route):
             "best_run": res.best_run,
             "total_iterations": res.total_iterations,
             "subproblem_solves": timings["solves"],
+            "inaccurate_subproblems": timings["inaccurate"],
             "subproblem_status": point["status"],
             "iterate_time": total,
             "scs_iterations": list(timings["scs_iters"]),

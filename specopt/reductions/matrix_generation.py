@@ -33,6 +33,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
+from .._progress import progress_for
 from ..solvers.matrix_generation import (
     DenseOperator,
     FactoredOperator,
@@ -344,7 +345,8 @@ class MatrixGenerationRoute(Route):
         try:
             res = solve_spectraplex_lp(
                 data.A, data.C, data.G, data.c, data.lb, data.ub, data.zlb, data.zub,
-                trace=data.trace, trace_eq=data.trace_eq, offset=data.offset, verbose=verbose,
+                trace=data.trace, trace_eq=data.trace_eq, offset=data.offset,
+                callback=progress_for(verbose, self.name, match.reason, unit="round"),
                 **kw,
             )
         except UnboundedProblem:

@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -422,8 +423,10 @@ def _ray_candidates(lam: np.ndarray, last: list[np.ndarray]) -> list[np.ndarray]
 class _Loop:
     """Shared outer loop: sweeps in chunks, cheap violation test, expensive certificate."""
 
-    def __init__(self, tol, max_sweeps, time_limit, check_every, growth=2, sweep_work=1.0):
+    def __init__(self, tol, max_sweeps, time_limit, check_every, growth=2, sweep_work=1.0,
+                 callback=None):
         self.growth = growth
+        self.callback = callback
         # sweeps per compiled call: up to ~1e6 flops of work per call, at most 1024
         self.max_chunk = int(min(1024, max(1, 1e6 // max(sweep_work, 1.0))))
         self.tol = float(tol)
@@ -436,6 +439,7 @@ class _Loop:
             "primal": [],
             "gap": [],
             "max_violation": [],
+            "time": [],
         }
 
     def run(self, sweep, violation, certificate, infeasible):
@@ -473,6 +477,9 @@ class _Loop:
                     strict=True,
                 ):
                     self.hist[k].append(float(v))
+                self.hist["time"].append(time.perf_counter() - t0)
+                if self.callback is not None:
+                    self.callback(done, objective=primal, bound=dual, gap=gap, violation=viol)
                 if gap <= self.tol and viol <= self.tol:
                     return "optimal", done, primal, dual, gap, viol, None
                 if self.check_every is None:
@@ -498,6 +505,7 @@ def itml_linear(
     max_sweeps: int = 100_000,
     time_limit: float | None = None,
     check_every: int | None = None,
+    callback: Callable[..., None] | None = None,
 ) -> BregmanResult:
     """Solve the linear-form ITML problem (module docstring) by cyclic Bregman projections.
 
@@ -511,6 +519,8 @@ def itml_linear(
     tol : relative gap and relative violation to reach.
     check_every : compute the full certificate every this many sweeps (default: adaptive,
         whenever the violation is below tol and at sweeps 1, 2, 4, 8, ...).
+    callback : called at every full certificate as ``callback(sweeps, objective=primal,
+        bound=dual, gap=rel. gap, violation=rel. violation)`` (``specopt._progress.Progress``).
     """
     V = np.ascontiguousarray(np.asarray(V, dtype=float))
     if V.ndim != 2:
@@ -581,7 +591,8 @@ def itml_linear(
         return None
 
     t0 = time.perf_counter()
-    loop = _Loop(tol, max_sweeps, time_limit, check_every, sweep_work=4.0 * mk * d * d)
+    loop = _Loop(tol, max_sweeps, time_limit, check_every, sweep_work=4.0 * mk * d * d,
+                 callback=callback)
     if mk == 0:
         status, it, primal, dual, gap, viol, ray = "optimal", 0, 0.0, 0.0, 0.0, 0.0, None
     else:
@@ -640,6 +651,7 @@ def itml_kernel(
     track_M: bool | None = None,
     factored: bool | None = None,
     block: int | None = None,
+    callback: Callable[..., None] | None = None,
 ) -> BregmanResult:
     """Kernel-form ITML: min D_ld(K, K0) [+ gamma burg(xi, xi0)], delta (K_ii+K_jj-2K_ij - xi) <= 0.
 
@@ -725,7 +737,8 @@ def itml_kernel(
             xi0,
             gamma,
             full_kernel,
-            dict(tol=tol, max_sweeps=max_sweeps, time_limit=time_limit, check_every=check_every),
+            dict(tol=tol, max_sweeps=max_sweeps, time_limit=time_limit, check_every=check_every,
+                 callback=callback),
         )
     if track_M is None:
         track_M = False
@@ -804,7 +817,8 @@ def itml_kernel(
         return None
 
     t0 = time.perf_counter()
-    loop = _Loop(tol, max_sweeps, time_limit, check_every, growth=4, sweep_work=4.0 * mk * s * s)
+    loop = _Loop(tol, max_sweeps, time_limit, check_every, growth=4, sweep_work=4.0 * mk * s * s,
+                 callback=callback)
     if mk == 0:
         status, it, primal, dual, gap, viol, ray = "optimal", 0, 0.0, 0.0, 0.0, 0.0, None
     else:

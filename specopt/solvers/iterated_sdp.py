@@ -24,6 +24,7 @@ stationary point of the non-convex problem (not, in general, a global minimum).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,9 +151,12 @@ def _single_run(
     max_iters: int,
     monotone_tol: float,
     start: str,
+    callback: Callable[..., None] | None = None,
 ) -> RunResult:
     K = K0
-    hist: dict[str, list[float]] = {"objective": [], "rel_change_objective": [], "rel_change_K": []}
+    hist: dict[str, list[float]] = {"objective": [], "rel_change_objective": [], "rel_change_K": [],
+                                    "time": []}
+    t0 = time.perf_counter()
     violations: list[tuple[int, float]] = []
     best_point, best_K, best_val = None, K, math.inf
     prev_val: float | None = None
@@ -165,6 +169,9 @@ def _single_run(
         if not math.isfinite(val):
             raise ValueError(f"objective is not finite at iteration {it} ({val})")
         hist["objective"].append(val)
+        hist["time"].append(time.perf_counter() - t0)
+        if callback is not None:
+            callback(it, objective=val)
         dK = _rel_change_K(K_new, K) if it > 1 else math.inf
         hist["rel_change_K"].append(dK)
         if prev_val is None:
@@ -210,6 +217,7 @@ def iterated_sdp(
     restarts: int = 0,
     random_start: Callable[[np.random.Generator], Any] | None = None,
     seed: int | None = 0,
+    callback: Callable[..., None] | None = None,
 ) -> IteratedSDPResult:
     """Minimize ``F(K) = convex(K) + sum_j h_j(K_j)`` with ``h_j(K) = sum_i beta_ji lambda_i(K)``.
 
@@ -235,6 +243,8 @@ def iterated_sdp(
     restarts, random_start, seed:
         ``restarts`` extra runs from ``random_start(rng)`` (default: Wishart matrices of each
         K0's size) with ``rng = np.random.default_rng(seed)``; the best run is returned.
+    callback:
+        Called after every MM step as ``callback(step, objective=F)`` (progress printing).
     """
     single = isinstance(K0, np.ndarray) and np.ndim(K0) == 2
     K0_list = _as_list(K0)
@@ -265,6 +275,7 @@ def iterated_sdp(
             _single_run(
                 solve_subproblem, objective, get_K, start, betas, single,
                 tol, tol_K, max_iters, monotone_tol, "initial" if r == 0 else f"random {r}",
+                callback=callback,
             )
         )
     values = [run.objective for run in runs]

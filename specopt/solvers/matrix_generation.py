@@ -41,6 +41,7 @@ aggregation of all columns into the eigenvectors of the current ``X`` when the m
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -49,6 +50,8 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+
+from ._highs import new_highs
 
 __all__ = [
     "DenseOperator",
@@ -369,9 +372,8 @@ class _Master:
     def __init__(self, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, big_m):
         self.A, self.C = A, C
         self.m, self.p = A.m, G.shape[1]
-        self.h = highspy.Highs()
+        self.h = new_highs()
         h = self.h
-        h.setOptionValue("output_flag", False)
         h.setOptionValue("solver", "simplex")
         h.setOptionValue("presolve", "off")
         h.setOptionValue("primal_feasibility_tolerance", 1e-9)
@@ -477,6 +479,7 @@ def solve_spectraplex_lp(
     max_rank: int = 30,
     row_selection: int = 500,
     verbose: bool = False,
+    callback: Callable[..., None] | None = None,
 ) -> MatrixGenerationResult:
     r"""Column generation for ``max <C,X> + c^T z`` over the spectraplex (see module docstring).
 
@@ -498,6 +501,8 @@ def solve_spectraplex_lp(
     max_rank : size of the PSD block (it grows beyond when X needs more directions).
     row_selection : with the PSD master and at least this many rows, inactive rows with zero
         multiplier leave the master and return when violated.
+    callback : called every round as ``callback(round, objective=master value, bound=best
+        bound, gap=rel. gap, violation=None)`` (``specopt._progress.Progress``).
     """
     t0 = time.perf_counter()
     n, m = A.n, A.m
@@ -529,7 +534,8 @@ def solve_spectraplex_lp(
     if master == "psd":
         return _psd_block_loop(full, A, C, G, c, lb, ub, zlb, zub, trace, trace_eq, tol,
                                max_iters, time_limit, columns_per_round, max_rank, dense,
-                               verbose, t0, offset, smoothing, row_selection)
+                               verbose, t0, offset, smoothing, row_selection,
+                               callback=callback)
     if master != "lp":
         raise ValueError(f"master must be 'lp' or 'psd', got {master!r}")
     max_columns = max_columns or np.iinfo(np.int64).max
@@ -592,6 +598,8 @@ def solve_spectraplex_lp(
         hist["columns"].append(master.U.shape[1])
         hist["time"].append(time.perf_counter() - t0)
         hist["lambda"].append(float(vals[0]))
+        if callback is not None:
+            callback(it, objective=obj + offset, bound=best_bound + offset, gap=gap)
         if verbose:
             print(f"[mg] it {it:4d} obj {obj + offset:+.9e} bound {best_bound + offset:+.9e} "
                   f"gap {gap:.2e} cols {master.U.shape[1]}")
@@ -759,7 +767,7 @@ def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq,
 
 def _psd_block_loop(
     full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, tol, max_iters, time_limit, cpr, max_rank,
-    dense, verbose, t0, offset, smoothing, row_selection_min=500,
+    dense, verbose, t0, offset, smoothing, row_selection_min=500, callback=None,
 ) -> MatrixGenerationResult:
     m = A.m
     _, P = _top_eigs(full, np.append(1.0, np.zeros(m)), cpr, dense, None, 1e-8)
@@ -838,6 +846,8 @@ def _psd_block_loop(
         hist["columns"].append(k)
         hist["time"].append(time.perf_counter() - t0)
         hist["lambda"].append(float(vals[0]))
+        if callback is not None:
+            callback(it, objective=obj + offset, bound=best_bound + offset, gap=gap)
         if verbose:
             print(f"[mg-psd] it {it:3d} obj {obj + offset:+.9e} bound {best_bound + offset:+.9e} "
                   f"gap {gap:.2e} k {k} rank {Q.shape[1]} rows {int(work.sum())}")
@@ -952,8 +962,7 @@ def _polish_z(ax, G, c, lb, ub, zlb, zub):
     m, p = G.shape
     if p == 0:
         return np.zeros(0), ax
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     h.setOptionValue("primal_feasibility_tolerance", 1e-10)
     h.setOptionValue("dual_feasibility_tolerance", 1e-10)
     inf = highspy.kHighsInf

@@ -255,6 +255,7 @@ def matrix_generation(
     n_price: int = 1,
     smoothing: float = 0.5,
     time_limit: float | None = None,
+    callback: Callable[..., None] | None = None,
 ) -> MatrixGenerationResult:
     """Matrix generation for ``min_{M in spectraplex} P(M)`` (``P`` as in the module docstring).
 
@@ -268,6 +269,7 @@ def matrix_generation(
     (feasible by convexity, and its ``D`` is a valid lower bound too).
     ``diagonal=True`` solves multiple kernel learning instead (M diagonal): atoms are the unit
     vectors e_j and the lower bound uses ``max_j G_jj`` in place of ``lambda_max`` (one master).
+    ``callback(round, objective=upper, bound=lower, gap=rel. gap)`` is called every round.
     """
     t0 = time.perf_counter()
     J = tasks[0].J
@@ -279,7 +281,7 @@ def matrix_generation(
     else:  # start from the top eigenvector at the box midpoint
         G = sum(gram(t, np.full(t.n, 0.5 * t.C)) for t in tasks)
         U = top_eigvec(G)[1][None, :]
-    hist: dict[str, list[float]] = {"upper": [], "lower": [], "gap": [], "atoms": []}
+    hist: dict[str, list[float]] = {"upper": [], "lower": [], "gap": [], "atoms": [], "time": []}
     best_u, best_l = np.inf, -np.inf
     best = center = None
     converged = False
@@ -312,6 +314,9 @@ def matrix_generation(
         hist["lower"].append(best_l)
         hist["gap"].append(gap)
         hist["atoms"].append(U.shape[0])
+        hist["time"].append(time.perf_counter() - t0)
+        if callback is not None:
+            callback(it, objective=best_u, bound=best_l, gap=gap)
         if gap <= tol:
             converged = True
             break
@@ -351,10 +356,11 @@ def linear_svm_qp(Z: np.ndarray, y: np.ndarray, C: float, bias: bool) -> tuple[n
     """
     import highspy
 
+    from ._highs import new_highs
+
     N, D = Z.shape
     nv = D + 1 + N
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     inf = highspy.kHighsInf
     lower = np.concatenate([np.full(D, -inf), [-inf if bias else 0.0], np.zeros(N)])
     upper = np.concatenate([np.full(D, inf), [inf if bias else 0.0], np.full(N, inf)])

@@ -1,0 +1,45 @@
+"""A HiGHS model without HiGHS's start-up banner.
+
+``highspy.Highs()`` prints "Running HiGHS ... Copyright ..." to the C-level stdout the first time
+a model is created in a process, before any option can be set. :func:`new_highs` creates the
+model with file descriptor 1 pointed at ``/dev/null`` for that moment (unless ``verbose``), then
+sets ``output_flag`` / ``log_to_console`` so that the solves are silent as well.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import highspy
+
+_BANNER_SHOWN = False
+
+
+def new_highs(verbose: bool = False) -> highspy.Highs:
+    """``highspy.Highs()`` with its banner and log silenced unless ``verbose``."""
+    global _BANNER_SHOWN
+    if verbose or _BANNER_SHOWN:
+        h = highspy.Highs()
+    else:
+        sys.stdout.flush()
+        try:
+            saved = os.dup(1)
+        except OSError:  # no usable fd 1 (embedded interpreters): nothing to silence
+            saved = None
+        if saved is None:
+            h = highspy.Highs()
+        else:
+            try:
+                with open(os.devnull, "w") as null:
+                    os.dup2(null.fileno(), 1)
+                    try:
+                        h = highspy.Highs()
+                    finally:
+                        os.dup2(saved, 1)
+            finally:
+                os.close(saved)
+    _BANNER_SHOWN = True
+    h.setOptionValue("output_flag", bool(verbose))
+    h.setOptionValue("log_to_console", bool(verbose))
+    return h
