@@ -49,8 +49,14 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
                "inner", "dense_threshold", "sigma0", "eig_k")
 
 #: ``route="auto"`` picks the low-rank engine for ``n >= PAYS_OFF_MIN_N`` (side of K).
-#: Measured in benchmarks/low_rank_sdp.py (docs/routes/low_rank_sdp.md): see the table there.
-PAYS_OFF_MIN_N = 200
+#: Measured in benchmarks/low_rank_sdp.py (SDE CVXPY model, 4 data sets, same run, load ~13):
+#: N = 50: the conic solvers are faster on all 4 (Clarabel 1.0-9.2 s; low-rank 1.3-62 s);
+#: N = 100: low-rank 3.4 s vs SCS 20.4 s (digits), 24.6 s vs > 60 s (spokes), both capped on
+#: swiss roll / S-curve (Slater fails there; docs/routes/low_rank_sdp.md).
+PAYS_OFF_MIN_N = 100
+#: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side: its steps
+#: were slower than SCS's warm-started steps at N = 100 (MVE digits: 57-64 s vs 14 s, load ~12).
+ITERATED_MIN_N = 200
 
 
 @dataclass
@@ -332,7 +338,7 @@ def _substitute_parameters(expr: Any, values: dict[int, Any]) -> Any:
     return expr.copy([_substitute_parameters(a, values) for a in args])
 
 
-def low_rank_subproblem(surr: Any, *, required: bool, min_n: int = PAYS_OFF_MIN_N,
+def low_rank_subproblem(surr: Any, *, required: bool, min_n: int = ITERATED_MIN_N,
                         **opts: Any):
     """``run(B) -> point`` solving the iterated-SDP route's linearized step with the low-rank
     engine, warm-started from the previous step; None when it does not apply (or, with
