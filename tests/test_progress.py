@@ -126,3 +126,17 @@ def test_compare_table_plot_saves(tmp_path):
     target = tmp_path / "table.png"
     ax.figure.savefig(target)
     assert target.stat().st_size > 1000 and len(ax.patches) == 2
+
+
+def test_transformation_svm_verbose_prints_rounds(capfd):
+    from specopt.learn import TransformationSVM
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(80, 3))
+    y = np.where(np.log(X[:, 0] + 0.05) + X[:, 1] > 0.0, 1, -1)
+    est = TransformationSVM(n_ramps=5, solver="matrix_generation", verbose=True).fit(X, y)
+    out = capfd.readouterr().out
+    assert "route transformation matrix generation" in out and "Summary" in out
+    rows = _rows(out, "round")
+    assert len(rows) >= 1 and int(rows[-1][0]) == est.n_iter_
+    assert float(rows[-1][3]) == pytest.approx(est.gap_, rel=0.01, abs=1e-12)

@@ -136,25 +136,39 @@ def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
         raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
 
 
-def _fit_matrix(tasks, model, solver, bias, tol, max_iter, conic_solver):
-    """Run one of the matrix-mixture solvers; returns (M, alphas, biases, gap, info)."""
+def _fit_matrix(tasks, model, solver, bias, tol, max_iter, conic_solver, verbose=False):
+    """Run one of the matrix-mixture solvers; returns (M, alphas, biases, gap, info).
+    ``verbose`` prints the progress of matrix generation (one line per round)."""
+    from ._base import finish_progress, progress_callback
     from ._transformation_cvx import qcqp_master, solve_conic
+
+    cb = progress_callback(verbose, "transformation matrix generation",
+                           f"{len(tasks)} task(s), {tasks[0].J} ramps", "round")
 
     if model == "kernels":
         if solver not in ("auto", "conic", "matrix_generation"):
             raise ValueError("model='kernels' is solved by one QCQP over the atoms e_j; use "
                              "solver='auto', 'conic' or 'matrix_generation'")
-        r = matrix_generation(tasks, qcqp_master(conic_solver), bias=bias, diagonal=True)
+        r = matrix_generation(tasks, qcqp_master(conic_solver), bias=bias, diagonal=True,
+                              callback=cb)
+        finish_progress(cb, _mg_summary(r))
         return r.M, r.alphas, r.biases, r.gap, {"iterations": r.iterations, "solver": "qcqp"}
     if solver in ("auto", "conic"):
         r = solve_conic(tasks, bias=bias, solver=conic_solver)
         return r.M, r.alphas, r.biases, r.gap, {"iterations": 1, "solver": "conic"}
     if solver == "matrix_generation":
         r = matrix_generation(tasks, qcqp_master(conic_solver), bias=bias, tol=tol,
-                              max_iter=max_iter or 200)
+                              max_iter=max_iter or 200, callback=cb)
+        finish_progress(cb, _mg_summary(r))
     else:
         r = extragradient(tasks, bias=bias, tol=tol, max_iter=max_iter or 50_000)
     return r.M, r.alphas, r.biases, r.gap, {"iterations": r.iterations, "solver": solver}
+
+
+def _mg_summary(r) -> str:
+    return (f"{'converged':>15}: {r.converged}\n{'upper':>15}: {r.upper:.6g}\n"
+            f"{'lower':>15}: {r.lower:.6g}\n{'relative gap':>15}: {r.gap:.3g}\n"
+            f"{'rounds':>15}: {r.iterations}")
 
 
 def _sklearn_svm(Z: np.ndarray, y: np.ndarray, C: float, bias: bool) -> tuple[np.ndarray, float]:
@@ -205,6 +219,8 @@ class TransformationSVM(_TransformationBase):
     C : box bound of the dual (objective ``||w||^2 + 2C sum xi``, as ``SVC(C)``).
     bias : learn an intercept (adds ``y^T alpha = 0`` to the dual).
     tol : relative certified gap for the iterative solvers.
+    verbose : print the progress of ``solver="matrix_generation"`` (and ``model="kernels"``):
+        one line per round (upper and lower bound, gap, time), then the summary.
 
     Attributes
     ----------
@@ -215,7 +231,9 @@ class TransformationSVM(_TransformationBase):
 
     def __init__(self, n_ramps: int = 10, model: str = "matrix", solver: str = "auto",
                  C: float = 1.0, bias: bool = True, scaling: str = "global", tol: float = 1e-4,
-                 max_iter: int | None = None, conic_solver: str = "CLARABEL"):
+                 max_iter: int | None = None, conic_solver: str = "CLARABEL",
+                 verbose: bool = False):
+        self.verbose = verbose
         self.n_ramps = n_ramps
         self.model = model
         self.solver = solver
@@ -250,7 +268,8 @@ class TransformationSVM(_TransformationBase):
             return self
         tasks = make_tasks(F, ys, self.C)
         M, alphas, biases, gap, info = _fit_matrix(tasks, self.model, self.solver, self.bias,
-                                                   self.tol, self.max_iter, self.conic_solver)
+                                                   self.tol, self.max_iter, self.conic_solver,
+                                                   self.verbose)
         Bt = (tasks[0].F2.T @ (ys * alphas[0])).reshape(tasks[0].J, tasks[0].D)
         self.M_, self.dual_coef_ = M, ys * alphas[0]
         self.coef_ = M @ Bt
@@ -280,7 +299,9 @@ class MultitaskTransformationSVM(_TransformationBase):
 
     def __init__(self, n_ramps: int = 10, model: str = "matrix", solver: str = "auto",
                  C: float = 1.0, bias: bool = True, scaling: str = "global", tol: float = 1e-4,
-                 max_iter: int | None = None, conic_solver: str = "CLARABEL"):
+                 max_iter: int | None = None, conic_solver: str = "CLARABEL",
+                 verbose: bool = False):
+        self.verbose = verbose
         self.n_ramps = n_ramps
         self.model = model
         self.solver = solver
@@ -311,7 +332,8 @@ class MultitaskTransformationSVM(_TransformationBase):
             Ys.append(yy)
         tasks = make_tasks(Fs, Ys, self.C)
         M, alphas, biases, gap, info = _fit_matrix(tasks, self.model, self.solver, self.bias,
-                                                   self.tol, self.max_iter, self.conic_solver)
+                                                   self.tol, self.max_iter, self.conic_solver,
+                                                   self.verbose)
         self.M_ = M
         self.coefs_ = [M @ (t.F2.T @ (t.y * a)).reshape(t.J, t.D)
                        for t, a in zip(tasks, alphas, strict=True)]

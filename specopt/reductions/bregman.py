@@ -33,19 +33,31 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._progress import progress_for
-from ..solvers.bregman import itml_linear
+from ..solvers._jit import numba_loaded
+from ..solvers.bregman import NEWTON_MAX_CONSTRAINTS, itml_linear
 from .analysis import BurgTerm, LogDetTerm, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
-_ROUTE_OPTS = ("tol", "max_sweeps", "time_limit", "check_every")
+_ROUTE_OPTS = ("tol", "max_sweeps", "time_limit", "check_every", "method", "seed")
 _RANK_ONE_TOL = 1e-9
 
-#: ``route="auto"`` picks Bregman from this dimension on. Measured in ``benchmarks/bregman.py``
-#: (shared 2-core machine): the route was faster than Clarabel on every instance, 5.5x at
-#: d=5, m=20; 7x at d=10, m=100; 22x at d=20, m=200; 40x at d=30, m=400; 56x at d=50, m=100 (the
-#: kernel problem), and the gap grows with d (the conic form has O(d^2) exp/PSD variables).
+#: ``route="auto"`` picks Bregman from this dimension on (slack form, <= NEWTON_MAX_CONSTRAINTS:
+#: dual Newton, numpy only). Measured in ``benchmarks/bregman.py`` part 4 (fresh interpreter,
+#: FIRST route call vs Clarabel in the same process, 4 instances per size, load 9-18): d=5, m=20:
+#: median 2.5x, worst 2.1x; d=30, m=400: median 128x, worst 89x.
 PAYS_OFF_MIN_DIM = 2
+#: Beyond ``NEWTON_MAX_CONSTRAINTS`` (or with hard constraints) the solver sweeps with a compiled
+#: kernel whose first call in a process costs 0.3-5 s (numba import and cache load; 3-5 s measured
+#: at load average 13-18 on the shared 2-core machine). benchmarks/bregman.py part 4 (fresh
+#: interpreter, first call vs Clarabel in the same process, 4 instances per size): d=3, m=1000:
+#: worst 0.13x (Clarabel 0.6-0.8 s); d=10, m=2000: worst 0.81x, median 0.94x (Clarabel 3-5 s);
+#: repeats (kernel loaded) 5x-49x faster. So auto takes the sweeping route only once numba is
+#: loaded in the process, or when m * d^2 reaches this (see PAYS_OFF_SWEEPS_NOTE).
+PAYS_OFF_SWEEPS_MIN_WORK = 2e6
+PAYS_OFF_SWEEPS_NOTE = ("measured at d=20, m=5000 (m d^2 = 2e6), fresh interpreter: first call "
+                        "3.1-3.6 s vs Clarabel 49-55 s, 14x-16x, 2 instances, load 14-17")
+PAYS_OFF_NOTE = "2.1x-218x faster than Clarabel from the first call (benchmarks/bregman.py)"
 
 
 @dataclass
@@ -291,10 +303,22 @@ class BregmanRoute(Route):
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         data: ITMLData = match.data
-        d = data.V.shape[1]
-        if d >= PAYS_OFF_MIN_DIM:
-            return True, f"d={d}: measured 5x-56x faster than Clarabel for 5 <= d <= 50"
-        return False, "d=1: a scalar problem, the conic route is as fast"
+        d, m = data.V.shape[1], data.V.shape[0]
+        if d < PAYS_OFF_MIN_DIM:
+            return False, "d=1: a scalar problem, the conic route is as fast"
+        if not math.isinf(data.gamma) and m <= NEWTON_MAX_CONSTRAINTS:
+            return True, (f"d={d}, {m} constraints: dual Newton (no compiled kernel), measured "
+                          f"{PAYS_OFF_NOTE}")
+        if numba_loaded():
+            return True, (f"d={d}, {m} constraints: random-order sweeps; their compiled-kernel "
+                          "start-up is already paid in this process")
+        if m * d * d >= PAYS_OFF_SWEEPS_MIN_WORK:
+            return True, (f"d={d}, {m} constraints: m d^2 >= {PAYS_OFF_SWEEPS_MIN_WORK:.0e}, "
+                          "sweeps beat Clarabel including the compiled-kernel start-up "
+                          f"({PAYS_OFF_SWEEPS_NOTE})")
+        return False, (f"{m} constraints {'(hard)' if math.isinf(data.gamma) else ''}: the sweeps' "
+                       "one-off compiled-kernel start-up (0.3-1.5 s per process) exceeds "
+                       "Clarabel's time at this size")
 
     def solve(
         self,

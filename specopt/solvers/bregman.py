@@ -53,7 +53,8 @@ from typing import Any
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sps
-from numba import njit
+
+from ._jit import lazy_njit
 
 __all__ = [
     "BregmanResult",
@@ -62,6 +63,16 @@ __all__ = [
     "itml_lowrank",
     "logdet_objective",
 ]
+
+#: ``method="auto"`` of :func:`itml_linear` uses projected Newton on the dual up to this many
+#: constraints (slack form), random-order sweeps beyond. Newton factors the |F| x |F| Hessian
+#: block (|F| <= m) per iteration and needs no compiled kernel (no numba start-up, 0.2-0.5 s in
+#: a fresh process); measured (loaded 2-core machine, tol 1e-8, gamma = 1): d=5, m=20: 1.6 ms
+#: (random sweeps 0.8-12 ms); d=30, m=400: 32 ms (22 ms); d=64, m=1000: 262 ms (48 ms);
+#: d=20, m=3000: 6.7 s (49 ms).
+NEWTON_MAX_CONSTRAINTS = 500
+#: ``method="active"``: one full sweep, then this many - 1 sweeps over the active constraints.
+ACTIVE_SWEEPS = 10
 
 #: Relative tolerances of the infeasibility (Farkas ray) test for hard constraints.
 _RAY_EIG_TOL = 1e-10
@@ -78,7 +89,7 @@ def _sweep_args(gamma: float) -> tuple[float, float, bool]:
     return gamma, gamma / (gamma + 1.0), False
 
 
-@njit(cache=True, fastmath=True)
+@lazy_njit(cache=True, fastmath=True)
 def _sweeps_linear(A, V, delta, xi, lam, gamma, ratio, hard, n_sweeps):  # pragma: no cover
     """``n_sweeps`` cyclic Bregman sweeps of the linear form; A, xi, lam updated in place."""
     m, d = V.shape
@@ -108,7 +119,38 @@ def _sweeps_linear(A, V, delta, xi, lam, gamma, ratio, hard, n_sweeps):  # pragm
                     A[i, j] += bi * Av[j]
 
 
-@njit(cache=True, fastmath=True)
+@lazy_njit(cache=True, fastmath=True)
+def _sweeps_linear_idx(A, V, delta, xi, lam, gamma, ratio, hard, idx, n_sweeps):  # noqa: E501  # pragma: no cover
+    """As :func:`_sweeps_linear`, visiting only the constraints ``idx`` (in that order)."""
+    m, d = V.shape
+    Av = np.empty(d)
+    for _ in range(n_sweeps):
+        for k in range(idx.shape[0]):
+            c = idx[k]
+            p = 0.0
+            for i in range(d):
+                acc = 0.0
+                for j in range(d):
+                    acc += A[i, j] * V[c, j]
+                Av[i] = acc
+                p += V[c, i] * acc
+            dl = delta[c]
+            alpha = dl * ratio * (1.0 / p - 1.0 / xi[c])
+            if lam[c] < alpha:
+                alpha = lam[c]
+            if alpha == 0.0:
+                continue
+            beta = dl * alpha / (1.0 - dl * alpha * p)
+            if not hard:
+                xi[c] = gamma * xi[c] / (gamma + dl * alpha * xi[c])
+            lam[c] -= alpha
+            for i in range(d):
+                bi = beta * Av[i]
+                for j in range(d):
+                    A[i, j] += bi * Av[j]
+
+
+@lazy_njit(cache=True, fastmath=True)
 def _sweeps_kernel(K, M, K0, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps):  # noqa: E501
     """Cyclic sweeps of the kernel form on the support; K, M, xi, lam updated in place."""
     m = I.shape[0]
@@ -149,7 +191,7 @@ def _sweeps_kernel(K, M, K0, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps)
                     M[a, b] += wa * w[b]
 
 
-@njit(cache=True, fastmath=True)
+@lazy_njit(cache=True, fastmath=True)
 def _sweeps_kernel_K(K, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps):  # pragma: no cover
     """Kernel sweeps updating K only (M recovered from lam in closed form afterwards)."""
     m = I.shape[0]
@@ -178,7 +220,7 @@ def _sweeps_kernel_K(K, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps):  # 
                     K[a, b] += ka * Kv[b]
 
 
-@njit(cache=True, fastmath=True)
+@lazy_njit(cache=True, fastmath=True)
 def _kernel_block(K, U, bet, nb, I, J, delta, xi, lam, gamma, ratio, hard, c0):  # pragma: no cover
     """Kernel projections on K = K_base + sum_t bet_t u_t u_t^T with the u_t kept in U (lazy).
 
@@ -492,6 +534,89 @@ class _Loop:
 
 
 # --------------------------------------------------------------------------------------------
+# Projected Newton on the dual (slack form, gamma < inf)
+# --------------------------------------------------------------------------------------------
+def _dual_newton(VL, xi0, delta, gamma, lam, tol, max_iter=300, time_limit=None):
+    """Projected Newton (Bertsekas 1982) for the concave dual of the slack problem::
+
+        max_{lam >= 0}  g(lam) = log det S(lam) + gamma sum_c log(1 - delta_c lam_c xi0_c / gamma),
+        S(lam) = I + sum_c delta_c lam_c u_c u_c^T        (u_c = rows of VL = L0^T v_c)
+
+    with gradient ``delta_c (p_c - xi_c)`` (p_c = u_c^T S^{-1} u_c = v_c^T W v_c, xi_c =
+    xi0_c / (1 - delta_c lam_c xi0_c / gamma): the iterate's W and slacks) and Hessian
+    ``-(delta delta^T) o (P o P) - diag(xi^2 / gamma)``, P = U S^{-1} U^T: negative definite for
+    gamma < inf. Each iteration: Newton step on the free multipliers (Cholesky of the |F| x |F|
+    block), scaled gradient step on the epsilon-binding ones (lam_c <= eps, gradient < 0), Armijo
+    search along the projection arc inside the domain (S PD, slack logs finite).
+
+    ``lam`` is updated in place. Stops when the relative violation and the complementarity
+    |sum lam grad| / max(1, |g|) are <= tol (the caller certifies), at ``max_iter``, at the time
+    limit, or when the line search stalls. Returns (iterations, converged flag).
+    """
+    m, d = VL.shape
+
+    def value(lm):
+        S = np.eye(d) + (VL.T * (delta * lm)) @ VL
+        t = 1.0 - delta * lm * xi0 / gamma
+        if np.any(t <= 0):
+            return -math.inf, None
+        try:
+            Lc = np.linalg.cholesky(S)
+        except np.linalg.LinAlgError:
+            return -math.inf, None
+        return 2.0 * float(np.sum(np.log(np.diag(Lc)))) + gamma * float(np.sum(np.log(t))), (Lc, t)
+
+    t0 = time.perf_counter()
+    g, aux = value(lam)
+    if aux is None:
+        return 0, False
+    for it in range(1, max_iter + 1):
+        Lc, t = aux
+        B = sla.solve_triangular(Lc, VL.T, lower=True, check_finite=False)  # p = |B[:, c]|^2
+        p = np.einsum("ij,ij->j", B, B)
+        xi = xi0 / t
+        grad = delta * (p - xi)
+        viol = float(np.max(np.maximum(0.0, delta * (p - xi)) / xi))
+        comp = abs(float(lam @ grad))
+        if viol <= 0.1 * tol and comp <= 0.1 * tol * max(1.0, abs(g)):
+            return it - 1, True
+        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            return it - 1, False
+        eps = min(1e-8, 1e-3 * float(np.abs(grad).max()))
+        bind = (lam <= eps) & (grad < 0)
+        F = np.flatnonzero(~bind)
+        hdiag = p * p + xi * xi / gamma
+        step = np.where(bind, grad / hdiag, 0.0)
+        if F.size:
+            BF = B[:, F]
+            H = BF.T @ BF
+            H *= H
+            H *= np.outer(delta[F], delta[F])
+            H[np.diag_indices_from(H)] += xi[F] ** 2 / gamma
+            try:
+                step[F] = sla.cho_solve(sla.cho_factor(H, lower=True, check_finite=False),
+                                        grad[F], check_finite=False)
+            except (np.linalg.LinAlgError, ValueError):
+                step[F] = grad[F] / hdiag[F]
+        a = 1.0
+        for _ in range(60):
+            trial = np.maximum(lam + a * step, 0.0)
+            gt, auxt = value(trial)
+            if auxt is not None and gt >= g + 1e-4 * float(grad @ (trial - lam)):
+                break
+            if a == 1.0 and auxt is not None and abs(gt - g) <= 1e-13 * max(1.0, abs(g)):
+                break  # full step, change below rounding: quadratic region, take it
+            a *= 0.5
+        else:
+            return it - 1, False
+        if not (gt > g) and np.array_equal(trial, lam):
+            return it - 1, False
+        lam[:] = trial
+        g, aux = gt, auxt
+    return max_iter, False
+
+
+# --------------------------------------------------------------------------------------------
 # Linear form
 # --------------------------------------------------------------------------------------------
 def itml_linear(
@@ -505,9 +630,12 @@ def itml_linear(
     max_sweeps: int = 100_000,
     time_limit: float | None = None,
     check_every: int | None = None,
+    method: str = "auto",
+    seed: int = 0,
     callback: Callable[..., None] | None = None,
 ) -> BregmanResult:
-    """Solve the linear-form ITML problem (module docstring) by cyclic Bregman projections.
+    """Solve the linear-form ITML problem (module docstring) by Bregman projections or by
+    projected Newton on the dual.
 
     Parameters
     ----------
@@ -519,6 +647,16 @@ def itml_linear(
     tol : relative gap and relative violation to reach.
     check_every : compute the full certificate every this many sweeps (default: adaptive,
         whenever the violation is below tol and at sweeps 1, 2, 4, 8, ...).
+    method : ``"newton"`` projected Newton on the dual (:func:`_dual_newton`; slack form only,
+        O(|F|^3) per iteration for |F| free multipliers, numpy only), then sweeps from its point
+        if it did not certify; ``"cyclic"`` sweeps in the given order; ``"active"`` project and
+        forget (Sonthalia & Gilbert): one full sweep, then ``ACTIVE_SWEEPS - 1`` sweeps over the
+        constraints that were active (lam > 0) or violated at that full sweep, repeated;
+        ``"random"`` sweeps in a fresh random order each sweep (``seed``). ``"auto"``:
+        newton for gamma < inf and at most ``NEWTON_MAX_CONSTRAINTS`` constraints, else random
+        (cyclic order can be pathological: on digits, similar pairs listed before dissimilar
+        ones, cyclic sweeps need ~33k sweeps to 1e-8 where random orders need ~35).
+        Whatever the method, the certificate (gap, violation) is computed on ALL constraints.
     callback : called at every full certificate as ``callback(sweeps, objective=primal,
         bound=dual, gap=rel. gap, violation=rel. violation)`` (``specopt._progress.Progress``).
     """
@@ -560,8 +698,36 @@ def itml_linear(
 
     g_eff, ratio, hard = _sweep_args(gamma)
 
+    if method not in ("auto", "newton", "cyclic", "active", "random"):
+        raise ValueError(f"unknown method {method!r}: auto, newton, cyclic, active or random")
+    use_newton = method == "newton" or (
+        method == "auto" and mk <= NEWTON_MAX_CONSTRAINTS and not hard
+    )
+    if use_newton and hard:
+        raise ValueError("method='newton' needs the slack form (gamma < inf)")
+    sweep_order = {"auto": "random", "newton": "cyclic"}.get(method, method)
+    rng = np.random.default_rng(seed)
+    active_idx = [np.arange(mk, dtype=np.int64)]
+    n_full = [0]
+    done_sweeps = [0]
+
     def sweep(n):
-        _sweeps_linear(A, Vk, dk, xi, lam, g_eff, ratio, hard, n)
+        if sweep_order == "cyclic":
+            _sweeps_linear(A, Vk, dk, xi, lam, g_eff, ratio, hard, n)
+        elif sweep_order == "random":
+            for _ in range(n):
+                _sweeps_linear_idx(A, Vk, dk, xi, lam, g_eff, ratio, hard,
+                                   rng.permutation(mk).astype(np.int64), 1)
+        else:  # active: full sweep every ACTIVE_SWEEPS, else only the active constraints
+            for _ in range(n):
+                if done_sweeps[0] % ACTIVE_SWEEPS == 0:
+                    _sweeps_linear(A, Vk, dk, xi, lam, g_eff, ratio, hard, 1)
+                    n_full[0] += 1
+                    p = p_all()
+                    active_idx[0] = np.flatnonzero((lam > 0) | (dk * (p - xi) > 0))
+                else:
+                    _sweeps_linear_idx(A, Vk, dk, xi, lam, g_eff, ratio, hard, active_idx[0], 1)
+                done_sweeps[0] += 1
 
     def p_all():
         return np.einsum("ij,ij->i", Vk @ A, Vk)
@@ -591,10 +757,37 @@ def itml_linear(
         return None
 
     t0 = time.perf_counter()
-    loop = _Loop(tol, max_sweeps, time_limit, check_every, sweep_work=4.0 * mk * d * d,
+    newton_its, nt_status = 0, None
+    if use_newton and mk:
+        newton_its, _ = _dual_newton(VL, x0k, dk, gamma, lam, tol, time_limit=time_limit)
+        # the iterate of these multipliers: W = L0 S^{-1} L0^T, 1/xi = 1/xi0 - delta lam / gamma
+        S = np.eye(d) + (VL.T * (dk * lam)) @ VL
+        Li = sla.solve_triangular(np.linalg.cholesky(S), L0.T, lower=True, check_finite=False)
+        A[:] = Li.T @ Li
+        xi[:] = x0k / (1.0 - dk * lam * x0k / gamma)
+        viol, _ = violation()
+        primal, dual = certificate()
+        gap = abs(primal - dual) / max(1.0, abs(primal))
+        nt_status = (primal, dual, gap, viol)
+    left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
+    loop = _Loop(tol, max_sweeps, left, check_every, sweep_work=4.0 * mk * d * d,
                  callback=callback)
+    if nt_status is not None:
+        for k, v in zip(("sweep", "dual", "primal", "gap", "max_violation"),
+                        (0, nt_status[1], nt_status[0], nt_status[2], nt_status[3]), strict=True):
+            loop.hist[k].append(float(v))
+        loop.hist["time"].append(time.perf_counter() - t0)
+        if callback is not None:
+            callback(0, objective=nt_status[0], bound=nt_status[1], gap=nt_status[2],
+                     violation=nt_status[3])
     if mk == 0:
         status, it, primal, dual, gap, viol, ray = "optimal", 0, 0.0, 0.0, 0.0, 0.0, None
+    elif nt_status is not None and nt_status[2] <= tol and nt_status[3] <= tol:
+        primal, dual, gap, viol = nt_status
+        status, it, ray = "optimal", 0, None
+    elif left is not None and left <= 0:
+        primal, dual, gap, viol = nt_status
+        status, it, ray = "inaccurate", 0, None
     else:
         status, it, primal, dual, gap, viol, ray = loop.run(
             sweep, violation, certificate, infeasible
@@ -612,12 +805,15 @@ def itml_linear(
         dual=dual,
         gap=gap,
         max_violation=viol,
-        iterations=it,
+        iterations=it + newton_its,
         solve_time=time.perf_counter() - t0,
         W=0.5 * (A + A.T),
         dropped=dropped,
         history=loop.hist,
-        extra={"logdet_W0": logdet_W0},
+        extra={"logdet_W0": logdet_W0,
+               "method": (("newton" if it == 0 else f"newton+{sweep_order}") if use_newton
+                          else sweep_order),
+               "newton_iterations": newton_its, "sweeps": it},
     )
     if ray is not None:
         ray_full = np.zeros(m)
@@ -651,6 +847,7 @@ def itml_kernel(
     track_M: bool | None = None,
     factored: bool | None = None,
     block: int | None = None,
+    method: str = "cyclic",
     callback: Callable[..., None] | None = None,
 ) -> BregmanResult:
     """Kernel-form ITML: min D_ld(K, K0) [+ gamma burg(xi, xi0)], delta (K_ii+K_jj-2K_ij - xi) <= 0.
@@ -672,6 +869,11 @@ def itml_kernel(
     (Woodbury; I_r + G^T C G = W^{-1}). Exact: K_SS = K0 + K0 M K0, D_ld(K, K0) = D_ld(W, I_r)
     on range(K0), and g(lam) is the same function of lam (same certificate: primal, dual, gap,
     violation). Default: factored when r <= s / 2.
+
+    ``method``: the order of the factored form's linear ITML (:func:`itml_linear`); the default
+    ``"cyclic"`` runs exactly the plain kernel form's iterates (tested), ``"auto"``/``"random"``/
+    ``"newton"`` use that function's faster choices. The plain kernel form always sweeps
+    cyclically.
 
     ``block``: without ``track_M``, the projections keep the last ``block`` rank-one updates
     of K aside (rows of K built on demand in O(s * block)) and fold them into K with one
@@ -738,7 +940,7 @@ def itml_kernel(
             gamma,
             full_kernel,
             dict(tol=tol, max_sweeps=max_sweeps, time_limit=time_limit, check_every=check_every,
-                 callback=callback),
+                 method=method, callback=callback),
         )
     if track_M is None:
         track_M = False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -145,8 +147,22 @@ def test_scs_and_clarabel_agree_on_random_instances(seed, n):
         cp.Minimize(specopt.linear_spectral(K, alpha) + cp.sum(cp.multiply(C, K))),
         [K >> 0, cp.trace(K) == 1, cp.abs(K) <= 0.8],
     )
-    v1 = prob.solve(solver="CLARABEL")
-    v2 = prob.solve(solver="SCS", eps_abs=1e-8, eps_rel=1e-8)
+    # Clarabel stops at its numerical floor (gap ~4e-8, step 0) on ~15% of these degenerate
+    # instances (|K| <= 0.8 active with the PSD cone): "AlmostSolved", which CVXPY reports as
+    # optimal_inaccurate with a warning. The warning is the expected behaviour for that status:
+    # asserted, one per inaccurate solve, not filtered.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        v1 = prob.solve(solver="CLARABEL")
+        s1 = prob.status
+        v2 = prob.solve(solver="SCS", eps_abs=1e-8, eps_rel=1e-8)
+        s2 = prob.status
+    assert {s1, s2} <= {cp.OPTIMAL, cp.OPTIMAL_INACCURATE}
+    inaccurate = [w for w in caught if "Solution may be inaccurate" in str(w.message)]
+    assert len(inaccurate) == [s1, s2].count(cp.OPTIMAL_INACCURATE)
+    for w in caught:
+        if w not in inaccurate:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     assert np.isclose(v1, v2, rtol=1e-4, atol=1e-4)
 
 
