@@ -57,8 +57,9 @@ import scipy.linalg as sla
 import scipy.optimize as so
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from numba import njit
 from scipy.sparse.csgraph import connected_components, dijkstra
+
+from ._jit import lazy_njit
 
 __all__ = [
     "LowRankMMResult",
@@ -212,7 +213,7 @@ class SymOp:
 # --------------------------------------------------------------------------------------------
 # Compiled kernels
 # --------------------------------------------------------------------------------------------
-@njit(cache=True, fastmath=True)
+@lazy_njit(cache=True, fastmath=True)
 def _a_of_yyt(rows, ii, jj, vals, Y, m):  # pragma: no cover - compiled
     """``A(Y Y^T)``: ``out[r] += a_k <Y[i_k], Y[j_k]>``."""
     out = np.zeros(m)
@@ -227,7 +228,7 @@ def _a_of_yyt(rows, ii, jj, vals, Y, m):  # pragma: no cover - compiled
     return out
 
 
-@njit(cache=True, fastmath=True)
+@lazy_njit(cache=True, fastmath=True)
 def _adj_times(rows, ii, jj, vals, w, X):  # pragma: no cover - compiled
     """``A^*(w) X`` with ``A^*(w) = sum_r w_r (A_r + A_r^T) / 2``."""
     out = np.zeros_like(X)
@@ -244,7 +245,7 @@ def _adj_times(rows, ii, jj, vals, w, X):  # pragma: no cover - compiled
     return out
 
 
-@njit(cache=True, fastmath=True)
+@lazy_njit(cache=True, fastmath=True)
 def _a_of_ydt(rows, ii, jj, vals, Y, D, m):  # pragma: no cover - compiled
     """``A(Y D^T + D Y^T)``: ``out[r] += a_k (<Y[i_k], D[j_k]> + <D[i_k], Y[j_k]>)``."""
     out = np.zeros(m)
