@@ -19,7 +19,8 @@ user's constraints (CVXPY sign convention), ``mu I - H`` for ``X >> 0``, ``mu`` 
 constraint. The factored solution is in ``extra["theta"], extra["U"]``.
 
 Options: ``tol`` (1e-6), ``max_iters``, ``time_limit``, ``master`` ("psd", default, or "lp"),
-``max_rank`` (30), ``row_selection`` (500), ``columns_per_round`` (5), ``smoothing`` (0.5),
+``max_rank`` (30), ``row_selection`` (500), ``row_band`` (1e-2), ``resolve_rows`` (False),
+``columns_per_round`` (5), ``smoothing`` (0.5),
 ``prune_after``, ``max_columns``, ``dense_threshold`` (see the solver's docstring).
 """
 
@@ -48,16 +49,23 @@ from .registry import register_route
 
 _ROUTE_OPTS = (
     "tol", "max_iters", "time_limit", "master", "max_rank", "columns_per_round", "smoothing",
-    "prune_after", "max_columns", "dense_threshold", "row_selection",
+    "prune_after", "max_columns", "dense_threshold", "row_selection", "row_band", "resolve_rows",
 )
 
-#: ``route="auto"`` picks matrix generation when ``n >= PAYS_OFF_MIN_N`` and the stacked data
-#: ``|rows| * n^2`` (what the conic form would store) is at least ``PAYS_OFF_MIN_DATA``.
-#: Measured in ``benchmarks/matrix_generation.py`` (docs/routes/matrix_generation.md), PSDBoost
-#: instances, certified 1e-4 vs SCS: D=24/|S|=550 (rows*n^2 = 3e5) SCS 3x faster; D=100/|S|=550
-#: (5.5e6) route 1.4x faster; D=50/|S|=2000 (5e6) 7x; D=100/|S|=2000 (2e7) 12-19x.
+#: ``route="auto"`` picks matrix generation when ``n >= PAYS_OFF_MIN_N``, there are at least
+#: ``PAYS_OFF_MIN_ROWS`` constraint rows and the stacked data ``|rows| * n^2`` (what the conic
+#: form stores densely) is at least ``PAYS_OFF_MIN_DATA``. From the WORST case over the benchmark
+#: families (``benchmarks/matrix_generation.py --family``: PSDBoost triplets varying C, classes,
+#: noise, feature scales, nn/random triplets, mean dimension; certified 1e-4 vs SCS, same run,
+#: fixed costs included; docs/routes/matrix_generation.md): D=24/|S|=550 worst 0.5x;
+#: D=100/|S|=2000 median 10.3x but worst < 1.1x (a noisy, badly scaled random-triplet member
+#: with a rank-16 solution: not certified in 300 s, SCS 333 s). So no measured size with a
+#: runnable conic form qualifies; the route is picked only where the conic data alone
+#: (8 bytes * rows * n^2 >= 8 GB, before SCS's own copies) does not fit this class of machine,
+#: e.g. D=500/|S|=10000 (2.5e9, 20 GB). Between 2e7 and 1e9 nothing was measured: conic.
 PAYS_OFF_MIN_N = 50
-PAYS_OFF_MIN_DATA = 5e6
+PAYS_OFF_MIN_ROWS = 2000
+PAYS_OFF_MIN_DATA = 1e9
 
 
 @dataclass
@@ -320,10 +328,15 @@ class MatrixGenerationRoute(Route):
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         data: MGData = match.data
         size = float(data.A.m) * data.n * data.n
-        if data.n >= PAYS_OFF_MIN_N and size >= PAYS_OFF_MIN_DATA:
-            return True, f"n={data.n}, rows*n^2={size:.2g}: beyond the measured break-even"
-        return False, (f"n={data.n}, rows*n^2={size:.2g}: small; the conic route was measured "
-                       "faster below n=50 or rows*n^2=5e6")
+        m = data.A.m
+        if data.n >= PAYS_OFF_MIN_N and m >= PAYS_OFF_MIN_ROWS and size >= PAYS_OFF_MIN_DATA:
+            return True, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: the conic form would "
+                          "not fit in memory (the benchmark families' worst case)")
+        return False, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: small; matrix generation "
+                       f"is only picked from n >= {PAYS_OFF_MIN_N} and {PAYS_OFF_MIN_ROWS} rows "
+                       f"and rows*n^2 >= {PAYS_OFF_MIN_DATA:.0e} (worst case of the measured "
+                       "families: below, the conic route was faster on some instance, e.g. a "
+                       "high-rank one)")
 
     def solve(
         self,

@@ -478,6 +478,8 @@ def solve_spectraplex_lp(
     master: str = "lp",
     max_rank: int = 30,
     row_selection: int = 500,
+    row_band: float = 1e-2,
+    resolve_rows: bool = False,
     verbose: bool = False,
     callback: Callable[..., None] | None = None,
 ) -> MatrixGenerationResult:
@@ -501,6 +503,13 @@ def solve_spectraplex_lp(
     max_rank : size of the PSD block (it grows beyond when X needs more directions).
     row_selection : with the PSD master and at least this many rows, inactive rows with zero
         multiplier leave the master and return when violated.
+    row_band : rows whose slack exceeds ``row_band * max(1, |activity|)`` (and with a zero
+        multiplier) leave the working set; a wider band means fewer rows coming back.
+    resolve_rows : re-solve the master until no row outside the working set is violated (the
+        exact restricted master every round). False (default): one solve per round; the
+        violated rows join the working set for the next round and the LP variables are
+        re-optimized for the master's ``X`` (``_polish_z``), so the value used for the gap is
+        that of an exactly feasible point (falls back to the exact master if none exists).
     callback : called every round as ``callback(round, objective=master value, bound=best
         bound, gap=rel. gap, violation=None)`` (``specopt._progress.Progress``).
     """
@@ -534,8 +543,8 @@ def solve_spectraplex_lp(
     if master == "psd":
         return _psd_block_loop(full, A, C, G, c, lb, ub, zlb, zub, trace, trace_eq, tol,
                                max_iters, time_limit, columns_per_round, max_rank, dense,
-                               verbose, t0, offset, smoothing, row_selection,
-                               callback=callback)
+                               verbose, t0, offset, smoothing, row_selection, row_band,
+                               resolve_rows, callback=callback)
     if master != "lp":
         raise ValueError(f"master must be 'lp' or 'psd', got {master!r}")
     max_columns = max_columns or np.iinfo(np.int64).max
@@ -767,7 +776,8 @@ def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq,
 
 def _psd_block_loop(
     full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, tol, max_iters, time_limit, cpr, max_rank,
-    dense, verbose, t0, offset, smoothing, row_selection_min=500, callback=None,
+    dense, verbose, t0, offset, smoothing, row_selection_min=500, row_band=1e-2,
+    resolve_rows=False, callback=None,
 ) -> MatrixGenerationResult:
     m = A.m
     _, P = _top_eigs(full, np.append(1.0, np.zeros(m)), cpr, dense, None, 1e-8)
@@ -778,7 +788,7 @@ def _psd_block_loop(
     best_bound, y_best = np.inf, None
     v0 = None
     status = "max_iters"
-    obj_prev = -np.inf
+    best_obj, best_pt = -np.inf, None
     it = 0
     p = G.shape[1]
     # row working set (rows may leave the master when inactive, see _master_on_rows)
@@ -797,18 +807,36 @@ def _psd_block_loop(
         scale = np.where(I == J, 1.0, _SQRT2)
         Bfull = full.quad_pairs(P) * scale
         # tight master solves (looser ones early on were measured to cost rounds at the end)
-        obj, W, alpha, z, y, mu = _master_on_rows(
+        obj, W, alpha, z, y, mu, viol = _master_on_rows(
             Bfull, I, J, scale, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k, work, priv,
-            zcur,
+            zcur, resolve=resolve_rows,
         )
+        ax = _row_activity(Bfull, I, J, scale, W, alpha, abar)
+        if viol is not None:
+            # one solve on the working set: X is kept, the LP variables re-optimized for it
+            # (exactly feasible, so its value is a valid lower bound); the violated rows join
+            z_pol, _ = _polish_z(ax, G, c, lb, ub, zlb, zub)
+            if z_pol is None:  # no feasible z for this X: fall back to the exact master
+                work |= viol
+                obj, W, alpha, z, y, mu, _ = _master_on_rows(
+                    Bfull, I, J, scale, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
+                    work, priv, zcur, resolve=True,
+                )
+                ax = _row_activity(Bfull, I, J, scale, W, alpha, abar)
+                viol = None
+            else:
+                z = z_pol
+                obj = float(Bfull[0] @ (W[I, J] * scale)) + alpha * (cbar or 0.0) + float(c @ z)
         zcur = z
         if select_rows:
             # rows with room to spare and a zero multiplier leave the master (their private LP
             # variables are frozen); they come back as soon as they are violated
-            act = _row_activity(Bfull, I, J, scale, W, alpha, abar) + G @ z
+            act = ax + G @ z
             slack = np.minimum(act - lb, ub - act)
             small = np.abs(y) <= 1e-7 * max(1.0, float(np.abs(y).max(initial=0.0)))
-            work = ~((slack > 1e-4 * np.maximum(1.0, np.abs(act))) & small)
+            work = ~((slack > row_band * np.maximum(1.0, np.abs(act))) & small)
+            if viol is not None:
+                work |= viol
         y = _clip_duals(y, lb, ub)
         # current X = P W P^T + alpha Xbar, as eigen-factor Q diag(s2) Q^T
         lw, Vw = np.linalg.eigh(W)
@@ -819,6 +847,9 @@ def _psd_block_loop(
         s2 = s * s
         nzr = s2 > 1e-12 * max(t, s2.max(initial=0.0))
         Q, s2 = Q[:, nzr], s2[nzr]
+        if obj > best_obj:
+            best_obj, best_pt = obj, (Q, s2, z, y, mu)
+        obj = best_obj
         use_smooth = smoothing > 0 and y_best is not None
         ys = smoothing * y_best + (1 - smoothing) * y if use_smooth else y
         vals, vecs = _top_eigs(full, np.append(1.0, -ys), cpr, dense, v0, 1e-10)
@@ -838,7 +869,6 @@ def _psd_block_loop(
         else:
             rc = vals - mu
         v0 = vecs[:, 0]
-        obj_prev = max(obj_prev, obj)
         gap = (best_bound - obj) / max(1.0, abs(obj))
         hist["objective"].append(obj + offset)
         hist["bound"].append(best_bound + offset)
@@ -887,6 +917,8 @@ def _psd_block_loop(
         newv = newv - Q1 @ (Q1.T @ newv)
         Pn, Rn = np.linalg.qr(np.hstack([Q1, newv]))
         P = Pn[:, np.abs(np.diag(Rn)) > 1e-10]
+    # the best point seen (the master value can dip when a working-set solve is not exact)
+    Q, s2, z, y, mu = best_pt
     # exact trace and PSD by construction; polish z for exact row feasibility with X fixed
     if trace_eq and s2.sum() > 0:
         s2 = s2 * (t / s2.sum())
@@ -923,13 +955,15 @@ def _row_activity(Bfull, I, J, scale, W, alpha, abar):
 
 
 def _master_on_rows(Bfull, I, J, scale, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
-                    work, priv, zcur):
+                    work, priv, zcur, resolve=True):
     """The PSD-block master on the rows in ``work`` (updated in place), exact for all rows.
 
     LP variables private to a row outside the working set (one nonzero in G, in that row) are
     frozen at ``zcur``. After a solve, rows outside the set that are violated are added and the
     master is solved again, so the result is the optimum of the master with every row (its
-    multipliers are zero on the rows left out).
+    multipliers are zero on the rows left out). With ``resolve=False`` the first solve is
+    returned with the mask of the violated rows outside the set (last item; None when none is
+    violated, i.e. the result is exact); the caller adds them to the set for the next round.
     """
     m = len(lb)
     while True:
@@ -951,10 +985,14 @@ def _master_on_rows(Bfull, I, J, scale, abar, cbar, G, c, lb, ub, zlb, zub, t, t
         viol = ~work & ((act < lb - tol) | (act > ub + tol))
         if not viol.any():
             break
+        if not resolve:
+            y = np.zeros(m)
+            y[rows] = yr
+            return obj + const, W, alpha, z, y, mu, viol
         work |= viol
     y = np.zeros(m)
     y[rows] = yr
-    return obj + const, W, alpha, z, y, mu
+    return obj + const, W, alpha, z, y, mu, None
 
 
 def _polish_z(ax, G, c, lb, ub, zlb, zub):

@@ -149,3 +149,22 @@ def test_auto_uses_conic_on_small_instances_and_bad_option_errors():
     assert exp.auto_route == "conic"
     with pytest.raises(ValueError, match="unknown option"):
         specopt.solve(prob, route="matrix_generation", bogus=1)
+
+
+@pytest.mark.parametrize(
+    ("D", "S", "picked"),
+    [(24, 550, False), (100, 550, False), (100, 2000, False), (223, 20000, False),
+     (224, 20000, True)],
+)
+def test_pays_off_thresholds_from_the_family_worst_case(D, S, picked):
+    """auto picks the route only where no measured family member was faster on the conic route
+    (D=100/|S|=2000 has a high-rank member where SCS wins), i.e. rows * n^2 >= 1e9."""
+    from specopt.reductions import matrix_generation as mg
+
+    P, Q = np.ones((S, D)), np.zeros((S, D))  # recognition only: the data do not matter
+    prob, _ = psdboost_problem(P, Q, 10.0 / S)
+    verdict = specopt.explain(prob).verdict("matrix_generation")
+    assert verdict.matches
+    assert verdict.pays_off is picked
+    assert (D >= mg.PAYS_OFF_MIN_N and S >= mg.PAYS_OFF_MIN_ROWS
+            and S * D * D >= mg.PAYS_OFF_MIN_DATA) is picked

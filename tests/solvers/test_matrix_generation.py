@@ -6,6 +6,8 @@ import cvxpy as cp
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from specopt.solvers.matrix_generation import (
     DenseOperator,
@@ -25,7 +27,7 @@ def _psdboost_data(P, Q, C):
     return G, c, np.zeros(m), None, zlb, None
 
 
-def _psdboost_cvxpy(P, Q, C):
+def _psdboost_cvxpy(P, Q, C, with_status=False):
     D = P.shape[1]
     m = P.shape[0]
     X = cp.Variable((D, D), PSD=True)
@@ -36,7 +38,7 @@ def _psdboost_cvxpy(P, Q, C):
         [cp.trace(X) == 1, M @ cp.vec(X, order="F") >= rho - xi],
     )
     prob.solve(solver="CLARABEL")
-    return prob.value
+    return (prob.value, prob.status) if with_status else prob.value
 
 
 @pytest.fixture(scope="module")
@@ -138,3 +140,45 @@ def test_bad_input_is_a_clear_error():
         solve_spectraplex_lp(op, master="bogus", lb=np.zeros(3))
     with pytest.raises(ValueError, match=r"M has 2 columns"):
         FactoredOperator(np.ones((3, 4)), np.ones((3, 2)))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    D=st.integers(3, 8),
+    S=st.integers(12, 50),
+    Cm=st.sampled_from([1.05, 3.0, 50.0]),
+    seed=st.integers(0, 10_000),
+    cap=st.sampled_from([1, 2, 4, 1000]),
+    resolve=st.booleans(),
+    band=st.sampled_from([0.0, 1e-4, 1e-2, 1.0]),
+)
+def test_working_set_master_bounds_and_feasible_value(D, S, Cm, seed, cap, resolve, band):
+    """Row working set with one master solve per round (or the exact re-solve): every round's
+    bound is >= OPT, the reported (best-so-far) value is monotone and <= OPT, the returned point
+    is feasible and attains the returned value, also when the iterations are capped."""
+    P, Q = psdboost_triplet_factors(D, S, seed)
+    C = Cm / S
+    opt, status = _psdboost_cvxpy(P, Q, C, with_status=True)
+    assume(status == cp.OPTIMAL)  # the reference itself must be accurate
+    G, c, lb, ub, zlb, zub = _psdboost_data(P, Q, C)
+    op = triplet_operator(P, Q)
+    res = solve_spectraplex_lp(op, None, G, c, lb, ub, zlb, zub, tol=1e-7, max_iters=cap,
+                               master="psd", max_rank=6, row_selection=5, row_band=band,
+                               resolve_rows=resolve)
+    sc = max(1.0, abs(opt))
+    bounds = np.array(res.history["bound"])
+    objs = np.array(res.history["objective"])
+    assert np.all(bounds >= opt - 1e-6 * sc)
+    assert np.all(np.diff(objs) >= -1e-9) and np.all(objs <= opt + 1e-6 * sc)
+    assert res.bound >= opt - 1e-6 * sc and res.objective <= opt + 1e-6 * sc
+    # the returned point is feasible and its value is the reported one
+    X = res.X
+    assert abs(np.trace(X) - 1) <= 1e-9 and np.linalg.eigvalsh(X).min() >= -1e-10
+    rho, xi = res.z[0], res.z[1:]
+    ax = op.quad(res.U) @ res.theta
+    assert np.all(ax - rho + xi >= -1e-8) and np.all(xi >= -1e-9)
+    assert abs(rho - C * xi.sum() - res.objective) <= 1e-8 * sc
+    if res.status == "optimal":
+        assert abs(res.objective - opt) <= 2e-6 * sc
+    elif cap >= 1000:
+        pytest.fail(f"not certified in {cap} rounds: {res.status}, gap {res.gap:.2e}")
