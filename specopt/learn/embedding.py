@@ -250,12 +250,16 @@ class _EmbeddingBase(BaseEstimator):
         C = _connectivity(A, self.connectivity, self.n_neighbors, adj)
         return A, C
 
+    #: Whether ``solver=None`` uses the low-rank engine from ``LOW_RANK_MIN_N`` points.
+    _low_rank_by_default = True
+
     def _use_low_rank(self, n: int) -> bool:
         """Low-rank engine: ``solver="LOW_RANK"``, or by default from ``LOW_RANK_MIN_N`` points
-        (only for ``preserve="edges"``: the engine takes equality rows)."""
+        where measured to pay off (only for ``preserve="edges"``: the engine takes equality
+        rows)."""
         if self.solver is not None:
             return str(self.solver).upper() == "LOW_RANK"
-        return n >= LOW_RANK_MIN_N and self.preserve == "edges"
+        return self._low_rank_by_default and n >= LOW_RANK_MIN_N and self.preserve == "edges"
 
     def _low_rank_data(self, A: np.ndarray, C: np.ndarray):
         from specopt.solvers.low_rank_sdp import SparseRows, graph_trace_bound
@@ -375,6 +379,10 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
     step on the same compiled problem, then warm-started): fewer, cheaper steps on digits
     subsets, a possibly different stationary point (benchmarks/embedding.py).
     """
+
+    # The factored MM loop was slower than SCS's warm-started steps (digits N = 100: 57-64 s vs
+    # 14 s) and did not finish an N = 400 fit in 900 s: opt-in only (solver="LOW_RANK").
+    _low_rank_by_default = False
 
     def __init__(
         self,

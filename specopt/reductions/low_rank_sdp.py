@@ -54,9 +54,11 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
 #: N = 100: low-rank 3.4 s vs SCS 20.4 s (digits), 24.6 s vs > 60 s (spokes), both capped on
 #: swiss roll / S-curve (Slater fails there; docs/routes/low_rank_sdp.md).
 PAYS_OFF_MIN_N = 100
-#: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side: its steps
-#: were slower than SCS's warm-started steps at N = 100 (MVE digits: 57-64 s vs 14 s, load ~12).
-ITERATED_MIN_N = 200
+#: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side; None: never
+#: by default (``inner="low_rank"`` opts in). Measured (load ~12): MVE on digits at N = 100 its
+#: steps were slower than SCS's warm-started steps (57-64 s vs 14 s), and an N = 400 fit did not
+#: finish in 900 s (the conic path: 236 s), so no size is known where it pays off yet.
+ITERATED_MIN_N: int | None = None
 
 
 @dataclass
@@ -338,7 +340,7 @@ def _substitute_parameters(expr: Any, values: dict[int, Any]) -> Any:
     return expr.copy([_substitute_parameters(a, values) for a in args])
 
 
-def low_rank_subproblem(surr: Any, *, required: bool, min_n: int = ITERATED_MIN_N,
+def low_rank_subproblem(surr: Any, *, required: bool, min_n: int | None = ITERATED_MIN_N,
                         **opts: Any):
     """``run(B) -> point`` solving the iterated-SDP route's linearized step with the low-rank
     engine, warm-started from the previous step; None when it does not apply (or, with
@@ -353,7 +355,7 @@ def low_rank_subproblem(surr: Any, *, required: bool, min_n: int = ITERATED_MIN_
             raise RouteMismatch("the low-rank inner solver takes one linearized spectral term")
         node = surr.nodes[0]
         n = node.K.shape[0]
-        if not required and n < min_n:
+        if not required and (min_n is None or n < min_n):
             return None
         prob = surr.problem
 
