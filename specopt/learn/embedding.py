@@ -48,6 +48,11 @@ __all__ = [
 # benchmarks/embedding.py: the energies agree to 3 digits with eps = 1e-4 and 1e-6).
 _LEARN_SCS_EPS = 1e-4
 _CLARABEL_MAX_N = 50
+#: From this many points on, SDE and MVE use the low-rank engine (``solver=None``); below, the
+#: conic solvers. Measured in benchmarks/low_rank_sdp.py (docs/routes/low_rank_sdp.md).
+LOW_RANK_MIN_N = 200
+#: Relative accuracy of each low-rank solve (primal residual and gap) in the learners.
+_LOW_RANK_TOL = 1e-4
 
 
 # --------------------------------------------------------------------------------------------
@@ -245,6 +250,44 @@ class _EmbeddingBase(BaseEstimator):
         C = _connectivity(A, self.connectivity, self.n_neighbors, adj)
         return A, C
 
+    #: Whether ``solver=None`` uses the low-rank engine from ``LOW_RANK_MIN_N`` points.
+    _low_rank_by_default = True
+
+    def _use_low_rank(self, n: int) -> bool:
+        """Low-rank engine: ``solver="LOW_RANK"``, or by default from ``LOW_RANK_MIN_N`` points
+        where measured to pay off (only for ``preserve="edges"``: the engine takes equality
+        rows)."""
+        if self.solver is not None:
+            return str(self.solver).upper() == "LOW_RANK"
+        return self._low_rank_by_default and n >= LOW_RANK_MIN_N and self.preserve == "edges"
+
+    def _low_rank_data(self, A: np.ndarray, C: np.ndarray):
+        from specopt.solvers.low_rank_sdp import SparseRows, graph_trace_bound
+
+        if self.preserve != "edges":
+            raise ValueError("solver='LOW_RANK' supports preserve='edges' only")
+        n = A.shape[0]
+        edges = np.argwhere(np.triu(C, 1))
+        d2 = _sq_dist(A)[edges[:, 0], edges[:, 1]]
+        rows = SparseRows.from_pairs(edges, n)
+        return rows, d2, graph_trace_bound(n, edges, d2)
+
+    def _low_rank_start(self, A: np.ndarray, rank: int) -> np.ndarray:
+        """Factor of the top ``rank`` eigenpairs of ``J A J`` (the affinity start)."""
+        Kc = self._centered(A)
+        n = Kc.shape[0]
+        w, V = np.linalg.eigh(0.5 * (Kc + Kc.T))
+        w, V = w[::-1][:rank], V[:, ::-1][:, :rank]
+        Y = V * np.sqrt(np.maximum(w, 0.0))
+        Y[:, w <= 1e-12 * max(1.0, w[0])] = 1e-3 * np.random.default_rng(0).standard_normal(
+            (n, int(np.sum(w <= 1e-12 * max(1.0, w[0])))))
+        return Y - Y.mean(axis=0)
+
+    def _low_rank_opts(self) -> dict:
+        opts = dict(self.solver_options or {})
+        opts.setdefault("tol", _LOW_RANK_TOL)
+        return opts
+
     def _solver_args(self, n: int) -> tuple[str, dict]:
         opts = dict(self.solver_options or {})
         # Clarabel (interior point) is faster and more accurate while its dense KKT block of
@@ -306,6 +349,16 @@ class SemidefiniteEmbedding(_EmbeddingBase):
     def _solve_kernel(self, A, C):
         import specopt
 
+        if self._use_low_rank(A.shape[0]):
+            from specopt.solvers.low_rank_sdp import SymOp, solve_low_rank_sdp
+
+            rows, d2, T = self._low_rank_data(A, C)
+            n = A.shape[0]
+            Y0 = self._low_rank_start(A, min(n - 1, 2 * self.n_components + 20))
+            res = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
+                                     implied_trace_bound=T, Y0=Y0, **self._low_rank_opts())
+            return res.Y @ res.Y.T, res.iterations, {
+                "certificate_": _low_rank_certificate(res, "max"), "factor_": res.Y}
         K, cons = sde_feasible_set(A, C, self.preserve)
         prob = cp.Problem(cp.Maximize(cp.trace(K)), cons)
         solver, opts = self._solver_args(A.shape[0])
@@ -326,6 +379,10 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
     step on the same compiled problem, then warm-started): fewer, cheaper steps on digits
     subsets, a possibly different stationary point (benchmarks/embedding.py).
     """
+
+    # The factored MM loop was slower than SCS's warm-started steps (digits N = 100: 57-64 s vs
+    # 14 s) and did not finish an N = 400 fit in 900 s: opt-in only (solver="LOW_RANK").
+    _low_rank_by_default = False
 
     def __init__(
         self,
@@ -355,6 +412,9 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
         import specopt
         from specopt.atoms import mve_cost
 
+        if self._use_low_rank(A.shape[0]):
+            return self._solve_low_rank(A, C)
+
         K, cons = sde_feasible_set(A, C, self.preserve)
         prob = cp.Problem(cp.Minimize(mve_cost(K, self.n_components)), cons)
         if self.init == "affinity":
@@ -377,3 +437,65 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
             "converged_": cert.extra["converged"],
         }
         return np.asarray(K.value), cert.iterations, info
+
+    def _solve_low_rank(self, A, C):
+        """MVE by majorize-minimize on the factor, each step warm-started (low_rank_mm)."""
+        from specopt.solvers.low_rank_sdp import (
+            SymOp,
+            low_rank_mm,
+            solve_low_rank_sdp,
+        )
+
+        if self.restarts:
+            raise ValueError("restarts are not supported with the low-rank engine")
+        n = A.shape[0]
+        d = self.n_components
+        rows, d2, T = self._low_rank_data(A, C)
+        opts = self._low_rank_opts()
+        inner_tol = opts.pop("tol")
+        Y0 = self._low_rank_start(A, min(n - 1, 2 * d + 20))
+        if self.init == "sde":
+            Y0 = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
+                                    implied_trace_bound=T, Y0=Y0, tol=inner_tol, **opts).Y
+        elif self.init != "affinity":
+            raise ValueError(f"init must be 'affinity' or 'sde', got {self.init!r}")
+        res = low_rank_mm(SymOp.identity(n), np.full(d, -2.0), rows, d2, Y0, centered=True,
+                          implied_trace_bound=T, tol=self.tol,
+                          tol_K=max(float(np.sqrt(self.tol)), 1e-3), max_iters=self.max_iter,
+                          monotone_tol=max(1e-4, 10 * inner_tol), inner_tol=inner_tol, **opts)
+        from specopt.certificate import STATIONARY, Certificate
+
+        last = res.inner[-1]
+        cert = Certificate(
+            route="low_rank_sdp", backend="low_rank_sdp", status=STATIONARY,
+            objective=res.objective, max_violation=max(r.max_abs_residual for r in res.inner[-1:]),
+            iterations=res.iterations, solve_time=sum(r.solve_time for r in res.inner),
+            history=res.history, is_global=False,
+            extra={"converged": res.converged, "stop_reason": res.stop_reason,
+                   "monotone": not res.monotone_violations,
+                   "monotone_violations": res.monotone_violations,
+                   "run_values": [res.objective], "inner_iterations": res.inner_iterations,
+                   "inner_status": [r.status for r in res.inner], "rank": last.rank,
+                   "inner_summary": [(r.iterations, r.inner_iterations, r.rank, r.status,
+                                      round(r.solve_time, 2)) for r in res.inner]},
+        )
+        info = {"certificate_": cert, "history_": cert.history, "objective_": res.objective,
+                "run_values_": [res.objective], "converged_": res.converged, "factor_": res.Y}
+        return res.Y @ res.Y.T, res.iterations, info
+
+
+def _low_rank_certificate(res, sense: str):
+    """A :class:`specopt.certificate.Certificate` for one low-rank solve (learners)."""
+    import cvxpy as cp_
+
+    from specopt.certificate import Certificate
+
+    return Certificate(
+        route="low_rank_sdp", backend="low_rank_sdp",
+        status=cp_.OPTIMAL if res.status == "optimal" else cp_.OPTIMAL_INACCURATE,
+        objective=res.objective, bound=res.bound, gap=res.gap,
+        max_violation=res.max_abs_residual, iterations=res.iterations,
+        solve_time=res.solve_time, history=res.history, is_global=True,
+        extra={"rank": res.rank, "lambda_min": res.lambda_min,
+               "primal_residual": res.primal_residual, "inner_iterations": res.inner_iterations},
+    )

@@ -51,7 +51,7 @@ from .registry import register_route
 
 _SCS_EPS = 1e-6
 _ROUTE_OPTS = ("max_iters", "tol", "tol_K", "restarts", "seed", "init", "monotone_tol",
-               "carry_scale")
+               "carry_scale", "inner", "inner_tol")
 _VAR_ATTRS = ("nonneg", "nonpos", "pos", "neg", "symmetric", "diag", "PSD", "NSD", "hermitian")
 
 
@@ -286,7 +286,9 @@ def stationarity_check(surr: _Surrogate, point: dict, run, tol: float, seed) -> 
         nonlocal tested
         tested += 1
         p = run(Bs)
-        dec = (F - p["surrogate"]) / scale
+        # the majorizer's value at its minimizer; without it (low-rank inner engine) the true
+        # objective there, which is <= it: the decrease is then over- not under-estimated
+        dec = (F - p.get("surrogate", p["objective"])) / scale
         if dec > best["dec"]:
             best["dec"], best["point"] = dec, p
         return p, dec
@@ -416,6 +418,7 @@ class IteratedSDPRoute(Route):
         near_miss = {k for k in opts if difflib.get_close_matches(k, _ROUTE_OPTS, n=1, cutoff=0.8)}
         if near_miss:  # e.g. max_iter for max_iters: an error, not a silent backend setting
             check_options("iterated_sdp", near_miss, (*_ROUTE_OPTS, "scs_max_iters"))
+        user_keys = set(route_opts)
         # default: the lead's size rule (Clarabel for small PSD parts, SCS for large ones)
         backend = (solver or default_backend(surr.problem)).upper()
         solver_opts = dict(opts)
@@ -491,6 +494,31 @@ class IteratedSDPRoute(Route):
             return {"primal": primal, "K": K, "objective": surr.sense * value, "dual": dual,
                     "status": status, "surrogate": surr.sense * float(prob.value)}
 
+        # inner solver: "conic" (the backend above), "low_rank" (Burer-Monteiro engine,
+        # warm-started step to step) or "auto" (low-rank where its route would pay off)
+        inner = route_opts.pop("inner", "auto")
+        inner_tol = route_opts.pop("inner_tol", 1e-6)
+        if inner not in ("auto", "conic", "low_rank"):
+            raise ValueError(f"inner must be 'auto', 'conic' or 'low_rank', got {inner!r}")
+        if inner != "conic" and solver is None or inner == "low_rank":
+            from .low_rank_sdp import low_rank_subproblem
+
+            lr_run = low_rank_subproblem(surr, required=inner == "low_rank", tol=inner_tol)
+            if lr_run is not None:
+                def run(Bs: list[np.ndarray], _lr=lr_run) -> dict[str, Any]:
+                    point = _lr(Bs)
+                    timings["solves"] += 1
+                    timings["solve"] += point["low_rank"].solve_time
+                    timings["statuses"].append(point["status"])
+                    if point["status"] != cp.OPTIMAL:  # step not certified to inner_tol
+                        timings["inaccurate"] += 1
+                    return point
+
+                backend = "low_rank_sdp"
+                lr_defaults = {"tol": max(1e-6, 10 * inner_tol),
+                               "tol_K": max(1e-4, 1e2 * inner_tol),
+                               "monotone_tol": max(1e-6, 10 * inner_tol)}
+                route_opts.update({k: v for k, v in lr_defaults.items() if k not in user_keys})
         betas = [nd.beta for nd in surr.nodes]
         max_iters = int(route_opts.pop("max_iters", 50))
         seed = route_opts.get("seed", 0)

@@ -1,0 +1,230 @@
+"""SDE / MVU written as a CVXPY model: the low-rank route vs SCS vs Clarabel, time vs N.
+
+Usage: python benchmarks/low_rank_sdp.py [--sizes 50 100 300] [--data swiss scurve spokes digits]
+       [--seeds 0 1] [--scs-cap 120] [--lr-cap 600] [--clarabel-max-n 60] [--timeout 600]
+       [--mve 100 400]
+
+Model (the issue's): ``maximize trace(K)`` s.t. ``K >> 0``, ``cp.sum(K) == 0``,
+``K[I, I] + K[J, J] - 2 K[I, J] == d2`` on the k-NN edges (k = 6; squared lengths scaled to mean
+1). Data families: sklearn swiss roll and S-curve (3-D), hubs and spokes (10-D), a random subset
+of sklearn digits (64-D); seeds vary the sample. Each (backend, instance) runs in its own
+subprocess with a wall-clock timeout. Backends: ``low_rank_sdp`` route at ``tol=1e-4`` (first
+call pays numba compilation: reported separately as ``compile_s``), SCS at ``eps = 1e-5`` with
+``time_limit_secs = --scs-cap`` (a capped run is reported as ``> cap``), Clarabel up to
+``--clarabel-max-n``. ``--mve`` adds whole MVE fits (learner, low-rank engine) at those sizes on
+digits. Prints markdown tables (median and worst over the family per N) and writes
+benchmarks/results/low_rank_sdp.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent
+
+
+def instance(name: str, n: int, seed: int, k: int = 6):
+    """Points of a data set and its symmetrized k-NN edges with squared lengths (mean 1)."""
+    import scipy.sparse as sp
+    from sklearn.neighbors import kneighbors_graph
+
+    if name == "swiss":
+        from sklearn.datasets import make_swiss_roll
+
+        X, _ = make_swiss_roll(n, random_state=seed)
+    elif name == "scurve":
+        from sklearn.datasets import make_s_curve
+
+        X, _ = make_s_curve(n, random_state=seed)
+    elif name == "spokes":
+        from specopt.learn.embedding import make_hubs_and_spokes
+
+        X, _ = make_hubs_and_spokes(n_spokes=5, points_per_spoke=(n - 1) // 5, noise=0.2,
+                                    random_state=seed)
+    elif name == "digits":
+        from sklearn.datasets import load_digits
+
+        D, _ = load_digits(return_X_y=True)
+        X = D[np.random.default_rng(seed).choice(len(D), n, replace=False)]
+    else:
+        raise ValueError(name)
+    G = kneighbors_graph(X, k)
+    G = ((G + G.T) > 0).astype(float)
+    E = np.array(sp.triu(G, 1).nonzero()).T
+    d2 = np.sum((X[E[:, 0]] - X[E[:, 1]]) ** 2, axis=1)
+    return X.shape[0], E, d2 / d2.mean()
+
+
+def sde_model(n, E, d2):
+    import cvxpy as cp
+
+    K = cp.Variable((n, n), symmetric=True)
+    I, J = E[:, 0], E[:, 1]
+    return K, cp.Problem(cp.Maximize(cp.trace(K)),
+                         [K >> 0, cp.sum(K) == 0, K[I, I] + K[J, J] - 2 * K[I, J] == d2])
+
+
+def run_one(backend: str, name: str, n: int, seed: int, cap: float) -> dict:
+
+    import specopt
+
+    if backend == "mve":
+        from sklearn.datasets import load_digits
+
+        from specopt.learn.embedding import MinimumVolumeEmbedding
+
+        D, _ = load_digits(return_X_y=True)
+        X = D[np.random.default_rng(seed).choice(len(D), n, replace=False)]
+        t0 = time.perf_counter()
+        est = MinimumVolumeEmbedding(n_components=2, n_neighbors=5, tol=1e-3,
+                                     solver="LOW_RANK").fit(X)
+        return {"time": time.perf_counter() - t0, "energy": est.energy_,
+                "objective": est.objective_, "n_iter": est.n_iter_,
+                "status": est.certificate_.status}
+    n, E, d2 = instance(name, n, seed)
+    out: dict = {"N": n, "edges": len(E)}
+    if backend == "low_rank":
+        # first call on a tiny instance: numba compilation (cached on disk after the first run)
+        t0 = time.perf_counter()
+        _, small = sde_model(*instance("spokes", 11, 0, k=3))
+        specopt.solve(small, route="low_rank_sdp", tol=1e-3)
+        out["compile_s"] = time.perf_counter() - t0
+        K, prob = sde_model(n, E, d2)
+        t0 = time.perf_counter()
+        specopt.solve(prob, route="low_rank_sdp", tol=1e-4, time_limit=cap)
+        out["time"] = time.perf_counter() - t0
+        cert = specopt.certificate(prob)
+        out.update(objective=cert.objective, bound=cert.bound, gap=cert.gap,
+                   status=cert.status, violation=cert.max_violation, rank=cert.extra["rank"],
+                   route=specopt.explain(prob).auto_route)
+        return out
+    K, prob = sde_model(n, E, d2)
+    kw = {}
+    if backend == "SCS":
+        kw = {"eps_abs": 1e-5, "eps_rel": 1e-5, "max_iters": 10**7, "time_limit_secs": cap}
+    t0 = time.perf_counter()
+    prob.solve(solver=backend, **kw)
+    out["time"] = time.perf_counter() - t0
+    out["status"] = prob.status
+    out["objective"] = None if prob.value is None else float(prob.value)
+    if backend == "SCS" and out["time"] >= 0.95 * cap:
+        out["capped"] = True
+    return out
+
+
+def run_capped(backend: str, name: str, n: int, seed: int, cap: float, timeout: float) -> dict:
+    cmd = [sys.executable, __file__, "--one", backend, name, str(n), str(seed), str(cap)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT.parent) + os.pathsep + os.environ.get(
+        "PYTHONPATH", ""))
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout > {timeout:.0f} s", "time": time.perf_counter() - t0,
+                "capped": True}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    return json.loads(lines[-1])
+
+
+def _fmt(t: float | None, capped: bool = False) -> str:
+    if t is None:
+        return "-"
+    return f"> {t:.0f}" if capped else f"{t:.2f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--one", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--sizes", type=int, nargs="*", default=[50, 100, 300])
+    ap.add_argument("--data", nargs="*", default=["swiss", "scurve", "spokes", "digits"])
+    ap.add_argument("--seeds", type=int, nargs="*", default=[0])
+    ap.add_argument("--scs-cap", type=float, default=120.0)
+    ap.add_argument("--clarabel-max-n", type=int, default=60)
+    ap.add_argument("--timeout", type=float, default=600.0,
+                    help="extra subprocess allowance over the caps (model build, compile)")
+    ap.add_argument("--lr-cap", type=float, default=600.0,
+                    help="time_limit of the low-rank engine (then optimal_inaccurate)")
+    ap.add_argument("--mve", type=int, nargs="*", default=[])
+    ap.add_argument("--out", default=str(ROOT / "results" / "low_rank_sdp.json"))
+    args = ap.parse_args()
+    if args.one:
+        b, name, n, seed, cap = args.one
+        print(json.dumps(run_one(b, name, int(n), int(seed), float(cap)), default=float))
+        return
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    load0 = os.getloadavg()
+    results: dict = {"sde": {}, "mve": {}, "scs_cap": args.scs_cap, "load_start": load0}
+    print("| data | seed | N | edges | low-rank s | status | gap | rank | auto route | SCS s "
+          "| SCS status | Clarabel s | obj low-rank | obj SCS | obj Clarabel |")
+    print("|" + "---|" * 15)
+    for n in args.sizes:
+        for name in args.data:
+            for seed in args.seeds:
+                row = {"low_rank": run_capped("low_rank", name, n, seed, args.lr_cap,
+                                              args.lr_cap + args.timeout)}
+                row["SCS"] = run_capped("SCS", name, n, seed, args.scs_cap, args.scs_cap + 120)
+                if n <= args.clarabel_max_n:
+                    row["CLARABEL"] = run_capped("CLARABEL", name, n, seed, 0, args.timeout)
+                # the low-rank engine's time limit is part of the family's worst case
+                results["sde"][f"{name}:{n}:{seed}"] = row
+                lr, sc, cl = row["low_rank"], row["SCS"], row.get("CLARABEL", {})
+                gap = lr.get("gap")
+                print(f"| {name} | {seed} | {lr.get('N', n)} | {lr.get('edges', '-')} | "
+                      f"{_fmt(lr.get('time'))} | {lr.get('status', lr.get('error'))} | "
+                      f"{'-' if gap is None else f'{gap:.1e}'} | {lr.get('rank', '-')} | "
+                      f"{lr.get('route', '-')} | {_fmt(sc.get('time'), sc.get('capped', False))}"
+                      f" | {sc.get('status', sc.get('error'))} | {_fmt(cl.get('time'))} | "
+                      f"{lr.get('objective', float('nan')):.6g} | "
+                      f"{(sc.get('objective') or float('nan')):.6g} | "
+                      f"{(cl.get('objective') or float('nan')):.6g} |", flush=True)
+                out_path.write_text(json.dumps(results, indent=1, default=float))
+    print("\n| N | instances | low-rank median s | low-rank worst s | SCS median s | SCS worst s "
+          "| ratio SCS/low-rank median | worst (smallest) ratio | Clarabel median s |")
+    print("|" + "---|" * 9)
+    for n in args.sizes:
+        rows = [v for k, v in results["sde"].items() if k.split(":")[1] == str(n)]
+        lt = [r["low_rank"]["time"] for r in rows if "time" in r["low_rank"]]
+        st = [r["SCS"]["time"] for r in rows if "time" in r["SCS"]]
+        ct = [r["CLARABEL"]["time"] for r in rows if "CLARABEL" in r and "time" in r["CLARABEL"]]
+        ratios = [r["SCS"]["time"] / r["low_rank"]["time"] for r in rows
+                  if "time" in r["SCS"] and "time" in r["low_rank"]]
+        capped = any(r["SCS"].get("capped") for r in rows)
+        med = statistics.median
+        print(f"| {n} | {len(rows)} | {_fmt(med(lt) if lt else None)} | "
+              f"{_fmt(max(lt) if lt else None)} | {_fmt(med(st) if st else None)} | "
+              f"{_fmt(max(st) if st else None, capped)} | "
+              f"{'>= ' if capped else ''}{med(ratios):.2f} | {min(ratios):.2f} | "
+              f"{_fmt(med(ct) if ct else None)} |" if ratios else f"| {n} | {len(rows)} | - |")
+    if args.mve:
+        print("\n| N | MVE fit s (low-rank) | energy % | MM steps | final cost | status |")
+        print("|---|---|---|---|---|---|")
+        for n in args.mve:
+            r = run_capped("mve", "digits", n, 0, args.timeout, args.timeout)
+            results["mve"][str(n)] = r
+            print(f"| {n} | {_fmt(r.get('time'), 'error' in r)} | "
+                  f"{100 * r.get('energy', float('nan')):.2f} | {r.get('n_iter', '-')} | "
+                  f"{r.get('objective', float('nan')):.2f} | {r.get('status', r.get('error'))} |",
+                  flush=True)
+            out_path.write_text(json.dumps(results, indent=1, default=float))
+    results["load_end"] = os.getloadavg()
+    out_path.write_text(json.dumps(results, indent=1, default=float))
+    print(f"\nload average start {load0}, end {results['load_end']}; wrote {out_path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,397 @@
+r"""Route "low_rank_sdp": one PSD matrix, sparse equality rows, Burer-Monteiro engine.
+
+Recognized form (one square variable ``K``, declared ``symmetric=True`` or ``PSD=True``)::
+
+    maximize / minimize   <C, K> + const        (cp.trace(K), cp.trace(C @ K), sums of entries)
+    subject to            K >> 0                (or K declared PSD=True)
+                          affine equalities in K (K[I, J] == v, K[I, I] + K[J, J] - 2 K[I, J] == d2,
+                                                  any sparse linear functional of K)
+                          cp.sum(K) == 0  or  K @ ones == 0      (centering, handled as Y^T 1 = 0)
+                          cp.trace(K) <= t      (optional)
+
+The recognizer (:func:`recognize_low_rank_sdp`, self-contained, takes the problem) reads the
+objective and each constraint with ``affine_coefficients`` (sparse: the rows never become a dense
+``m x n^2`` array); the centering row is detected on the expression tree (``Sum(K)``,
+``K @ 1``) before any extraction so that its ``n^2`` coefficients are never built. Solved by
+:func:`specopt.solvers.low_rank_sdp.solve_low_rank_sdp` (certificate there). A bound on
+``tr K`` for the certificate comes from the trace constraint, from fixed diagonal entries, or,
+with centering, from edge-distance rows that connect all nodes (:func:`graph_trace_bound`).
+
+Options (``specopt.solve(prob, route="low_rank_sdp", ...)``): ``tol`` (1e-5), ``rank``,
+``max_rank``, ``max_iters``, ``inner_max_iters``, ``time_limit``, ``seed``, ``inner``,
+``dense_threshold``, ``warm_start`` (a previous ``extra["factor"]`` / ``extra["y"]`` pair as a
+tuple ``(Y, y)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from .._cvxpy_compat import affine_coefficients
+from .._tree import is_identity_of
+from ..solvers.low_rank_sdp import (
+    OPTIMAL,
+    SparseRows,
+    SymOp,
+    distance_rows,
+    graph_trace_bound,
+    solve_low_rank_sdp,
+)
+from .base import Match, Route, RouteMismatch, RouteResult
+from .registry import register_route
+
+_ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_limit", "seed",
+               "inner", "dense_threshold", "sigma0", "eig_k")
+
+#: ``route="auto"`` picks the low-rank engine for ``n >= PAYS_OFF_MIN_N`` (side of K).
+#: Measured in benchmarks/low_rank_sdp.py (SDE CVXPY model, 4 data sets, same run, load ~13):
+#: N = 50: the conic solvers are faster on all 4 (Clarabel 1.0-9.2 s; low-rank 1.3-62 s);
+#: N = 100: low-rank 3.4 s vs SCS 20.4 s (digits), 24.6 s vs > 60 s (spokes), both capped on
+#: swiss roll / S-curve (Slater fails there; docs/routes/low_rank_sdp.md).
+PAYS_OFF_MIN_N = 100
+#: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side; None: never
+#: by default (``inner="low_rank"`` opts in). Measured (load ~12): MVE on digits at N = 100 its
+#: steps were slower than SCS's warm-started steps (57-64 s vs 14 s), and an N = 400 fit did not
+#: finish in 900 s (the conic path: 236 s), so no size is known where it pays off yet.
+ITERATED_MIN_N: int | None = None
+
+
+@dataclass
+class LRData:
+    """What the recognizer extracts (user's sense; the solver handles min / max)."""
+
+    K: cp.Variable
+    n: int
+    C: SymOp
+    offset: float
+    sense: str
+    A: SparseRows
+    b: np.ndarray
+    centered: bool
+    trace_bound: float | None
+    implied_trace_bound: float | None
+    rows: list[tuple[cp.Constraint, slice]] = field(default_factory=list)
+    centering_cons: list[cp.Constraint] = field(default_factory=list)
+    trace_con: tuple[cp.Constraint, float] | None = None
+    psd_con: cp.Constraint | None = None
+
+
+def _is_var(expr: Any, K: cp.Variable) -> bool:
+    return isinstance(expr, cp.Variable) and expr.id == K.id
+
+
+def _is_zero(expr: Any) -> bool:
+    return isinstance(expr, cp.Constant) and not np.any(expr.value)
+
+
+def _is_var_plus_zero(expr: Any, K: cp.Variable) -> bool:
+    """``K + 0`` (what ``K >> 0`` builds), read on the tree; small cases by coefficients."""
+    if isinstance(expr, cp.atoms.affine.add_expr.AddExpression):
+        rest = [a for a in expr.args if not _is_var(a, K)]
+        if len(rest) == len(expr.args) - 1 and all(
+            a.is_constant() and not np.any(a.value) for a in rest
+        ):
+            return True
+    if K.shape[0] <= 100:
+        return is_identity_of(expr, K)
+    return False
+
+
+def _centering(con: cp.Constraint, K: cp.Variable) -> bool:
+    """``cp.sum(K) == 0`` or ``K @ ones == 0`` (either side), read on the tree."""
+    if not isinstance(con, cp.constraints.Equality):
+        return False
+    lhs, rhs = con.args
+    if _is_zero(lhs):
+        lhs, rhs = rhs, lhs
+    if not _is_zero(rhs):
+        return False
+    if isinstance(lhs, cp.atoms.affine.sum.Sum) and lhs.axis is None and _is_var(lhs.args[0], K):
+        return True
+    if isinstance(lhs, cp.atoms.affine.binary_operators.MulExpression):
+        a, c = lhs.args
+        if _is_var(a, K) and isinstance(c, cp.Constant):
+            v = np.asarray(c.value, dtype=float)
+            if v.ndim == 1 and v.size == K.shape[0] and np.all(v == v.flat[0]) and v.flat[0] != 0:
+                return True
+        if _is_var(c, K) and isinstance(a, cp.Constant):
+            v = np.asarray(a.value, dtype=float)
+            if v.ndim == 1 and v.size == K.shape[0] and np.all(v == v.flat[0]) and v.flat[0] != 0:
+                return True
+    return False
+
+
+def _coeff(expr: cp.Expression, K: cp.Variable) -> tuple[sp.coo_array, np.ndarray]:
+    if not expr.is_affine():
+        raise RouteMismatch(f"{expr} is not affine in {K.name()}")
+    if expr.parameters():
+        raise RouteMismatch("parameters are not supported by the low-rank route (bind values)")
+    co, off = affine_coefficients(expr, [K])
+    return sp.coo_array(co[K.id]), np.asarray(off, dtype=float).ravel()
+
+
+def recognize_low_rank_sdp(problem: cp.Problem) -> LRData:
+    """Extract the low-rank SDP data of ``problem``, or raise :class:`RouteMismatch` saying why."""
+    variables = problem.variables()
+    if len(variables) != 1:
+        raise RouteMismatch(
+            f"the problem has {len(variables)} variables; the low-rank route needs exactly one "
+            "square PSD matrix variable"
+        )
+    K = variables[0]
+    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+        raise RouteMismatch(f"variable {K.name()} is not a square matrix")
+    attrs = K.attributes
+    if not (attrs.get("symmetric") or attrs.get("PSD")):
+        raise RouteMismatch(f"{K.name()} must be declared symmetric=True or PSD=True")
+    if K.is_complex():
+        raise RouteMismatch("complex variables are not supported")
+    n = K.shape[0]
+    obj = problem.objective
+    if not obj.expr.is_affine():
+        raise RouteMismatch("the objective is not linear in K")
+    if obj.expr.size != 1:
+        raise RouteMismatch("the objective must be a scalar")
+    co, off = _coeff(obj.expr, K)
+    obj_offset = float(off[0])
+    ci, cj = co.col % n, co.col // n  # column-major vec
+    if co.nnz > n * n // 4:
+        D = np.zeros((n, n))
+        np.add.at(D, (ci, cj), co.data)
+        C = SymOp(n, dense=D)
+    else:
+        C = SymOp(n, sparse=sp.coo_array((co.data, (ci, cj)), shape=(n, n)).tocsr())
+    psd = bool(attrs.get("PSD"))
+    psd_con = None
+    centering: list[cp.Constraint] = []
+    rows_r, rows_i, rows_j, rows_v, bs = [], [], [], [], []
+    rowmap: list[tuple[cp.Constraint, slice]] = []
+    trace_con, trace_t = None, None
+    m = 0
+    for con in problem.constraints:
+        if isinstance(con, cp.constraints.PSD):
+            expr = con.args[0]
+            if _is_var(expr, K) or _is_var_plus_zero(expr, K):
+                psd, psd_con = True, con
+                continue
+            raise RouteMismatch(f"PSD constraint {con} is not on {K.name()} itself")
+        if _centering(con, K):
+            centering.append(con)
+            continue
+        if isinstance(con, (cp.constraints.Equality, cp.constraints.Zero)):
+            co, off = _coeff(con.expr, K)
+            k = con.expr.size
+            # a row with all n^2 coefficients equal and b = 0 is the centering row too
+            if k == 1 and co.nnz == n * n and np.all(co.data == co.data[0]) and off[0] == 0:
+                centering.append(con)
+                continue
+            rows_r.append(co.row + m)
+            rows_i.append(co.col % n)
+            rows_j.append(co.col // n)
+            rows_v.append(co.data)
+            bs.append(-off)
+            rowmap.append((con, slice(m, m + k)))
+            m += k
+            continue
+        if isinstance(con, (cp.constraints.Inequality, cp.constraints.NonPos)):
+            expr = con.expr
+            if expr.size == 1:
+                co, off = _coeff(expr, K)
+                diag = co.col % n == co.col // n
+                if co.nnz == n and diag.all() and np.all(co.data == co.data[0]) and co.data[0] > 0:
+                    t = -off[0] / co.data[0]
+                    if t < 0:
+                        raise RouteMismatch(f"trace bound {t:g} < 0: infeasible with K PSD")
+                    trace_con, trace_t = (con, float(co.data[0])), t if trace_t is None else min(
+                        trace_t, t)
+                    continue
+            raise RouteMismatch(
+                f"inequality {con} is not a trace bound tr(K) <= t; the low-rank route takes "
+                "equality rows, centering and one trace bound"
+            )
+        raise RouteMismatch(f"constraint {con} ({type(con).__name__}) is not supported")
+    if not psd:
+        raise RouteMismatch(f"no PSD constraint on {K.name()} (K >> 0 or PSD=True)")
+    A = SparseRows(
+        np.concatenate(rows_r) if rows_r else np.zeros(0, dtype=np.int64),
+        np.concatenate(rows_i) if rows_i else np.zeros(0, dtype=np.int64),
+        np.concatenate(rows_j) if rows_j else np.zeros(0, dtype=np.int64),
+        np.concatenate(rows_v) if rows_v else np.zeros(0),
+        m, n,
+    )
+    b = np.concatenate(bs) if bs else np.zeros(0)
+    implied = _implied_trace_bound(A, b, bool(centering))
+    return LRData(K=K, n=n, C=C, offset=obj_offset,
+                  sense="max" if isinstance(obj, cp.Maximize) else "min", A=A, b=b,
+                  centered=bool(centering), trace_bound=trace_t, implied_trace_bound=implied,
+                  rows=rowmap, centering_cons=centering, trace_con=trace_con, psd_con=psd_con)
+
+
+def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool) -> float | None:
+    """``tr K <= T`` implied by the rows: fixed diagonal, or connected distance rows + centering."""
+    n = A.n
+    single = np.bincount(A.rows, minlength=A.m) == 1 if A.m else np.zeros(0, bool)
+    if A.m:
+        ks = np.flatnonzero(single[A.rows] & (A.ii == A.jj) & (A.vals != 0))
+        if ks.size:
+            diag = np.full(n, np.nan)
+            diag[A.ii[ks]] = b[A.rows[ks]] / A.vals[ks]
+            if not np.isnan(diag).any():
+                return float(np.sum(diag))
+    if centered and A.m:
+        pairs, d2 = distance_rows(A, b)
+        if len(pairs):
+            return graph_trace_bound(n, pairs, d2)
+    return None
+
+
+class LowRankSDPRoute(Route):
+    """Burer-Monteiro augmented Lagrangian for one PSD matrix with sparse rows (global)."""
+
+    name = "low_rank_sdp"
+    is_global = True
+    priority = 35
+
+    def recognize(self, problem: cp.Problem) -> Match:
+        try:
+            data = recognize_low_rank_sdp(problem)
+        except RouteMismatch as exc:
+            return Match.no(str(exc))
+        parts = [f"{data.A.m} sparse rows"]
+        if data.centered:
+            parts.append("centering")
+        if data.trace_bound is not None:
+            parts.append("trace bound")
+        return Match(True, f"one {data.n} x {data.n} PSD matrix, linear objective, "
+                           f"{', '.join(parts)}: low-rank factorization K = Y Y^T", data)
+
+    def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
+        n = match.data.n
+        if n >= PAYS_OFF_MIN_N:
+            return True, f"n = {n} >= {PAYS_OFF_MIN_N} (measured crossover vs Clarabel/SCS)"
+        return False, f"n = {n} < {PAYS_OFF_MIN_N}: the conic solvers are as fast here"
+
+    def solve(self, problem: cp.Problem, match: Match, *, solver: str | None = None,
+              verbose: bool = False, **opts: Any) -> RouteResult:
+        if match is None or not match.ok:
+            m = self.recognize(problem)
+            if not m.ok:
+                raise RouteMismatch(f"route 'low_rank_sdp' does not apply: {m.reason}")
+            match = m
+        d: LRData = match.data
+        kw = {k: opts.pop(k) for k in _ROUTE_OPTS if k in opts}
+        warm = opts.pop("warm_start", None)
+        if opts:
+            raise TypeError(f"unknown option(s) for route 'low_rank_sdp': {', '.join(opts)}")
+        if warm is not None and not isinstance(warm, bool):
+            kw["Y0"], kw["y0"] = warm[0], warm[1]
+        res = solve_low_rank_sdp(d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
+                                 implied_trace_bound=d.implied_trace_bound, centered=d.centered,
+                                 verbose=verbose, **kw)
+        Kval = res.Y @ res.Y.T
+        status = cp.OPTIMAL if res.status == OPTIMAL else cp.OPTIMAL_INACCURATE
+        return RouteResult(
+            status=status,
+            primal={d.K.id: Kval},
+            objective=res.objective + d.offset,
+            backend="low_rank_sdp",
+            dual=self._duals(d, res),
+            bound=None if res.bound is None else res.bound + d.offset,
+            gap=res.gap,
+            iterations=res.iterations,
+            setup_time=0.0,
+            solve_time=res.solve_time,
+            history=res.history,
+            extra={"rank": res.rank, "lambda_min": res.lambda_min,
+                   "primal_residual": res.primal_residual, "factor": res.Y, "y": res.y,
+                   "inner_iterations": res.inner_iterations, "rank_growths": res.rank_growths,
+                   "trace_bound_used": res.trace_bound_used, "engine_status": res.status},
+        )
+
+    @staticmethod
+    def _duals(d: LRData, res) -> dict[int, Any]:
+        # CVXPY's convention: Lagrangian f0 + sum y_eq^T (lhs - rhs) for minimize; for
+        # maximize the duals of -f0. Our y: <C, K> - y^T (A(K) - b) (min), sign-flipped for max.
+        dual: dict[int, Any] = {}
+        s = -1.0 if d.sense == "min" else 1.0
+        for con, sl in d.rows:
+            val = s * res.y[sl]
+            dual[con.id] = val.reshape(con.shape, order="F") if con.shape else float(val[0])
+        return dual
+
+
+register_route(LowRankSDPRoute())
+
+
+# --------------------------------------------------------------------------------------------
+# Inner solver for the iterated-SDP route (MVE-type linearized steps)
+# --------------------------------------------------------------------------------------------
+def _substitute_parameters(expr: Any, values: dict[int, Any]) -> Any:
+    if isinstance(expr, cp.Parameter) and expr.id in values:
+        return values[expr.id]
+    args = getattr(expr, "args", [])
+    if not args:
+        return expr
+    return expr.copy([_substitute_parameters(a, values) for a in args])
+
+
+def low_rank_subproblem(surr: Any, *, required: bool, min_n: int | None = ITERATED_MIN_N,
+                        **opts: Any):
+    """``run(B) -> point`` solving the iterated-SDP route's linearized step with the low-rank
+    engine, warm-started from the previous step; None when it does not apply (or, with
+    ``required``, a :class:`RouteMismatch` saying why).
+
+    Applies when the subproblem (``surr.problem``, one linearized term with parameter ``B``) is,
+    for fixed ``B``, of this route's form: ``C(B) = C_0 + s B`` is read from two extractions
+    (``B = 0`` and ``B = I``).
+    """
+    try:
+        if len(surr.nodes) != 1:
+            raise RouteMismatch("the low-rank inner solver takes one linearized spectral term")
+        node = surr.nodes[0]
+        n = node.K.shape[0]
+        if not required and (min_n is None or n < min_n):
+            return None
+        prob = surr.problem
+
+        def linear_problem(B: np.ndarray) -> cp.Problem:
+            obj = _substitute_parameters(prob.objective.expr,
+                                         {node.B.id: cp.Constant(B.ravel(order="F"))})
+            sense = cp.Minimize if isinstance(prob.objective, cp.Minimize) else cp.Maximize
+            return cp.Problem(sense(obj), prob.constraints)
+
+        d0 = recognize_low_rank_sdp(linear_problem(np.zeros((n, n))))
+        d1 = recognize_low_rank_sdp(linear_problem(np.eye(n)))
+    except RouteMismatch:
+        if required:
+            raise
+        return None
+    C0 = d0.C.to_dense()
+    s = float(np.trace(d1.C.to_dense() - C0)) / n
+    user_id = next(uid for uid, fv in surr.var_map.items() if fv.id == d0.K.id)
+    state: dict[str, Any] = {"Y": None, "y": None, "sigma": None, "results": []}
+    tol = float(opts.pop("tol", 1e-6))
+
+    def run(Bs: list[np.ndarray]) -> dict[str, Any]:
+        B = 0.5 * (Bs[0] + Bs[0].T)
+        res = solve_low_rank_sdp(
+            SymOp(n, dense=C0 + s * B), d0.A, d0.b, sense=d0.sense, centered=d0.centered,
+            trace_bound=d0.trace_bound, implied_trace_bound=d0.implied_trace_bound,
+            Y0=state["Y"], y0=state["y"],
+            sigma0=None if state["sigma"] is None else min(state["sigma"], 1e2), tol=tol, **opts)
+        state.update(Y=res.Y, y=res.y, sigma=res.sigma)
+        state["results"].append(res)
+        Kv = res.Y @ res.Y.T
+        d0.K.value = Kv
+        value = float(np.asarray(surr.true_objective.value))
+        return {"primal": {user_id: Kv}, "K": [Kv], "objective": surr.sense * value, "dual": {},
+                "status": cp.OPTIMAL if res.status == OPTIMAL else cp.OPTIMAL_INACCURATE,
+                "low_rank": res}
+
+    run.state = state  # type: ignore[attr-defined]
+    return run

@@ -1,0 +1,212 @@
+"""The low-rank (Burer-Monteiro) SDP engine against Clarabel, and its certificate."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specopt.solvers.low_rank_sdp import (
+    SparseRows,
+    SymOp,
+    distance_rows,
+    graph_trace_bound,
+    linear_spectral_factored,
+    low_rank_mm,
+    solve_low_rank_sdp,
+)
+
+
+def _maxcut(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    W = np.triu(rng.random((n, n)) < 0.3, 1).astype(float)
+    W = W + W.T
+    return np.diag(W.sum(1)) - W
+
+
+def _clarabel_value(C: np.ndarray, A: SparseRows, b: np.ndarray, sense: str,
+                    centered: bool = False, trace: float | None = None) -> float:
+    n = A.n
+    K = cp.Variable((n, n), symmetric=True)
+    expr = cp.hstack([cp.sum(cp.multiply(
+        _row_matrix(A, r), K)) for r in range(A.m)]) if A.m else None
+    cons = [K >> 0]
+    if expr is not None:
+        cons.append(expr == b)
+    if centered:
+        cons.append(cp.sum(K) == 0)
+    if trace is not None:
+        cons.append(cp.trace(K) <= trace)
+    obj = cp.trace(C @ K)
+    p = cp.Problem(cp.Minimize(obj) if sense == "min" else cp.Maximize(obj), cons)
+    p.solve(solver="CLARABEL")
+    assert p.status == cp.OPTIMAL
+    return float(p.value)
+
+
+def _row_matrix(A: SparseRows, r: int) -> np.ndarray:
+    M = np.zeros((A.n, A.n))
+    k = A.rows == r
+    np.add.at(M, (A.ii[k], A.jj[k]), A.vals[k])
+    return M
+
+
+def test_maxcut_agrees_with_clarabel_and_certifies():
+    L = _maxcut(30, 0) / 4
+    A = SparseRows.from_entries(np.arange(30), np.arange(30), 30)
+    b = np.ones(30)
+    res = solve_low_rank_sdp(L, A, b, sense="max", tol=1e-7, implied_trace_bound=30.0)
+    ref = _clarabel_value(L, A, b, "max")
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(ref, rel=1e-5)
+    # the bound is an upper bound (maximization) and on the right side of Clarabel's optimum
+    assert res.bound >= ref - 1e-6 * abs(ref)
+    assert res.gap <= 1e-7
+    assert res.primal_residual <= 1e-7
+    assert res.trace_bound_used == 30.0  # tr K = n from the fixed diagonal
+    # without a trace bound the certificate needs the dual slack PSD to tolerance
+    res2 = solve_low_rank_sdp(L, A, b, sense="max", tol=1e-7)
+    assert res2.status == "optimal" and res2.dual_infeasibility <= 1e-7
+    assert res2.bound is None or res2.bound >= ref - 1e-6 * abs(ref)
+
+
+def test_rank_grows_from_rank_one():
+    L = _maxcut(30, 1) / 4
+    A = SparseRows.from_entries(np.arange(30), np.arange(30), 30)
+    res = solve_low_rank_sdp(L, A, np.ones(30), sense="max", rank=1, tol=1e-6,
+                             implied_trace_bound=30.0)
+    ref = _clarabel_value(L, A, np.ones(30), "max")
+    assert res.rank_growths >= 1 and res.rank > 1
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(ref, rel=1e-5)
+
+
+def test_warm_start_reduces_work():
+    L = _maxcut(40, 2) / 4
+    A = SparseRows.from_entries(np.arange(40), np.arange(40), 40)
+    b = np.ones(40)
+    cold = solve_low_rank_sdp(L, A, b, sense="max", tol=1e-6)
+    # a nearby problem (perturbed objective), cold and warm
+    rng = np.random.default_rng(0)
+    L2 = L + 0.01 * np.diag(rng.standard_normal(40))
+    cold2 = solve_low_rank_sdp(L2, A, b, sense="max", tol=1e-6)
+    warm2 = solve_low_rank_sdp(L2, A, b, sense="max", tol=1e-6, Y0=cold.Y, y0=cold.y,
+                               sigma0=cold.sigma)
+    assert warm2.status == cold2.status == "optimal"
+    assert warm2.objective == pytest.approx(cold2.objective, rel=1e-5)
+    assert warm2.inner_iterations < cold2.inner_iterations
+
+
+def _spiral_sde(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.uniform(0.5, 3 * np.pi, n))
+    X = np.c_[t * np.cos(t), t * np.sin(t)]
+    # path graph plus a few chords of length <= 3 along the curve (a flexible framework)
+    pairs = [(i, i + 1) for i in range(n - 1)] + [(i, i + 2) for i in range(0, n - 2, 3)]
+    pairs = np.array(pairs)
+    d2 = np.sum((X[pairs[:, 0]] - X[pairs[:, 1]]) ** 2, axis=1)
+    return pairs, d2 / d2.mean()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sde_agrees_with_clarabel(seed):
+    n = 20
+    pairs, d2 = _spiral_sde(n, seed)
+    A = SparseRows.from_pairs(pairs, n)
+    p2, dd = distance_rows(A, d2)
+    assert len(p2) == len(pairs)
+    T = graph_trace_bound(n, p2, dd)
+    res = solve_low_rank_sdp(SymOp.identity(n), A, d2, sense="max", centered=True,
+                             implied_trace_bound=T, tol=1e-5)
+    ref = _clarabel_value(np.eye(n), A, d2, "max", centered=True)
+    assert T >= ref  # the implied trace bound is valid
+    assert res.objective == pytest.approx(ref, rel=1e-3)
+    assert res.primal_residual <= 1e-4
+    assert np.abs(res.Y.sum(axis=0)).max() <= 1e-8 * (1 + np.abs(res.Y).max())  # centered
+    if res.bound is not None:
+        assert res.bound >= ref - 1e-6 * abs(ref)
+
+
+def test_graph_trace_bound_needs_connectivity():
+    pairs = np.array([[0, 1], [2, 3]])
+    assert graph_trace_bound(4, pairs, np.ones(2)) is None
+
+
+def test_trace_bound_constraint_and_certificate():
+    # min <C, K> with C indefinite, tr K <= 2, one entry row: unbounded without the trace bound
+    rng = np.random.default_rng(3)
+    n = 12
+    G = rng.standard_normal((n, n))
+    C = (G + G.T) / 2
+    A = SparseRows.from_entries(np.array([0]), np.array([1]), n)
+    b = np.array([0.1])
+    res = solve_low_rank_sdp(C, A, b, sense="min", trace_bound=2.0, tol=1e-6)
+    ref = _clarabel_value(C, A, b, "min", trace=2.0)
+    assert res.objective == pytest.approx(ref, rel=1e-4, abs=1e-5)
+    assert res.bound <= ref + 1e-6  # a lower bound when minimizing
+    assert float(np.sum(res.Y**2)) <= 2.0 * (1 + 1e-5)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(4, 10), st.integers(1, 12), st.integers(0, 10_000),
+       st.sampled_from(["min", "max"]), st.floats(1e-2, 1e2))
+def test_random_sparse_rows_agree_with_clarabel(n, m, seed, sense, scale):
+    """Random sparse rows, b from a strictly feasible PD point, badly scaled objective, with a
+    trace bound (so min and max are both bounded)."""
+    rng = np.random.default_rng(seed)
+    G = rng.standard_normal((n, n))
+    K0 = G @ G.T / n + 0.1 * np.eye(n)
+    nnz = 2 * m
+    rows = np.repeat(np.arange(m), 2)
+    ii, jj = rng.integers(0, n, nnz), rng.integers(0, n, nnz)
+    vals = rng.standard_normal(nnz)
+    A = SparseRows(rows, ii, jj, vals, m, n)
+    b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
+    C = scale * (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
+    t = 2.0 * np.trace(K0)
+    res = solve_low_rank_sdp(C, A, b, sense=sense, trace_bound=t, tol=1e-6, max_iters=300)
+    ref = _clarabel_value(C, A, b, sense, trace=t)
+    tol = 1e-3 * max(1.0, abs(ref))
+    assert res.objective == pytest.approx(ref, abs=tol)
+    # the certificate's bound is on the right side of the true optimum
+    if sense == "min":
+        assert res.bound <= ref + tol
+    else:
+        assert res.bound >= ref - tol
+    if res.status == "optimal":
+        assert res.gap <= 1e-6 and res.primal_residual <= 1e-6
+
+
+@pytest.mark.slow
+def test_low_rank_mm_monotone_and_matches_factored_value():
+    n = 20
+    pairs, d2 = _spiral_sde(n, 0)
+    A = SparseRows.from_pairs(pairs, n)
+    rng = np.random.default_rng(0)
+    Y0 = rng.standard_normal((n, 6))
+    Y0 -= Y0.mean(0)
+    res = low_rank_mm(SymOp.identity(n), np.full(1, -2.0), A, d2, Y0, centered=True,
+                      tol=1e-4, tol_K=1e-2, max_iters=15, inner_tol=1e-5)
+    K = res.Y @ res.Y.T
+    lam = np.linalg.eigvalsh(K)[::-1]
+    assert res.objective == pytest.approx(np.trace(K) - 2 * lam[0], rel=1e-8)
+    assert res.objective == pytest.approx(linear_spectral_factored(
+        SymOp.identity(n), np.full(1, -2.0), res.Y), rel=1e-10)
+    obj = res.history["objective"]
+    assert all(b <= a + 1e-3 * max(1, abs(a)) for a, b in zip(obj, obj[1:], strict=False))
+    assert res.converged or res.iterations == 15
+
+
+def test_bad_input():
+    A = SparseRows.from_entries(np.array([0]), np.array([0]), 3)
+    with pytest.raises(ValueError, match="sense"):
+        solve_low_rank_sdp(np.eye(3), A, np.ones(1), sense="up")
+    with pytest.raises(ValueError, match="entries for"):
+        solve_low_rank_sdp(np.eye(3), A, np.ones(2))
+    with pytest.raises(ValueError, match="entry indices"):
+        SparseRows(np.array([0]), np.array([5]), np.array([0]), np.ones(1), 1, 3)
+    with pytest.raises(ValueError, match="identically zero"):
+        solve_low_rank_sdp(np.eye(3), SparseRows(np.array([0]), np.array([0]), np.array([1]),
+                                                 np.zeros(1), 1, 3), np.ones(1))
