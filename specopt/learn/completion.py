@@ -100,10 +100,11 @@ class NuclearNormCompletion(_CompletionBase):
     """Trace heuristic: ``min (tr Y + tr Z) / 2 (+ C sum s)`` over the PSD embedding."""
 
     def __init__(self, C: float | None = None, solver: str | None = None,
-                 solver_options: dict | None = None) -> None:
+                 solver_options: dict | None = None, verbose: bool = False) -> None:
         self.C = C
         self.solver = solver
         self.solver_options = solver_options
+        self.verbose = verbose
 
     def fit(self, X: Any, y: Any = None) -> NuclearNormCompletion:
         M, mask = _check_partial(X)
@@ -113,7 +114,7 @@ class NuclearNormCompletion(_CompletionBase):
         import specopt
 
         t0 = time.perf_counter()
-        specopt.solve(prob, route="conic", solver=solver, **opts)
+        specopt.solve(prob, route="conic", solver=solver, verbose=bool(self.verbose), **opts)
         self.fit_time_ = time.perf_counter() - t0
         if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             raise cp.error.SolverError(f"nuclear-norm completion failed: status {prob.status}")
@@ -144,6 +145,7 @@ class SpectralMatrixCompletion(_CompletionBase):
         random_state: int | None = 0,
         solver: str | None = None,
         solver_options: dict | None = None,
+        verbose: bool = False,
     ) -> None:
         self.rank = rank
         self.C = C
@@ -155,6 +157,7 @@ class SpectralMatrixCompletion(_CompletionBase):
         self.random_state = random_state
         self.solver = solver
         self.solver_options = solver_options
+        self.verbose = verbose
 
     def fit(self, X: Any, y: Any = None) -> SpectralMatrixCompletion:
         import specopt
@@ -167,7 +170,8 @@ class SpectralMatrixCompletion(_CompletionBase):
             raise ValueError(f"rank must be an integer in [1, {m + n - 1}], got {d!r}")
         t0 = time.perf_counter()
         base = NuclearNormCompletion(C=self.C, solver=self.solver,
-                                     solver_options=self.solver_options).fit(X)
+                                     solver_options=self.solver_options,
+                                     verbose=self.verbose).fit(X)
         tau = self.trace_bound
         if tau is None:
             if not self.trace_scale >= 1:
@@ -181,7 +185,8 @@ class SpectralMatrixCompletion(_CompletionBase):
             Kb[m:, m:] + Kb[m:, m:].T), base.completion_
         solver, opts = self._solver(m + n)
         specopt.solve(prob, route="iterated_sdp", solver=solver, max_iters=self.max_iter,
-                      tol=self.tol, restarts=self.restarts, seed=self.random_state, **opts)
+                      tol=self.tol, restarts=self.restarts, seed=self.random_state,
+                      verbose=bool(self.verbose), **opts)
         self.fit_time_ = time.perf_counter() - t0
         cert = specopt.certificate(prob)
         self.completion_ = np.asarray(Xv.value)

@@ -219,6 +219,7 @@ class _EmbeddingBase(BaseEstimator):
         preserve: str = "edges",
         solver: str | None = None,
         solver_options: dict | None = None,
+        verbose: bool = False,
     ) -> None:
         self.n_components = n_components
         self.n_neighbors = n_neighbors
@@ -228,6 +229,7 @@ class _EmbeddingBase(BaseEstimator):
         self.preserve = preserve
         self.solver = solver
         self.solver_options = solver_options
+        self.verbose = verbose
 
     def _prepare(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         X = np.asarray(X, dtype=float)
@@ -337,10 +339,25 @@ class _EmbeddingBase(BaseEstimator):
 
 
 class KernelPCAEmbedding(_EmbeddingBase):
-    """Kernel PCA of the centred affinity ``J A J`` (baseline; same interface as MVE/SDE)."""
+    """Kernel PCA of the centred affinity ``J A J`` (baseline; same interface as MVE/SDE).
+
+    Closed form (one eigendecomposition, nothing iterative): ``verbose=True`` prints the
+    CVXPY-style header, one line saying so and the time taken.
+    """
 
     def _solve_kernel(self, A, C):
-        return self._centered(A), 0, {}
+        from .._progress import Progress
+
+        if not self.verbose:
+            return self._centered(A), 0, {}
+        printer = Progress("kernel_pca", f"KernelPCAEmbedding: N={A.shape[0]}, "
+                           f"d={self.n_components}", unit="step")
+        printer.header()
+        printer.log("closed form: eigendecomposition of the centred affinity J A J "
+                    "(no iterations)")
+        Kc = self._centered(A)
+        printer.finish()
+        return Kc, 0, {}
 
 
 class SemidefiniteEmbedding(_EmbeddingBase):
@@ -352,17 +369,23 @@ class SemidefiniteEmbedding(_EmbeddingBase):
         if self._use_low_rank(A.shape[0]):
             from specopt.solvers.low_rank_sdp import SymOp, solve_low_rank_sdp
 
+            from ._base import finish_progress, progress_callback
+
             rows, d2, T = self._low_rank_data(A, C)
             n = A.shape[0]
             Y0 = self._low_rank_start(A, min(n - 1, 2 * self.n_components + 20))
+            cb = progress_callback(self.verbose, "low_rank_sdp", f"SemidefiniteEmbedding: "
+                                   f"N={n}, {rows.m} edges", "iteration")
             res = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
-                                     implied_trace_bound=T, Y0=Y0, **self._low_rank_opts())
-            return res.Y @ res.Y.T, res.iterations, {
-                "certificate_": _low_rank_certificate(res, "max"), "factor_": res.Y}
+                                     implied_trace_bound=T, Y0=Y0, callback=cb,
+                                     **self._low_rank_opts())
+            cert = _low_rank_certificate(res, "max")
+            finish_progress(cb, cert)
+            return res.Y @ res.Y.T, res.iterations, {"certificate_": cert, "factor_": res.Y}
         K, cons = sde_feasible_set(A, C, self.preserve)
         prob = cp.Problem(cp.Maximize(cp.trace(K)), cons)
         solver, opts = self._solver_args(A.shape[0])
-        specopt.solve(prob, route="conic", solver=solver, **opts)
+        specopt.solve(prob, route="conic", solver=solver, verbose=bool(self.verbose), **opts)
         if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             raise cp.error.SolverError(f"SDE solve failed with status {prob.status}")
         return np.asarray(K.value), 1, {"certificate_": specopt.certificate(prob)}
@@ -399,9 +422,10 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
         restarts: int = 0,
         random_state: int | None = 0,
         init: str = "affinity",
+        verbose: bool = False,
     ) -> None:
         super().__init__(n_components, n_neighbors, kernel, gamma, connectivity, preserve,
-                         solver, solver_options)
+                         solver, solver_options, verbose)
         self.init = init
         self.max_iter = max_iter
         self.tol = tol
@@ -426,7 +450,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
             prob, route="iterated_sdp", solver=solver, max_iters=self.max_iter, tol=self.tol,
             init="value" if self.init == "affinity" else "trace",
             tol_K=max(float(np.sqrt(self.tol)), 1e-3),  # K is only as accurate as the SDP solver
-            restarts=self.restarts, seed=self.random_state, **opts,
+            restarts=self.restarts, seed=self.random_state, verbose=bool(self.verbose), **opts,
         )
         cert = specopt.certificate(prob)
         info = {
@@ -459,10 +483,15 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
                                     implied_trace_bound=T, Y0=Y0, tol=inner_tol, **opts).Y
         elif self.init != "affinity":
             raise ValueError(f"init must be 'affinity' or 'sde', got {self.init!r}")
+        from ._base import finish_progress, progress_callback
+
+        cb = progress_callback(self.verbose, "low_rank_sdp", f"MinimumVolumeEmbedding: N={n}, "
+                               f"{rows.m} edges, d={d}", "MM step")
         res = low_rank_mm(SymOp.identity(n), np.full(d, -2.0), rows, d2, Y0, centered=True,
                           implied_trace_bound=T, tol=self.tol,
                           tol_K=max(float(np.sqrt(self.tol)), 1e-3), max_iters=self.max_iter,
-                          monotone_tol=max(1e-4, 10 * inner_tol), inner_tol=inner_tol, **opts)
+                          monotone_tol=max(1e-4, 10 * inner_tol), inner_tol=inner_tol,
+                          callback=cb, **opts)
         from specopt.certificate import STATIONARY, Certificate
 
         last = res.inner[-1]
@@ -479,6 +508,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
                    "inner_summary": [(r.iterations, r.inner_iterations, r.rank, r.status,
                                       round(r.solve_time, 2)) for r in res.inner]},
         )
+        finish_progress(cb, cert)
         info = {"certificate_": cert, "history_": cert.history, "objective_": res.objective,
                 "run_values_": [res.objective], "converged_": res.converged, "factor_": res.Y}
         return res.Y @ res.Y.T, res.iterations, info

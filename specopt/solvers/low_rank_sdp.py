@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -532,6 +533,7 @@ def solve_low_rank_sdp(
     inner: str = "auto",
     newton_max_iters: int = 100,
     verbose: bool = False,
+    callback: Callable | None = None,
 ) -> LowRankSDPResult:
     """Solve ``min/max <C, K> s.t. A(K) = b, K PSD [, 1^T K 1 = 0] [, tr K <= trace_bound]``.
 
@@ -556,6 +558,8 @@ def solve_low_rank_sdp(
     inner : "lbfgs" (scipy L-BFGS-B), "trust-krylov" (Newton-Krylov with exact Hessian-vector
         products) or "auto" (L-BFGS while ``sigma < 1e3``, where it is cheaper; Newton-Krylov
         above, where L-BFGS stalls on the penalty's conditioning: measured on SDE swiss rolls).
+    callback : called once per outer iteration as ``callback(it, objective=..., gap=...,
+        violation=<relative primal residual>)`` (e.g. a :class:`specopt._progress.Progress`).
     """
     if inner not in ("auto", "lbfgs", "trust-krylov", "trust-ncg"):
         raise ValueError(f"inner must be auto, lbfgs, trust-krylov or trust-ncg, got {inner!r}")
@@ -672,6 +676,8 @@ def solve_low_rank_sdp(
         hist["rank"].append(Y.shape[1])
         hist["inner_iterations"].append(int(opt.nit))
         hist["gap"].append(cert["gap"])
+        if callback is not None:
+            callback(it, objective=hist["objective"][-1], gap=cert["gap"], violation=res)
         if verbose:
             print(f"[low_rank_sdp] it {it:3d} rank {Y.shape[1]:3d} obj {hist['objective'][-1]:.6g}"
                   f" res {res:.2e} lam_min {lam:.2e} gap {cert['gap']:.2e} sigma {sigma:.1e} "
@@ -889,6 +895,7 @@ def low_rank_mm(
     monotone_tol: float = 1e-4,
     inner_tol: float = 1e-6,
     warm_sigma_max: float = 1e2,
+    callback: Callable | None = None,
     **solver_opts: Any,
 ) -> LowRankMMResult:
     """Minimize ``<C0, K> + sum_i beta_i lambda_i(K)`` over the SDP set, ``beta`` nondecreasing.
@@ -939,6 +946,8 @@ def low_rank_mm(
                 viol.append((it, val - prev_val))
         if val < best_val:
             best_Y, best_val = Y, val
+        if callback is not None:  # one line per MM step (inner gap and residual)
+            callback(it, objective=val, gap=res.gap, violation=res.primal_residual)
         if prev_val is not None and hist["rel_change_objective"][-1] <= tol and dK <= tol_K:
             stop, converged = "converged", True
             break
