@@ -345,7 +345,7 @@ class KernelITML(_SupervisedBase):
         n_constraints: int | None = None,
         bounds: Any = None,
         bound_percentiles: tuple[float, float] = (5.0, 95.0),
-        tol: float = 1e-6,
+        tol: float = 1e-4,
         max_iter: int = 100_000,
         random_state: Any = None,
         verbose: bool = False,
