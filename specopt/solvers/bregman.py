@@ -89,34 +89,11 @@ def _sweep_args(gamma: float) -> tuple[float, float, bool]:
     return gamma, gamma / (gamma + 1.0), False
 
 
-@lazy_njit(cache=True, fastmath=True)
-def _sweeps_linear(A, V, delta, xi, lam, gamma, ratio, hard, n_sweeps):  # pragma: no cover
-    """``n_sweeps`` cyclic Bregman sweeps of the linear form; A, xi, lam updated in place."""
-    m, d = V.shape
-    Av = np.empty(d)
-    for _ in range(n_sweeps):
-        for c in range(m):
-            p = 0.0
-            for i in range(d):
-                acc = 0.0
-                for j in range(d):
-                    acc += A[i, j] * V[c, j]
-                Av[i] = acc
-                p += V[c, i] * acc
-            dl = delta[c]
-            alpha = dl * ratio * (1.0 / p - 1.0 / xi[c])
-            if lam[c] < alpha:
-                alpha = lam[c]
-            if alpha == 0.0:
-                continue
-            beta = dl * alpha / (1.0 - dl * alpha * p)
-            if not hard:
-                xi[c] = gamma * xi[c] / (gamma + dl * alpha * xi[c])
-            lam[c] -= alpha
-            for i in range(d):
-                bi = beta * Av[i]
-                for j in range(d):
-                    A[i, j] += bi * Av[j]
+def _sweeps_linear(A, V, delta, xi, lam, gamma, ratio, hard, n_sweeps):
+    """``n_sweeps`` cyclic Bregman sweeps of the linear form; A, xi, lam updated in place
+    (:func:`_sweeps_linear_idx` visiting every constraint in order)."""
+    order = np.arange(V.shape[0], dtype=np.int64)
+    _sweeps_linear_idx(A, V, delta, xi, lam, gamma, ratio, hard, order, n_sweeps)
 
 
 @lazy_njit(cache=True, fastmath=True)
