@@ -96,6 +96,21 @@ def recognize_low_rank_sdp(problem: cp.Problem) -> LRData:
     desc, why = try_analyze(problem)
     if desc is None:
         raise RouteMismatch(why)
+    cached = desc.__dict__.get("_low_rank_sdp")  # explain, then solve: read once per description
+    if isinstance(cached, RouteMismatch):
+        raise RouteMismatch(str(cached))
+    if cached is not None:
+        return cached
+    try:
+        data = _read_description(desc, problem)
+    except RouteMismatch as exc:
+        desc.__dict__["_low_rank_sdp"] = exc
+        raise
+    desc.__dict__["_low_rank_sdp"] = data
+    return data
+
+
+def _read_description(desc: Any, problem: cp.Problem) -> LRData:
     variables = desc.variables
     if len(variables) != 1:
         raise RouteMismatch(
