@@ -272,6 +272,8 @@ class _SupervisedBase(BaseEstimator):
                 f"{type(self).__name__} requires y to be passed, but the target y is None"
             )
         y = np.asarray(y)
+        if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):  # before sklearn casts it
+            raise ValueError("y contains NaN or infinity: class labels must be finite")
         kind = type_of_target(y, input_name="y", raise_unknown=True)
         if kind not in ("binary", "multiclass"):
             raise ValueError(f"y must hold class labels (binary or multiclass), got {kind} target")
