@@ -1052,8 +1052,8 @@ def _is_var_plus_zero(expr: Any, X: cp.Variable) -> bool:
     if isinstance(expr, cp.atoms.affine.add_expr.AddExpression):
         var = [a for a in expr.args if isinstance(a, cp.Variable) and a.id == X.id]
         rest = [a for a in expr.args if not (isinstance(a, cp.Variable) and a.id == X.id)]
-        return len(var) == 1 and all(isinstance(a, cp.Constant) and not np.any(a.value)
-                                     for a in rest)
+        return len(var) == 1 and all(a.is_constant() and not a.parameters()
+                                     and not np.any(dense_value(a.value)) for a in rest)
     return False
 
 
