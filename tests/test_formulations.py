@@ -841,3 +841,19 @@ def test_parameter_sweep_low_rank_sdp():
     p = cp.Parameter(nonneg=True, value=3.0)
     value = specopt.solve(build_obj(p), route="low_rank_sdp", tol=1e-7)
     assert abs(value - _clarabel(build_obj(3.0))) <= 1e-5 * max(1.0, abs(value))
+
+
+@pytest.mark.parametrize("spelling", ["sum", "sum_left", "row", "col", "row_scaled", "left_zero"])
+def test_centering_map_read_from_the_tree_equals_cvxpy_extraction(spelling):
+    from specopt.reductions.analysis import _centering_map, affine_maps
+
+    n, ones = 7, np.ones(7)
+    K = cp.Variable((n, n), symmetric=True)
+    con = {"sum": cp.sum(K) == 0, "sum_left": 0 == cp.sum(K), "row": K @ ones == 0,
+           "col": ones @ K == 0, "row_scaled": K @ (-3 * ones) == 0,
+           "left_zero": 0 == ones @ K}[spelling]
+    tree = _centering_map(con)
+    ref = affine_maps([con.expr])[0]
+    assert tree is not None and tree.size == ref.size
+    assert abs(tree.coef(K) - ref.coef(K)).max() == 0 and not np.any(tree.offset - ref.offset)
+    assert _centering_map(K @ np.arange(n) == 0) is None and _centering_map(cp.sum(K) == 1) is None
