@@ -701,3 +701,159 @@ def test_psdboost_unit_margin_hinge_spellings():
         _check_route(slack_trace_list, "matrix_generation", ref, 1e-6, tol=1e-8),
     }
     assert len(backends) == 1, backends
+
+
+# --------------------------------------------------------------------------------------------
+# Low-rank SDP (SDE / MVU: one PSD matrix, sparse distance rows, centering)
+# --------------------------------------------------------------------------------------------
+N_L = 12
+_rng_l = np.random.default_rng(21)
+_X_L = _rng_l.standard_normal((N_L, 2))
+_E_L = np.array(sorted({(i, (i + 1) % N_L) for i in range(N_L)}
+                       | {(i, (i + 3) % N_L) for i in range(0, N_L, 2)}))
+_I_L, _J_L = _E_L[:, 0], _E_L[:, 1]
+_D2_L = np.sum((_X_L[_I_L] - _X_L[_J_L]) ** 2, axis=1)
+
+
+def _low_rank_spellings():
+    n, ones = N_L, np.ones(N_L)
+
+    def fancy():
+        K = cp.Variable((n, n), symmetric=True)
+        return cp.Problem(cp.Maximize(cp.trace(K)),
+                          [K >> 0, cp.sum(K) == 0,
+                           K[_I_L, _I_L] + K[_J_L, _J_L] - 2 * K[_I_L, _J_L] == _D2_L])
+
+    def loop_row_centering():
+        K = cp.Variable((n, n), symmetric=True)
+        cons = [K >> 0, K @ ones == 0]
+        cons += [K[i, i] + K[j, j] - K[i, j] - K[j, i] == d
+                 for (i, j), d in zip(_E_L, _D2_L, strict=True)]
+        return cp.Problem(cp.Maximize(cp.trace(K)), cons)
+
+    def psd_attribute_identity_trace():
+        K = cp.Variable((n, n), PSD=True)
+        return cp.Problem(cp.Maximize(cp.trace(np.eye(n) @ K)),
+                          [0 == cp.sum(K),
+                           K[_I_L, _I_L] + K[_J_L, _J_L] - 2 * K[_I_L, _J_L] == _D2_L])
+
+    def minimize_negative_column_centering():
+        K = cp.Variable((n, n), symmetric=True)
+        dist = cp.hstack([K[i, i] + K[j, j] - 2 * K[i, j] for i, j in _E_L])
+        return cp.Problem(cp.Minimize(-cp.trace(K)), [ones @ K == 0, _D2_L == dist, K >> 0])
+
+    def multiply_objective_rows_as_vec():
+        K = cp.Variable((n, n), symmetric=True)
+        M = np.zeros((len(_E_L), n * n))  # distance rows as one sparse-in-K matrix product
+        for r, (i, j) in enumerate(_E_L):
+            M[r, i + n * i] += 1
+            M[r, j + n * j] += 1
+            M[r, i + n * j] -= 2
+        return cp.Problem(cp.Maximize(cp.sum(cp.multiply(np.eye(n), K)) + 1.0),
+                          [K >> 0, cp.sum(K, axis=0) @ ones == 0,
+                           M @ cp.vec(K, order="F") == _D2_L])
+
+    def trace_bounded_half_scaled():
+        K = cp.Variable((n, n), symmetric=True)
+        return cp.Problem(cp.Maximize(0.5 * cp.trace(K)),
+                          [K >> 0, K @ (2 * ones) == 0, cp.trace(K) <= 1e3,
+                           (K[_I_L, _I_L] + K[_J_L, _J_L] - 2 * K[_I_L, _J_L]) / 2 == _D2_L / 2])
+
+    return [fancy, loop_row_centering, psd_attribute_identity_trace,
+            minimize_negative_column_centering, multiply_objective_rows_as_vec,
+            trace_bounded_half_scaled]
+
+
+def test_low_rank_sdp_spellings_reach_the_route():
+    """Every spelling of one SDE model: explain matches low_rank_sdp with the same rows and
+    centering, the route agrees with Clarabel (these SDE instances fail Slater: Clarabel is
+    accurate to ~1e-5 relative), the auto backend is the same."""
+    from specopt.reductions.low_rank_sdp import recognize_low_rank_sdp
+
+    ref = _clarabel(_low_rank_spellings()[0]())
+    # objective of each spelling in terms of tr K* (same feasible set)
+    refs = [ref, ref, ref, -ref, ref + 1.0, 0.5 * ref]
+    backends = set()
+    for make, r in zip(_low_rank_spellings(), refs, strict=True):
+        data = recognize_low_rank_sdp(make())
+        assert data.centered and data.A.m == len(_E_L), make.__name__
+        assert data.implied_trace_bound is not None, make.__name__
+        backends.add(_check_route(make, "low_rank_sdp", r, 1e-4, tol=1e-6))
+    assert len(backends) == 1, backends
+
+
+def test_low_rank_sdp_maxcut_diagonal_spellings_and_duals():
+    rng = np.random.default_rng(5)
+    n = 10
+    W = np.triu(rng.random((n, n)) < 0.4, 1).astype(float)
+    L = np.diag((W + W.T).sum(1)) - (W + W.T)
+
+    def diag_atom():
+        K = cp.Variable((n, n), symmetric=True)
+        return cp.Problem(cp.Maximize(cp.trace(L @ K) / 4), [K >> 0, cp.diag(K) == 1])
+
+    def diag_loop():
+        K = cp.Variable((n, n), PSD=True)
+        return cp.Problem(cp.Maximize(0.25 * cp.sum(cp.multiply(L, K))),
+                          [K[i, i] == 1 for i in range(n)])
+
+    ref_prob = diag_atom()
+    ref = _clarabel(ref_prob)
+    for make in (diag_atom, diag_loop):
+        _check_route(make, "low_rank_sdp", ref, 1e-5, tol=1e-7)
+    prob = diag_atom()
+    specopt.solve(prob, route="low_rank_sdp", tol=1e-7)
+    assert np.allclose(prob.constraints[1].dual_value, ref_prob.constraints[1].dual_value,
+                       atol=1e-3)
+
+
+def test_low_rank_sdp_explain_reason_is_short():
+    K = cp.Variable((N_L, N_L), symmetric=True)
+    big = np.arange(N_L * N_L, dtype=float).reshape(N_L, N_L)
+    prob = cp.Problem(cp.Maximize(cp.trace(big @ K)),
+                      [K >> 0, K[0, 1] >= cp.sum(cp.multiply(big, K)), cp.trace(K) <= 1])
+    reason = specopt.explain(prob).verdict("low_rank_sdp").reason
+    assert not specopt.explain(prob).verdict("low_rank_sdp").matches
+    assert "trace bound" in reason and len(reason) < 200 and "\n" not in reason, reason
+
+
+def test_parameter_sweep_low_rank_sdp():
+    def build_rows(s):
+        K = cp.Variable((N_L, N_L), symmetric=True)
+        return cp.Problem(cp.Maximize(cp.trace(K)),
+                          [K >> 0, cp.sum(K) == 0,
+                           K[_I_L, _I_L] + K[_J_L, _J_L] - 2 * K[_I_L, _J_L] == s * _D2_L])
+
+    _sweep(build_rows, "low_rank_sdp", [1.0, 0.3, 2.5], 1e-5, tol=1e-7)
+
+    rng = np.random.default_rng(6)
+    n = 10
+    W = np.triu(rng.random((n, n)) < 0.4, 1).astype(float)
+    L = np.diag((W + W.T).sum(1)) - (W + W.T)
+
+    def build_obj(p):
+        K = cp.Variable((n, n), symmetric=True)
+        return cp.Problem(cp.Minimize(cp.trace(L @ K) + p * (K[0, 1] + K[1, 0])),
+                          [K >> 0, cp.diag(K) == 1])
+
+    _sweep(build_obj, "low_rank_sdp", [0.5, 3.0, 0.0], 1e-5, tol=1e-7)
+    # and the swept value is Clarabel's
+    p = cp.Parameter(nonneg=True, value=3.0)
+    value = specopt.solve(build_obj(p), route="low_rank_sdp", tol=1e-7)
+    assert abs(value - _clarabel(build_obj(3.0))) <= 1e-5 * max(1.0, abs(value))
+
+
+@pytest.mark.parametrize("spelling", ["sum", "sum_left", "row", "col", "row_scaled", "left_zero"])
+def test_centering_map_read_from_the_tree_equals_cvxpy_extraction(spelling):
+    from specopt.reductions.analysis import _centering_map, affine_maps
+
+    n, ones = 7, np.ones(7)
+    K = cp.Variable((n, n), symmetric=True)
+    con = {"sum": cp.sum(K) == 0, "sum_left": 0 == cp.sum(K), "row": K @ ones == 0,
+           "col": ones @ K == 0, "row_scaled": K @ (-3 * ones) == 0,
+           "left_zero": 0 == ones @ K}[spelling]
+    tree = _centering_map(con)
+    ref = affine_maps([con.expr])[0]
+    assert tree is not None and tree.size == ref.size
+    assert abs(tree.coef(K) - ref.coef(K)).max() == 0 and not np.any(tree.offset - ref.offset)
+    assert _centering_map(K @ np.arange(n) == 0) is None and _centering_map(cp.sum(K) == 1) is None

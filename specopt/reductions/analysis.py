@@ -1045,6 +1045,60 @@ def _constraint_kind(con: Any) -> tuple[str, Any]:
     return "cone", None
 
 
+def _is_var_plus_zero(expr: Any, X: cp.Variable) -> bool:
+    """``X`` or ``X + 0`` (what ``X >> 0`` builds), read on the tree (no coefficients)."""
+    if isinstance(expr, cp.Variable):
+        return expr.id == X.id
+    if isinstance(expr, cp.atoms.affine.add_expr.AddExpression):
+        var = [a for a in expr.args if isinstance(a, cp.Variable) and a.id == X.id]
+        rest = [a for a in expr.args if not (isinstance(a, cp.Variable) and a.id == X.id)]
+        return len(var) == 1 and all(a.is_constant() and not a.parameters()
+                                     and not np.any(dense_value(a.value)) for a in rest)
+    return False
+
+
+def _centering_map(con: Any) -> AffineMap | None:
+    """The map of ``sum(K) == 0`` / ``K @ c1 == 0`` / ``c1 @ K == 0`` (either side, c != 0),
+    built directly from the tree (CVXPY's extraction of its n^2 coefficients is skipped); None
+    for anything else (read the general way)."""
+    if not isinstance(con, cp.constraints.Equality):
+        return None
+    lhs, rhs = con.args
+    sign = 1.0
+    if isinstance(lhs, cp.Constant) and not np.any(lhs.value):
+        lhs, rhs, sign = rhs, lhs, -1.0
+    if not (isinstance(rhs, cp.Constant) and not np.any(rhs.value)):
+        return None
+    if isinstance(lhs, cp.atoms.affine.sum.Sum) and lhs.axis is None \
+            and isinstance(lhs.args[0], cp.Variable) and lhs.args[0].ndim == 2:
+        K, c, by = lhs.args[0], 1.0, None
+    elif isinstance(lhs, cp.atoms.affine.binary_operators.MulExpression):
+        a, v = lhs.args
+        by = "row"
+        if isinstance(v, cp.Variable):
+            a, v, by = v, a, "col"
+        if not (isinstance(a, cp.Variable) and isinstance(v, cp.Constant) and a.ndim == 2):
+            return None
+        vals = np.asarray(dense_value(v.value), dtype=float)
+        if vals.ndim != 1 or vals.size != a.shape[0] or vals[0] == 0 or np.any(vals != vals[0]):
+            return None
+        K, c = a, float(vals[0])
+    else:
+        return None
+    n = K.shape[0]
+    if K.shape != (n, n) or K.is_complex() or (by is None and rhs.size != 1) \
+            or (by is not None and rhs.size not in (1, n)):
+        return None
+    idx = np.arange(n * n)
+    if by is None:
+        A = sp.csr_array((np.full(n * n, sign * c), (np.zeros(n * n, dtype=np.int64), idx)),
+                         shape=(1, n * n))
+        return AffineMap(1, {K.id: A}, {}, np.zeros(1))
+    rows = idx % n if by == "row" else idx // n  # K[i, j] at i + j n (column-major)
+    A = sp.csr_array((np.full(n * n, sign * c), (rows, idx)), shape=(n, n * n))
+    return AffineMap(n, {K.id: A}, {}, np.zeros(n))
+
+
 def _read_constraints(cons: list, bound: list, variables: list, cache: dict) -> list:
     from .._tree import is_identity_of
 
@@ -1056,10 +1110,13 @@ def _read_constraints(cons: list, bound: list, variables: list, cache: dict) -> 
         if kind == "psd":
             vs = expr.variables()
             if len(vs) == 1 and expr.ndim == 2 and not expr.parameters() \
-                    and is_identity_of(expr, vs[0]):
+                    and (_is_var_plus_zero(expr, vs[0]) or is_identity_of(expr, vs[0])):
                 info.var = vs[0]
         elif kind in ("eq", "le", "ge"):
-            if not is_linear(expr):
+            cmap = _centering_map(b) if kind == "eq" else None
+            if cmap is not None:
+                info.map = cmap
+            elif not is_linear(expr):
                 info.kind = "nonaffine"
             elif b is con and con.id in cache:
                 info.map = cache[con.id]

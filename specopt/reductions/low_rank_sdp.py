@@ -9,10 +9,12 @@ Recognized form (one square variable ``K``, declared ``symmetric=True`` or ``PSD
                           cp.sum(K) == 0  or  K @ ones == 0      (centering, handled as Y^T 1 = 0)
                           cp.trace(K) <= t      (optional)
 
-The recognizer (:func:`recognize_low_rank_sdp`, self-contained, takes the problem) reads the
-objective and each constraint with ``affine_coefficients`` (sparse: the rows never become a dense
-``m x n^2`` array); the centering row is detected on the expression tree (``Sum(K)``,
-``K @ 1``) before any extraction so that its ``n^2`` coefficients are never built. Solved by
+The recognizer (:func:`recognize_low_rank_sdp`, takes the problem) reads the normalized
+description of :mod:`specopt.reductions.analysis` (parameters bound to their current values,
+cached across a sweep): the objective's affine part gives ``C``, the equality rows' sparse affine
+maps give the COO rows (never a dense ``m x n^2`` array), ``is_centering`` the centering rows
+(``sum(K) == 0`` and ``K @ ones == 0`` alike; their map is built from the tree, not extracted by
+CVXPY) and ``trace_scale`` the trace bound. Solved by
 :func:`specopt.solvers.low_rank_sdp.solve_low_rank_sdp` (certificate there). A bound on
 ``tr K`` for the certificate comes from the trace constraint, from fixed diagonal entries, or,
 with centering, from edge-distance rows that connect all nodes (:func:`graph_trace_bound`).
@@ -32,8 +34,6 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._cvxpy_compat import affine_coefficients
-from .._tree import is_identity_of
 from ..solvers.low_rank_sdp import (
     OPTIMAL,
     SparseRows,
@@ -42,6 +42,7 @@ from ..solvers.low_rank_sdp import (
     graph_trace_bound,
     solve_low_rank_sdp,
 )
+from .analysis import short, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
@@ -81,63 +82,36 @@ class LRData:
     psd_con: cp.Constraint | None = None
 
 
-def _is_var(expr: Any, K: cp.Variable) -> bool:
-    return isinstance(expr, cp.Variable) and expr.id == K.id
-
-
-def _is_zero(expr: Any) -> bool:
-    return isinstance(expr, cp.Constant) and not np.any(expr.value)
-
-
-def _is_var_plus_zero(expr: Any, K: cp.Variable) -> bool:
-    """``K + 0`` (what ``K >> 0`` builds), read on the tree; small cases by coefficients."""
-    if isinstance(expr, cp.atoms.affine.add_expr.AddExpression):
-        rest = [a for a in expr.args if not _is_var(a, K)]
-        if len(rest) == len(expr.args) - 1 and all(
-            a.is_constant() and not np.any(a.value) for a in rest
-        ):
-            return True
-    if K.shape[0] <= 100:
-        return is_identity_of(expr, K)
-    return False
-
-
-def _centering(con: cp.Constraint, K: cp.Variable) -> bool:
-    """``cp.sum(K) == 0`` or ``K @ ones == 0`` (either side), read on the tree."""
-    if not isinstance(con, cp.constraints.Equality):
-        return False
-    lhs, rhs = con.args
-    if _is_zero(lhs):
-        lhs, rhs = rhs, lhs
-    if not _is_zero(rhs):
-        return False
-    if isinstance(lhs, cp.atoms.affine.sum.Sum) and lhs.axis is None and _is_var(lhs.args[0], K):
-        return True
-    if isinstance(lhs, cp.atoms.affine.binary_operators.MulExpression):
-        a, c = lhs.args
-        if _is_var(a, K) and isinstance(c, cp.Constant):
-            v = np.asarray(c.value, dtype=float)
-            if v.ndim == 1 and v.size == K.shape[0] and np.all(v == v.flat[0]) and v.flat[0] != 0:
-                return True
-        if _is_var(c, K) and isinstance(a, cp.Constant):
-            v = np.asarray(a.value, dtype=float)
-            if v.ndim == 1 and v.size == K.shape[0] and np.all(v == v.flat[0]) and v.flat[0] != 0:
-                return True
-    return False
-
-
-def _coeff(expr: cp.Expression, K: cp.Variable) -> tuple[sp.coo_array, np.ndarray]:
-    if not expr.is_affine():
-        raise RouteMismatch(f"{expr} is not affine in {K.name()}")
-    if expr.parameters():
-        raise RouteMismatch("parameters are not supported by the low-rank route (bind values)")
-    co, off = affine_coefficients(expr, [K])
-    return sp.coo_array(co[K.id]), np.asarray(off, dtype=float).ravel()
+def _coo_rows(A: Any, n: int, shift: int) -> tuple[np.ndarray, ...]:
+    """Rows (shifted), entries ``(i, j)`` and values of a sparse ``(k, n^2)`` coefficient block
+    (column-major vec: entry ``K[i, j]`` is column ``i + j n``)."""
+    co = sp.coo_array(A)
+    return co.row.astype(np.int64) + shift, co.col % n, co.col // n, co.data
 
 
 def recognize_low_rank_sdp(problem: cp.Problem) -> LRData:
-    """Extract the low-rank SDP data of ``problem``, or raise :class:`RouteMismatch` saying why."""
-    variables = problem.variables()
+    """Extract the low-rank SDP data of ``problem`` from its normalized description
+    (:func:`specopt.reductions.analysis.analyze`; parameters bound to their current values), or
+    raise :class:`RouteMismatch` saying why in one short sentence."""
+    desc, why = try_analyze(problem)
+    if desc is None:
+        raise RouteMismatch(why)
+    cached = desc.__dict__.get("_low_rank_sdp")  # explain, then solve: read once per description
+    if isinstance(cached, RouteMismatch):
+        raise RouteMismatch(str(cached))
+    if cached is not None:
+        return cached
+    try:
+        data = _read_description(desc, problem)
+    except RouteMismatch as exc:
+        desc.__dict__["_low_rank_sdp"] = exc
+        raise
+    desc.__dict__["_low_rank_sdp"] = data
+    return data
+
+
+def _read_description(desc: Any, problem: cp.Problem) -> LRData:
+    variables = desc.variables
     if len(variables) != 1:
         raise RouteMismatch(
             f"the problem has {len(variables)} variables; the low-rank route needs exactly one "
@@ -152,13 +126,14 @@ def recognize_low_rank_sdp(problem: cp.Problem) -> LRData:
     if K.is_complex():
         raise RouteMismatch("complex variables are not supported")
     n = K.shape[0]
-    obj = problem.objective
-    if not obj.expr.is_affine():
-        raise RouteMismatch("the objective is not linear in K")
-    if obj.expr.size != 1:
+    if desc.terms:
+        raise RouteMismatch(f"the objective is not linear in {K.name()} "
+                            f"(term {short(desc.terms[0].expr)})")
+    if problem.objective.expr.size != 1:
         raise RouteMismatch("the objective must be a scalar")
-    co, off = _coeff(obj.expr, K)
-    obj_offset = float(off[0])
+    if desc.affine.factored:
+        raise RouteMismatch("the objective has row_quad_forms terms (not one matrix C)")
+    co = sp.coo_array(desc.affine.coef(K))
     ci, cj = co.col % n, co.col // n  # column-major vec
     if co.nnz > n * n // 4:
         D = np.zeros((n, n))
@@ -173,48 +148,44 @@ def recognize_low_rank_sdp(problem: cp.Problem) -> LRData:
     rowmap: list[tuple[cp.Constraint, slice]] = []
     trace_con, trace_t = None, None
     m = 0
-    for con in problem.constraints:
-        if isinstance(con, cp.constraints.PSD):
-            expr = con.args[0]
-            if _is_var(expr, K) or _is_var_plus_zero(expr, K):
+    for info in desc.constraints:
+        con, amap = info.con, info.map
+        if info.kind == "psd":
+            if info.var is not None and info.var.id == K.id:
                 psd, psd_con = True, con
                 continue
-            raise RouteMismatch(f"PSD constraint {con} is not on {K.name()} itself")
-        if _centering(con, K):
-            centering.append(con)
-            continue
-        if isinstance(con, (cp.constraints.Equality, cp.constraints.Zero)):
-            co, off = _coeff(con.expr, K)
-            k = con.expr.size
-            # a row with all n^2 coefficients equal and b = 0 is the centering row too
-            if k == 1 and co.nnz == n * n and np.all(co.data == co.data[0]) and off[0] == 0:
+            raise RouteMismatch(f"PSD constraint {short(con)} is not on {K.name()} itself")
+        if info.kind in ("eq", "le", "ge") and amap is not None and amap.factored:
+            raise RouteMismatch(f"constraint {short(con)} has row_quad_forms rows")
+        if info.kind == "eq" and amap is not None:
+            if info.is_centering(K):
                 centering.append(con)
                 continue
-            rows_r.append(co.row + m)
-            rows_i.append(co.col % n)
-            rows_j.append(co.col // n)
-            rows_v.append(co.data)
-            bs.append(-off)
-            rowmap.append((con, slice(m, m + k)))
-            m += k
+            r, i, j, v = _coo_rows(amap.coef(K), n, m)
+            rows_r.append(r)
+            rows_i.append(i)
+            rows_j.append(j)
+            rows_v.append(v)
+            bs.append(-amap.offset)
+            rowmap.append((con, slice(m, m + amap.size)))
+            m += amap.size
             continue
-        if isinstance(con, (cp.constraints.Inequality, cp.constraints.NonPos)):
-            expr = con.expr
-            if expr.size == 1:
-                co, off = _coeff(expr, K)
-                diag = co.col % n == co.col // n
-                if co.nnz == n and diag.all() and np.all(co.data == co.data[0]) and co.data[0] > 0:
-                    t = -off[0] / co.data[0]
-                    if t < 0:
-                        raise RouteMismatch(f"trace bound {t:g} < 0: infeasible with K PSD")
-                    trace_con, trace_t = (con, float(co.data[0])), t if trace_t is None else min(
-                        trace_t, t)
-                    continue
+        if info.kind in ("le", "ge") and amap is not None:
+            a = info.trace_scale(K)
+            if (a > 0 and info.kind == "le") or (a < 0 and info.kind == "ge"):
+                t = -float(amap.offset[0]) / a
+                if t < 0:
+                    raise RouteMismatch(f"trace bound {t:g} < 0: infeasible with K PSD")
+                trace_con = (con, abs(a))
+                trace_t = t if trace_t is None else min(trace_t, t)
+                continue
             raise RouteMismatch(
-                f"inequality {con} is not a trace bound tr(K) <= t; the low-rank route takes "
-                "equality rows, centering and one trace bound"
+                f"inequality {short(con)} is not a trace bound tr(K) <= t; the low-rank route "
+                "takes equality rows, centering and one trace bound"
             )
-        raise RouteMismatch(f"constraint {con} ({type(con).__name__}) is not supported")
+        if info.kind == "nonaffine":
+            raise RouteMismatch(f"constraint {short(con)} is not affine in {K.name()}")
+        raise RouteMismatch(f"constraint {short(con)} ({type(con).__name__}) is not supported")
     if not psd:
         raise RouteMismatch(f"no PSD constraint on {K.name()} (K >> 0 or PSD=True)")
     A = SparseRows(
@@ -226,8 +197,8 @@ def recognize_low_rank_sdp(problem: cp.Problem) -> LRData:
     )
     b = np.concatenate(bs) if bs else np.zeros(0)
     implied = _implied_trace_bound(A, b, bool(centering))
-    return LRData(K=K, n=n, C=C, offset=obj_offset,
-                  sense="max" if isinstance(obj, cp.Maximize) else "min", A=A, b=b,
+    return LRData(K=K, n=n, C=C, offset=float(desc.constant),
+                  sense="max" if desc.sense < 0 else "min", A=A, b=b,
                   centered=bool(centering), trace_bound=trace_t, implied_trace_bound=implied,
                   rows=rowmap, centering_cons=centering, trace_con=trace_con, psd_con=psd_con)
 
