@@ -18,6 +18,7 @@ import cvxpy as cp
 
 from .backends import GENERIC_BACKENDS, backend_status
 from .certificate import STATIONARY, Certificate
+from .gate import BOUND_TOL
 from .reductions import RouteMismatch, RouteResult
 from .solve import apply_result, run_route
 
@@ -198,8 +199,10 @@ def _flag_contradicted_bounds(problem: cp.Problem, rows: list[CompareRow]) -> No
     """Weak duality across rows: a row's bound may not be beaten by another row's feasible point.
 
     A row whose claimed bound (lower when minimizing) lies above some other row's objective at a
-    point with violation <= 1e-7 (beyond 1e-9 relative) has a solver-side gap that does not
-    hold for the user's problem; it is not used as the reference and its note says so.
+    point with violation <= 1e-7, by more than the gate's bound tolerance (``BOUND_TOL`` relative
+    to ``max(1, |f|)``, the same test as the gate's ``bound_side`` check), has a solver-side gap
+    that does not hold for the user's problem; it is not used as the reference and its note says
+    so. (Differences within solver accuracy, e.g. 1e-9, are not contradictions.)
     """
     sense = 1.0 if isinstance(problem.objective, cp.Minimize) else -1.0
     feasible = [r for r in rows if r.objective is not None and r.max_violation is not None
@@ -211,7 +214,7 @@ def _flag_contradicted_bounds(problem: cp.Problem, rows: list[CompareRow]) -> No
         for other in feasible:
             if other is r:
                 continue
-            slack = 1e-9 * max(1.0, abs(other.objective))
+            slack = BOUND_TOL * max(1.0, abs(other.objective))
             if sense * (bound - other.objective) > slack:
                 r.bound_contradicted = True
                 r.note = (f"claimed bound {bound:.10g} is beaten by {other.backend}'s feasible "

@@ -75,3 +75,29 @@ def test_markdown_dict_and_plot(problem):
     matplotlib.use("Agg")
     ax = table.plot()
     assert len(ax.patches) == 1  # MOSEK unavailable or not: only runs that ran are drawn
+
+
+@pytest.mark.parametrize("excess, flagged", [(1e-3, True), (1e-9, False)])
+@pytest.mark.parametrize("sense", [cp.Minimize, cp.Maximize])
+def test_a_bound_beaten_by_another_rows_feasible_point_is_not_certified(excess, flagged, sense):
+    """Weak duality across rows: a claimed bound beaten by more than the gate's tolerance makes
+    the row uncertified (with a note); a difference within solver accuracy does not."""
+    from specopt.compare import CompareRow, _flag_contradicted_bounds
+
+    x = cp.Variable()
+    prob = cp.Problem(sense(x), [x >= 0, x <= 1])
+    s = 1.0 if sense is cp.Minimize else -1.0
+    f = 10.0
+
+    def row(name, objective, bound):
+        cert = specopt.Certificate(route="conic", backend=name, status=cp.OPTIMAL,
+                                   objective=objective, bound=bound, max_violation=0.0)
+        return CompareRow(name, "conic", cp.OPTIMAL, objective=objective, max_violation=0.0,
+                          certificate=cert)
+
+    claims = row("A", f + s * excess, f + s * excess)  # its bound lies past B's feasible value
+    other = row("B", f, f - s * 1e-12)
+    _flag_contradicted_bounds(prob, [claims, other])
+    assert claims.bound_contradicted is flagged and claims.certified is not flagged
+    assert ("beaten by B" in claims.note) is flagged
+    assert not other.bound_contradicted and other.certified
