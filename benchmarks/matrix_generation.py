@@ -165,29 +165,9 @@ def run_case(method: str, D: int, S: int, seed: int, tol: float) -> dict:
 
 
 def run_subprocess(method: str, D: int, S: int, seed: int, tol: float, cap: float) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               NUMBA_NUM_THREADS="1", PYTHONPATH=str(HERE.parent))
-    code = (
-        f"import json, resource, sys; sys.path.insert(0, {str(HERE)!r});"
-        "resource.setrlimit(resource.RLIMIT_AS, (16 << 30, 16 << 30));"
-        "import matrix_generation as b;"
-        f"print('RESULT' + json.dumps(b.run_case({method!r}, {D}, {S}, {seed}, {tol!r})))"
-    )
-    t0 = time.perf_counter()
-    try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             timeout=cap, env=env)
-    except subprocess.TimeoutExpired:
-        return {"method": method, "D": D, "S": S, "seed": seed, "status": "timeout",
-                "time": None, "wall": time.perf_counter() - t0}
-    for line in out.stdout.splitlines():
-        if line.startswith("RESULT"):
-            rec = json.loads(line[6:])
-            rec["wall"] = time.perf_counter() - t0
-            return rec
-    err = (out.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"method": method, "D": D, "S": S, "seed": seed, "status": f"failed: {err[:200]}",
-            "time": None, "wall": time.perf_counter() - t0}
+    """:func:`run_case` in a fresh process (single-threaded BLAS, 16 GB address cap, ``cap`` s)."""
+    return _in_subprocess(f"run_case({method!r}, {D}, {S}, {seed}, {tol!r})", cap,
+                          {"method": method, "D": D, "S": S, "seed": seed})
 
 
 def _build(method: str, P: np.ndarray, Q: np.ndarray, C: float):
