@@ -92,6 +92,16 @@ class Route(abc.ABC):
         """
         return True, "structure matches"
 
+    def ensure_match(self, problem: cp.Problem, match: Match | None) -> Match:
+        """``match`` when it is a positive one, else recognize ``problem`` again; raises
+        :class:`RouteMismatch` (with the reason) when the route does not apply."""
+        if match is not None and match.ok:
+            return match
+        match = self.recognize(problem)
+        if not match.ok:
+            raise RouteMismatch(f"route {self.name!r} does not apply: {match.reason}")
+        return match
+
     @abc.abstractmethod
     def solve(
         self,

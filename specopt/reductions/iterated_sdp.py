@@ -408,11 +408,7 @@ class IteratedSDPRoute(Route):
         verbose: bool = False,
         **opts: Any,
     ) -> RouteResult:
-        if match is None or not match.ok:
-            m = self.recognize(problem)
-            if not m.ok:
-                raise RouteMismatch(f"route 'iterated_sdp' does not apply: {m.reason}")
-            match = m
+        match = self.ensure_match(problem, match)
         surr: _Surrogate = match.data
         route_opts = {k: opts.pop(k) for k in _ROUTE_OPTS if k in opts}
         near_miss = {k for k in opts if difflib.get_close_matches(k, _ROUTE_OPTS, n=1, cutoff=0.8)}

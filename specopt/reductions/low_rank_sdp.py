@@ -249,11 +249,7 @@ class LowRankSDPRoute(Route):
 
     def solve(self, problem: cp.Problem, match: Match, *, solver: str | None = None,
               verbose: bool = False, **opts: Any) -> RouteResult:
-        if match is None or not match.ok:
-            m = self.recognize(problem)
-            if not m.ok:
-                raise RouteMismatch(f"route 'low_rank_sdp' does not apply: {m.reason}")
-            match = m
+        match = self.ensure_match(problem, match)
         d: LRData = match.data
         kw = {k: opts.pop(k) for k in _ROUTE_OPTS if k in opts}
         warm = opts.pop("warm_start", None)
