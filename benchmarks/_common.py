@@ -6,6 +6,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -68,3 +70,19 @@ def write_json(name: str, rows: list[dict[str, Any]], meta: dict[str, Any] | Non
     }
     path.write_text(json.dumps(payload, indent=2, default=float))
     return path
+
+
+def run_json_subprocess(args: list[str], timeout: float, root: Path) -> dict[str, Any]:
+    """Run ``python <args>`` with ``root`` on PYTHONPATH and a wall-clock ``timeout``; return the
+    last stdout line that is a JSON object, or ``{"error": ...}`` (with ``time`` on a timeout)."""
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout > {timeout:.0f} s", "time": time.perf_counter() - t0}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    return json.loads(lines[-1])

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +29,9 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_
     os.environ.setdefault(_v, "1")
 
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import run_json_subprocess  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 SCS_OPTS = {"eps_abs": 1e-3, "eps_rel": 1e-3}  # same settings for SDE and every MVE step
@@ -110,18 +112,8 @@ def run_one(method: str, name: str, n: int | None) -> dict:
 
 
 def run_capped(method: str, name: str, n: int | None, timeout: float) -> dict:
-    cmd = [sys.executable, __file__, "--one", method, name, str(n or 0)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT.parent) + os.pathsep + os.environ.get(
-        "PYTHONPATH", ""))
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout > {timeout:.0f} s", "time": time.perf_counter() - t0}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
-    return json.loads(lines[-1])
+    return run_json_subprocess([__file__, "--one", method, name, str(n or 0)], timeout,
+                               ROOT.parent)
 
 
 def fmt(x, spec=".1f") -> str:

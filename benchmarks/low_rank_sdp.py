@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,9 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_
     os.environ.setdefault(_v, "1")
 
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import run_json_subprocess  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 
@@ -125,19 +127,11 @@ def run_one(backend: str, name: str, n: int, seed: int, cap: float) -> dict:
 
 
 def run_capped(backend: str, name: str, n: int, seed: int, cap: float, timeout: float) -> dict:
-    cmd = [sys.executable, __file__, "--one", backend, name, str(n), str(seed), str(cap)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT.parent) + os.pathsep + os.environ.get(
-        "PYTHONPATH", ""))
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout > {timeout:.0f} s", "time": time.perf_counter() - t0,
-                "capped": True}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
-    return json.loads(lines[-1])
+    out = run_json_subprocess([__file__, "--one", backend, name, str(n), str(seed), str(cap)],
+                              timeout, ROOT.parent)
+    if out.get("error", "").startswith("timeout"):
+        out["capped"] = True
+    return out
 
 
 def _fmt(t: float | None, capped: bool = False) -> str:
