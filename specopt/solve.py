@@ -67,21 +67,6 @@ def evaluate_at(problem: cp.Problem, primal: dict[int, Any]) -> float | None:
     return None if val is None else float(val)
 
 
-def max_violation_at(problem: cp.Problem, primal: dict[int, Any]) -> float | None:
-    """``max_c constraint.violation()`` at ``primal`` (0 for an unconstrained problem)."""
-    worst = 0.0
-    with values_set(problem, primal):
-        for con in problem.constraints:
-            try:
-                viol = con.violation()
-            except (ValueError, TypeError):
-                return None
-            if viol is None:
-                return None
-            worst = max(worst, float(np.max(np.abs(viol))) if np.size(viol) else 0.0)
-    return worst
-
-
 # --------------------------------------------------------------------------------------------
 # Route choice and explanation
 # --------------------------------------------------------------------------------------------
