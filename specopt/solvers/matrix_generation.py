@@ -801,6 +801,7 @@ def _psd_block_loop(
     # row working set (rows may leave the master when inactive, see _master_on_rows)
     select_rows = m >= row_selection_min
     work = np.ones(m, dtype=bool)
+    sticky = np.zeros(m, dtype=bool)
     Gc = sp.csc_array(G)
     cnt = np.diff(Gc.indptr)
     priv = np.full(p, -1)
@@ -841,8 +842,11 @@ def _psd_block_loop(
             act = ax + G @ z
             slack = np.minimum(act - lb, ub - act)
             small = np.abs(y) <= 1e-7 * max(1.0, float(np.abs(y).max(initial=0.0)))
-            work = ~((slack > row_band * np.maximum(1.0, np.abs(act))) & small)
+            work = ~((slack > row_band * np.maximum(1.0, np.abs(act))) & small) | sticky
             if viol is not None:
+                # a row that comes back once stays: without this the set can cycle (rows
+                # dropped, violated by the next master, re-added, others dropped, ...)
+                sticky |= viol
                 work |= viol
         y = _clip_duals(y, lb, ub)
         # current X = P W P^T + alpha Xbar, as eigen-factor Q diag(s2) Q^T
