@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 __all__ = [
     "DaskRowOperator",
@@ -125,6 +126,12 @@ def _blk_adjoint(idx, w, X, nsig, *sv):
             term = Vn.T @ (sw.reshape(-1, *([1] * (Y.ndim - 1))) * Y)
         out = term if out is None else out + term
     return out
+
+
+def _blk_take_terms(idx, nsig, *sv):
+    """Rows ``idx`` of every term of the block: ([signs], [V rows])."""
+    return ([_sign(s, idx) for s in sv[:nsig]],
+            [np.asarray(V[idx], dtype=float) for V in sv[nsig:]])
 
 
 def _blk_quad_values(V, X):
@@ -314,6 +321,29 @@ class DaskRowOperator:
             return np.zeros((self.n,) + X.shape[1:])
         (Y,) = self._dask.compute(_tree_sum(tasks))
         return Y
+
+    def take_operator(self, rows: np.ndarray):
+        """The rows ``rows`` (sorted, unique) as an in-memory ``FactoredOperator`` (one pass
+        returning only those rows of every ``V_j``)."""
+        from .matrix_generation import FactoredOperator
+
+        rows = np.asarray(rows, dtype=np.int64)
+        k = rows.size
+        blk = np.searchsorted(self.bounds, rows, side="right") - 1
+        tasks = []
+        for b in np.unique(blk):
+            sel = rows[blk == b] - self.bounds[b]
+            tasks.append(self._call(_blk_take_terms, int(b), sel))
+        parts = self._dask.compute(*tasks) if tasks else []
+        Vs, Ss = [], []
+        for j in range(self.nsig):
+            Vj = (np.vstack([p[1][j] for p in parts]) if parts else np.zeros((0, self.n)))
+            sj = (np.concatenate([np.broadcast_to(p[0][j], len(p[1][j])) for p in parts])
+                  if parts else np.zeros(0))
+            Vs.append(Vj)
+            Ss.append(sj)
+        M = sp.hstack([sp.diags_array(s, shape=(k, k)) for s in Ss], format="csr")
+        return FactoredOperator(np.vstack(Vs), M)
 
     # ---- passes behind LazyRows ----------------------------------------------------------
     def _matvec(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:

@@ -487,6 +487,7 @@ def solve_spectraplex_lp(
     resolve_rows: bool = False,
     verbose: bool = False,
     callback: Callable[..., None] | None = None,
+    cuts: str | bool = "auto",
 ) -> MatrixGenerationResult:
     r"""Column generation for ``max <C,X> + c^T z`` over the spectraplex (see module docstring).
 
@@ -515,6 +516,10 @@ def solve_spectraplex_lp(
         violated rows join the working set for the next round and the LP variables are
         re-optimized for the master's ``X`` (``_polish_z``), so the value used for the gap is
         that of an exactly feasible point (falls back to the exact master if none exists).
+    cuts : hinge rows (a slack private to the row, in ``[0, inf)``, with negative cost) in the
+        1-slack cutting-plane master of :mod:`specopt.solvers.mg_cuts` (PSD master only):
+        "auto" (default) from ``mg_cuts.CUT_MIN_ROWS`` hinge rows on or for Dask-backed data,
+        True always when there are hinge rows, False never.
     callback : called every round as ``callback(round, objective=master value, bound=best
         bound, gap=rel. gap, violation=None)`` (``specopt._progress.Progress``).
     """
@@ -545,6 +550,15 @@ def solve_spectraplex_lp(
         raise ValueError("smoothing must be in [0, 1)")
     full = StackedOperator([C, A])  # pricing weights w = (1, -y)
     dense = n <= dense_threshold
+    if master == "psd" and cuts:
+        from . import mg_cuts
+
+        res = mg_cuts.dispatch(full, A, C, G, c, lb, ub, zlb, zub, trace, trace_eq, cuts,
+                               tol=tol, max_iters=max_iters, time_limit=time_limit,
+                               cpr=columns_per_round, max_rank=max_rank, verbose=verbose,
+                               t0=t0, offset=offset, callback=callback)
+        if res is not None:
+            return res
     if master == "psd":
         return _psd_block_loop(full, A, C, G, c, lb, ub, zlb, zub, trace, trace_eq, tol,
                                max_iters, time_limit, columns_per_round, max_rank, dense,

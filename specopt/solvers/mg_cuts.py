@@ -1,0 +1,496 @@
+r"""One-slack cutting-plane master for hinge rows in matrix generation.
+
+Rows of the spectraplex LP (:mod:`specopt.solvers.matrix_generation`) of the *hinge* form::
+
+    s_r (<A_r, X> + g_r^T z) + |g_{r,j}| xi_j >= b_r,     xi_j in [0, inf),  cost -|c_j| xi_j
+
+(``xi_j`` an LP variable in that row only, ``s_r = +1`` for a ``>=`` row, ``-1`` for a ``<=``
+row written the other way round) are exactly the terms ``-C_r max(0, b_r - s_r (<A_r, X> +
+g_r^T z))`` of the objective, ``C_r = |c_j| / |g_{r,j}|``. The 1-slack reformulation (Joachims,
+Finley, Yu, "Cutting-plane training of structural SVMs", 2009) replaces every ``xi_j`` by one
+variable ``xi_tot >= 0`` (cost -1) and the cuts, for masks ``c in {0, 1}^{m_h}``::
+
+    sum_r c_r C_r s_r (<A_r, X> + g_r^T z) + xi_tot >= sum_r c_r C_r b_r.
+
+With all masks this is the same problem; a few masks give a relaxation. The master (the PSD block
+master of the matrix-generation module, over ``X = P W P^T + alpha Xbar``) holds the non-hinge
+rows explicitly plus one row per cut: its size does not grow with the number of hinge rows.
+
+Each cut is stored as ``S_c = sum_r c_r C_r s_r A_r`` (dense n x n, one pass
+``A.adjoint_dense`` over the masked rows: a map over row blocks and a sum on a Dask cluster),
+``b_c`` and ``g_c`` (LP coefficients), plus its mask packed to bits. A change of subspace ``P``
+re-expresses every cut on the client (``P^T S_c P``), without a pass over the data.
+
+**Bound.** With cut duals ``lambda_c <= 0`` (max-sense), ``sum_c |lambda_c| <= 1`` (scaled down
+if the master returns more), the row multipliers ``y_r = s_r C_r sum_c lambda_c c_r`` are valid
+for the original problem (the reduced cost of every ``xi_j`` is ``-|c_j| (1 - sum_c |lambda_c|
+c_r) <= 0``), and ``sum_r y_r A_r = sum_c lambda_c S_c``: the Lagrangian bound of the module
+``matrix_generation`` is evaluated in the cut space, with ``lambda_max`` of a dense ``n x n``
+matrix built on the client.
+
+**Lower bound.** At each master iterate ``(X, z)`` one full-data pass gives ``<A_r, X>`` for all
+rows; the hinge slacks are set to their exact values, so the objective is that of an exactly
+feasible point (up to the explicit rows, which the master satisfies). The violated rows of that
+pass form the next cut. The gap is ``(best bound - best objective) / max(1, |best objective|)``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+
+__all__ = ["HingeRows", "hinge_structure", "is_dask_backed", "solve_hinge_cuts"]
+
+#: the cut master is used by default from this many hinge rows on (in-memory data; any number
+#: for Dask-backed data). Measured in benchmarks/dask_triplets.py --part threshold.
+CUT_MIN_ROWS = 5000
+#: cuts with a zero dual for this many consecutive rounds are dropped (the all-rows cut stays)
+CUT_AGE = 20
+#: the cut master keeps dense n x n cut matrices: above this n it is not used
+CUT_MAX_N = 2000
+
+
+@dataclass
+class HingeRows:
+    """Hinge structure of the rows (module docstring)."""
+
+    rows: np.ndarray      # hinge row indices (m_h,)
+    cols: np.ndarray      # their slack column j(r)
+    sign: np.ndarray      # s_r
+    b: np.ndarray         # signed right-hand side
+    weight: np.ndarray    # C_r = |c_j| / |g_rj|
+    gabs: np.ndarray      # |g_rj|
+    shared: np.ndarray    # LP columns kept in the master (all but the slacks)
+    explicit: np.ndarray  # non-hinge rows (explicit in the master)
+
+
+def is_dask_backed(op) -> bool:
+    """True if the operator (or a part of it) keeps its rows in Dask arrays."""
+    from ._dask_rows import DaskRowOperator
+
+    return isinstance(op, DaskRowOperator) or any(is_dask_backed(o) for o in getattr(op, "ops", []))
+
+
+def hinge_structure(G, c, lb, ub, zlb, zub) -> HingeRows | None:
+    """The hinge rows of ``lb <= A(X) + G z <= ub`` (module docstring), None if there are none.
+
+    A column ``j`` is a slack when it has one nonzero ``g`` (in row ``r``), bounds ``[0, inf)``
+    and cost ``c_j < 0``; the row is a hinge row when its only finite side is the one the slack
+    relaxes (``lb`` for ``g > 0``, ``ub`` for ``g < 0``) and it has exactly one slack.
+    """
+    m, p = G.shape
+    if p == 0 or m == 0:
+        return None
+    Gc = sp.csc_array(G)
+    cnt = np.diff(Gc.indptr)
+    cand = np.flatnonzero((cnt == 1) & (zlb == 0) & np.isposinf(zub) & (c < 0))
+    if cand.size == 0:
+        return None
+    r = Gc.indices[Gc.indptr[cand]]
+    g = Gc.data[Gc.indptr[cand]]
+    ok = np.where(g > 0, np.isfinite(lb[r]) & np.isposinf(ub[r]),
+                  np.isfinite(ub[r]) & np.isneginf(lb[r])) & (g != 0)
+    cand, r, g = cand[ok], r[ok], g[ok]
+    uniq, counts = np.unique(r, return_counts=True)
+    single = np.isin(r, uniq[counts == 1])
+    cand, r, g = cand[single], r[single], g[single]
+    if r.size == 0:
+        return None
+    order = np.argsort(r)
+    cand, r, g = cand[order], r[order], g[order]
+    s = np.sign(g)
+    b = np.where(s > 0, lb[r], -ub[r])
+    shared = np.setdiff1d(np.arange(p), cand)
+    explicit = np.setdiff1d(np.arange(m), r)
+    return HingeRows(rows=r, cols=cand, sign=s, b=b, weight=-c[cand] / np.abs(g),
+                     gabs=np.abs(g), shared=shared, explicit=explicit)
+
+
+_SQRT2 = np.sqrt(2.0)
+
+
+def _pairs(k: int):
+    J, I = np.nonzero(np.tril(np.ones((k, k), dtype=bool)))
+    return I, J
+
+
+@dataclass
+class _Cut:
+    S: np.ndarray         # sum_r c_r C_r s_r A_r  (n, n)
+    b: float              # sum_r c_r C_r b_r
+    g: np.ndarray         # sum_r c_r C_r s_r g_r (shared columns)
+    mask: np.ndarray      # packed bits over the hinge rows
+    age: int = 0
+
+
+def _svec(M, I, J, scale):
+    return M[I, J] * scale
+
+
+def row_subset(op, rows: np.ndarray):
+    """The rows ``rows`` (sorted, unique) of a row operator as an in-memory operator (Dask-backed
+    rows: one pass that returns only those rows)."""
+    from ._dask_rows import DaskRowOperator
+    from .matrix_generation import (
+        DenseOperator,
+        FactoredOperator,
+        StackedOperator,
+        _SumRowsOperator,
+    )
+
+    rows = np.asarray(rows, dtype=np.int64)
+    if isinstance(op, DaskRowOperator):
+        return op.take_operator(rows)
+    if isinstance(op, FactoredOperator):
+        Mb = sp.csr_array(op.M[rows])
+        cols = np.unique(Mb.indices)
+        return FactoredOperator(op.V[cols], Mb[:, cols])
+    if isinstance(op, DenseOperator):
+        out = object.__new__(DenseOperator)
+        out.A = sp.csr_array(op.A[rows])
+        out.AT = sp.csr_array(out.A.T)
+        out.m, out.n = rows.size, op.n
+        return out
+    if isinstance(op, StackedOperator):
+        parts = []
+        for o, a, b in zip(op.ops, op._cuts[:-1], op._cuts[1:], strict=True):
+            sel = rows[(rows >= a) & (rows < b)] - a
+            parts.append(row_subset(o, sel))
+        return StackedOperator(parts)
+    if isinstance(op, _SumRowsOperator):
+        return _SumRowsOperator([row_subset(o, rows) for o in op.ops])
+    raise TypeError(f"no row subset for {type(op).__name__}")
+
+
+def _bits(packed: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Entries ``idx`` of a mask packed with ``np.packbits`` (big-endian bit order)."""
+    return ((packed[idx >> 3] >> (7 - (idx & 7))) & 1).astype(bool)
+
+
+def _quad(Q, S, s2):
+    """``<S, Q diag(s2) Q^T>``."""
+    return float(np.einsum("ia,ij,ja->", Q, S, Q * s2))
+
+
+def polish_shared(d, e, C, c0, lo, hi):
+    """``argmax_{lo <= z <= hi}  c0 z - sum_r C_r max(0, d_r - e_r z)`` (one shared LP variable;
+    concave and piecewise linear: the slope drops by ``C_r |e_r|`` at each breakpoint
+    ``d_r / e_r``). None if the maximum is not attained (unbounded direction)."""
+    nz = e != 0
+    bp, drop = d[nz] / e[nz], C[nz] * np.abs(e[nz])
+    order = np.argsort(bp, kind="stable")
+    bp, drop = bp[order], drop[order]
+    slope = c0 + float(C[nz][e[nz] > 0] @ e[nz][e[nz] > 0])   # slope left of every breakpoint
+    after = slope - np.cumsum(drop)                            # slope right of breakpoint i
+    if slope <= 0:
+        z = -np.inf
+    else:
+        i = int(np.argmax(after <= 0)) if (after <= 0).any() else -1
+        z = bp[i] if i >= 0 else np.inf
+    z = float(np.clip(z, lo, hi))
+    return z if np.isfinite(z) else None
+
+
+def solve_hinge_cuts(
+    full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, hs: HingeRows, *, tol, max_iters,
+    time_limit, cpr, max_rank, verbose, t0, offset, callback=None, cut_age: int = CUT_AGE,
+    inout: float = 0.8, band_rows: int = 1000,
+):
+    """Matrix generation with the 1-slack cut master (module docstring); returns a
+    ``MatrixGenerationResult`` over the original rows and LP variables.
+
+    ``band_rows`` hinge rows closest to their kink (smallest ``|b_r - s_r (...)|`` at the last
+    separation point) are kept in the master with their own slack (the cuts then cover the other
+    rows only); ``inout`` is the weight of the best point in the separation point.
+    """
+    from .matrix_generation import (
+        MatrixGenerationResult,
+        _clip_duals,
+        _psd_block_master,
+        _top_eigs,
+        lagrangian_bound,
+    )
+
+    n, m = A.n, A.m
+    p = G.shape[1]
+    G = sp.csr_array(G)
+    sh, ex, hr = hs.shared, hs.explicit, hs.rows
+    mh, ne, psh = hr.size, ex.size, sh.size
+    Cw, sg = hs.weight, hs.sign
+    Gsh = sp.csr_array(G[:, sh])
+    Gh = sp.csr_array(sp.diags_array(sg) @ Gsh[hr])   # signed shared part of hinge rows
+    Ge = sp.csr_array(Gsh[ex])
+    AE = row_subset(A, ex) if ne else None
+    Cd = C.adjoint_dense(np.ones(1))
+    Cd = 0.5 * (Cd + Cd.T)
+    lb_e, ub_e = lb[ex], ub[ex]
+    # one shared LP variable in no explicit row (PSDBoost's rho, an SVM bias): polished exactly
+    polish = psh == 1 and Ge.nnz == 0
+
+    def activity(Q, s2):
+        """``<A_r, X>`` for every row at ``X = Q diag(s2) Q^T`` (one full-data pass)."""
+        if Q.shape[1] == 0:
+            return np.zeros(m)
+        return np.asarray(A.quad(Q) @ s2, dtype=float)
+
+    def make_cut(mask):
+        w = np.zeros(m)
+        w[hr[mask]] = Cw[mask] * sg[mask]
+        S = A.adjoint_dense(w) if mask.any() else np.zeros((n, n))
+        cw = Cw * mask
+        return _Cut(S=0.5 * (S + S.T), b=float(cw @ hs.b), g=np.asarray(Gh.T @ cw),
+                    mask=np.packbits(mask))
+
+    def hinge_args(act, zs):
+        return hs.b - sg * act[hr] - Gh @ zs
+
+    # start: top eigenvectors of C, the all-rows cut (it bounds the shared variables like
+    # sum_r C_r xi_r does when every row is violated), no band rows
+    _, P = _top_eigs(full, np.append(1.0, np.zeros(m)), cpr, True, None, 1e-8)
+    cuts = [make_cut(np.ones(mh, dtype=bool))]
+    band = np.zeros(0, dtype=np.int64)            # positions in hr
+    AB = row_subset(A, hr[band])
+    Ubar = thbar = None
+    hist = {k: [] for k in ("objective", "bound", "gap", "columns", "time", "lambda", "cuts")}
+    best_bound, best_obj = np.inf, -np.inf
+    best_pt = best_dual = None
+    status = "max_iters"
+    it = 0
+    for it in range(1, max_iters + 1):
+        k = P.shape[1]
+        I, J = _pairs(k)
+        scale = np.where(I == J, 1.0, _SQRT2)
+        nb, nc = band.size, len(cuts)
+        Cb, sb = Cw[band], sg[band]
+        # per cut: its band rows (weights C_r s_r there), removed from the cut
+        corr = [Cb * sb * _bits(q.mask, band) for q in cuts]
+        cobj = np.asarray(C.quad_pairs(P))[0] * scale
+        BB = np.asarray(AB.quad_pairs(P)) * scale if nb else np.zeros((0, I.size))
+        Bs = np.vstack(
+            ([np.asarray(AE.quad_pairs(P)) * scale] if ne else [])
+            + [sb[:, None] * BB]
+            + [(_svec(P.T @ q.S @ P, I, J, scale) - w @ BB)[None, :]
+               for q, w in zip(cuts, corr, strict=True)])
+        if Ubar is not None:
+            ab_b = np.asarray(AB.quad(Ubar) @ thbar) if nb else np.zeros(0)
+            abar = np.concatenate([
+                np.asarray(AE.quad(Ubar) @ thbar) if ne else np.zeros(0), sb * ab_b,
+                [_quad(Ubar, q.S, thbar) - w @ ab_b for q, w in zip(cuts, corr, strict=True)]])
+            cbar = _quad(Ubar, Cd, thbar)
+        else:
+            abar = cbar = None
+        gcut = np.array([q.g - (w / sb) @ Gh[band] if nb else q.g
+                         for q, w in zip(cuts, corr, strict=True)]).reshape(nc, psh)
+        bcut = np.array([q.b - (w / sb) @ hs.b[band] if nb else q.b
+                         for q, w in zip(cuts, corr, strict=True)])
+        G_m = sp.vstack([
+            sp.hstack([Ge, sp.csr_array((ne, nb + 1))]),
+            sp.hstack([Gh[band], sp.identity(nb), sp.csr_array((nb, 1))]),
+            sp.hstack([sp.csr_array(gcut), sp.csr_array((nc, nb)),
+                       sp.csr_array(np.ones((nc, 1)))]),
+        ], format="csr")
+        c_m = np.concatenate([c[sh], -Cb, [-1.0]])
+        zlb_m = np.concatenate([zlb[sh], np.zeros(nb + 1)])
+        zub_m = np.concatenate([zub[sh], np.full(nb + 1, np.inf)])
+        lb_m = np.concatenate([lb_e, hs.b[band], bcut])
+        ub_m = np.concatenate([ub_e, np.full(nb + nc, np.inf)])
+        obj_m, W, alpha, z_m, y_m, mu = _psd_block_master(
+            Bs, cobj, abar, cbar, G_m, c_m, lb_m, ub_m, zlb_m, zub_m, t, trace_eq, k)
+        zs, xi_tot = z_m[:psh], float(z_m[-1])
+        # the iterate X = P W P^T + alpha Xbar as Q diag(s2) Q^T
+        lw, Vw = np.linalg.eigh(W)
+        F = P @ (Vw * np.sqrt(np.maximum(lw, 0.0)))
+        if Ubar is not None and alpha > 0:
+            F = np.hstack([F, Ubar * np.sqrt(alpha * thbar)])
+        Q, sv, _ = np.linalg.svd(F, full_matrices=False)
+        s2 = sv * sv
+        nzr = s2 > 1e-12 * max(t, s2.max(initial=0.0))
+        Q, s2 = Q[:, nzr], s2[nzr]
+        # full-data pass at the separation point (in-out: between the best point and the
+        # master's; the master's when that cut would not cut the master's point off): exact
+        # objective there (a feasible point) and the next cut
+        cut, cut_viol = None, -np.inf
+        for beta in ((inout, 0.0) if best_pt is not None and inout > 0 else (0.0,)):
+            if beta > 0:
+                Qb, s2b, zb = best_pt
+                Qs, ss, _ = np.linalg.svd(np.hstack([Qb * np.sqrt(beta * s2b),
+                                                     Q * np.sqrt((1 - beta) * s2)]),
+                                          full_matrices=False)
+                ss = ss * ss
+                keep_s = ss > 1e-12 * t
+                Qs, ss = Qs[:, keep_s], ss[keep_s]
+                zsep = beta * zb + (1 - beta) * zs
+            else:
+                Qs, ss, zsep = Q, s2, zs
+            act = activity(Qs, ss)
+            if polish:
+                # the best shared variable for this X (exact, on the client)
+                zp = polish_shared(hs.b - sg * act[hr], Gh[:, [0]].toarray().ravel(), Cw,
+                                   float(c[sh][0]), zlb[sh][0], zub[sh][0])
+                if zp is not None:
+                    zsep = np.array([zp])
+            ha = hinge_args(act, zsep)
+            viol = ha > 0
+            hsum = float(Cw[viol] @ ha[viol])
+            obj = _quad(Qs, Cd, ss) + float(c[sh] @ zsep) - hsum
+            if obj > best_obj:
+                best_obj, best_pt = obj, (Qs, ss, zsep)
+            cut = make_cut(viol & ~np.isin(np.arange(mh), band)) if viol.any() else None
+            if cut is not None:
+                # the cut (outside the band) at the master's point, on the client
+                lhs = _quad(Q, cut.S, s2) + float(cut.g @ zs)
+                cut_viol = cut.b - lhs - xi_tot
+            if cut_viol > 1e-12 * max(1.0, abs(obj_m)):
+                break
+        # bound from the master duals (module docstring)
+        y_e = _clip_duals(y_m[:ne], lb_e, ub_e)
+        y_b = np.clip(y_m[ne: ne + nb], -Cb, 0.0)
+        lam = np.minimum(y_m[ne + nb:], 0.0)
+        tot = -lam.sum()
+        if tot > 1.0:
+            lam = lam / tot
+        H = Cd - np.einsum("c,cij->ij", lam, np.array([q.S for q in cuts]))
+        if nb:
+            wb = sb * (y_b - sum(lc * w * sb for lc, w in zip(lam, corr, strict=True)))
+            H = H - AB.adjoint_dense(wb)
+        if ne and np.any(y_e):
+            H = H - AE.adjoint_dense(y_e)
+        kk = max(1, min(cpr, n))
+        vals, vecs = sla.eigh(0.5 * (H + H.T), subset_by_index=[n - kk, n - 1], driver="evr")
+        vals, vecs = vals[::-1], vecs[:, ::-1]
+        y_all = np.concatenate([y_e, y_b, lam])
+        bnd = lagrangian_bound(vals[0], y_all, lb_m, ub_m, G_m, c_m, zlb_m, zub_m, t, trace_eq,
+                               ztol=1e-7)
+        if bnd < best_bound:
+            best_bound = bnd
+            best_dual = (y_e, hr[band], y_b, lam, [q.mask for q in cuts], mu)
+        gap = (best_bound - best_obj) / max(1.0, abs(best_obj))
+        hist["objective"].append(best_obj + offset)
+        hist["bound"].append(best_bound + offset)
+        hist["gap"].append(gap)
+        hist["columns"].append(k)
+        hist["time"].append(time.perf_counter() - t0)
+        hist["lambda"].append(float(vals[0]))
+        hist["cuts"].append(nc)
+        if callback is not None:
+            callback(it, objective=best_obj + offset, bound=best_bound + offset, gap=gap)
+        if verbose:
+            print(f"[mg-cuts] it {it:3d} obj {best_obj + offset:+.9e} bound "
+                  f"{best_bound + offset:+.9e} gap {gap:.2e} k {k} rank {Q.shape[1]} cuts {nc} "
+                  f"band {nb} violated {int(viol.sum())}")
+        if gap <= tol:
+            status = "optimal"
+            break
+        if time.perf_counter() - t0 > time_limit:
+            status = "time_limit"
+            break
+        # next band: rows at their kink in the master (fractional slack dual) stay, then the
+        # rows closest to the kink at the separation point
+        at_kink = band[(y_b < -1e-9 * Cb) & (y_b > -(1 - 1e-9) * Cb)]
+        near = np.argsort(np.abs(ha), kind="stable")[: max(band_rows - at_kink.size, 0)]
+        new_band = np.union1d(at_kink, near) if band_rows > 0 else band
+        # cuts: age by zero duals, drop old ones (never the all-rows cut), add the new one
+        for q, lc in zip(cuts, lam, strict=True):
+            q.age = 0 if lc < -1e-12 else q.age + 1
+        cuts = [cuts[0]] + [q for q in cuts[1:] if q.age < cut_age]
+        new_cut = cut is not None and cut_viol > 1e-12 * max(1.0, abs(obj_m))
+        if new_cut:
+            cuts.append(cut)
+        rc = vals - mu
+        keep = rc > 1e-12 * max(1.0, abs(obj_m))
+        band_changed = not np.array_equal(new_band, band)
+        if band_changed:
+            band = new_band
+            AB = row_subset(A, hr[band])
+        if not keep.any() and not new_cut and not band_changed:
+            status = "stalled"
+            break
+        if not keep.any():
+            continue
+        # next subspace (as in the row master): eigenvectors of W, largest first, plus the new
+        # directions; what is dropped joins the aggregate Xbar
+        n_new = int(keep.sum())
+        n_pos = int((lw > 1e-9 * t).sum())
+        r_keep = max(1, n_pos, min(k, max_rank - n_new))
+        order = np.argsort(lw)[::-1]
+        lw, Vw = lw[order], Vw[:, order]
+        Q1 = P @ Vw[:, :r_keep]
+        drop = [P @ (Vw[:, r_keep:] * np.sqrt(np.maximum(lw[r_keep:], 0.0)))]
+        if Ubar is not None and alpha > 0:
+            drop.append(Ubar * np.sqrt(alpha * thbar))
+        Fd = np.hstack(drop)
+        Qd, sd, _ = (np.linalg.svd(Fd, full_matrices=False) if Fd.size
+                     else (None, np.zeros(0), None))
+        sd2 = sd * sd
+        if sd2.sum() > 1e-14 * t:
+            pos = sd2 > 1e-14 * sd2.sum()
+            Ubar, thbar = Qd[:, pos], sd2[pos] / sd2[pos].sum()
+        else:
+            Ubar = thbar = None
+        newv = vecs[:, keep]
+        newv = newv - Q1 @ (Q1.T @ newv)
+        Pn, Rn = np.linalg.qr(np.hstack([Q1, newv]))
+        P = Pn[:, np.abs(np.diag(Rn)) > 1e-10]
+
+    # the best point: exact trace, exact slacks (one more pass)
+    Q, s2, zs = best_pt
+    if (trace_eq and s2.sum() > 0) or s2.sum() > t:
+        s2 = s2 * (t / s2.sum())
+    act = activity(Q, s2)
+    ha = hinge_args(act, zs)
+    z = np.zeros(p)
+    z[sh] = zs
+    z[hs.cols] = np.maximum(ha, 0.0) / hs.gabs
+    obj = _quad(Q, Cd, s2) + float(c @ z)
+    # row multipliers of the best bound: y_r = s_r C_r sum_c lambda_c c_r off the band
+    y = np.zeros(m)
+    y_e, band_rows_b, y_b, lam, masks, mu = best_dual
+    y[ex] = y_e
+    yh = np.zeros(mh)
+    for lc, mk in zip(lam, masks, strict=True):
+        if lc:
+            yh += lc * np.unpackbits(mk, count=mh).astype(bool)
+    yh *= Cw
+    yh[np.searchsorted(hr, band_rows_b)] = y_b
+    y[hr] = sg * yh
+    return MatrixGenerationResult(
+        status=status,
+        objective=float(obj + offset),
+        bound=float(best_bound + offset),
+        gap=float((best_bound - obj) / max(1.0, abs(obj))),
+        theta=s2,
+        U=Q,
+        z=z,
+        y=y,
+        mu=float(mu),
+        row_activity=act + G @ z,
+        iterations=it,
+        n_columns=int(P.shape[1]),
+        solve_time=time.perf_counter() - t0,
+        history=hist,
+    )
+
+
+def dispatch(full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, cuts, **kw):
+    """Run :func:`solve_hinge_cuts` when it applies (``cuts`` as in ``solve_spectraplex_lp``),
+    else None (the row master runs). An unbounded cut master is only a relaxation's verdict:
+    then None as well, and the row master decides."""
+    from .matrix_generation import UnboundedProblem
+
+    if cuts not in (True, "auto"):
+        raise ValueError(f"cuts must be 'auto', True or False, got {cuts!r}")
+    if A.n > CUT_MAX_N:
+        return None
+    hs = hinge_structure(sp.csr_array(G), c, lb, ub, zlb, zub)
+    if hs is None:
+        return None
+    if cuts == "auto" and hs.rows.size < CUT_MIN_ROWS and not is_dask_backed(A):
+        return None
+    try:
+        return solve_hinge_cuts(full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, hs, **kw)
+    except UnboundedProblem:
+        return None
