@@ -198,21 +198,21 @@ def polish_shared(d, e, C, c0, lo, hi):
 def solve_hinge_cuts(
     full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, hs: HingeRows, *, tol, max_iters,
     time_limit, cpr, max_rank, verbose, t0, offset, callback=None, cut_age: int = CUT_AGE,
-    inout: float = 0.8, band_rows: int = 1000,
+    inout: float = 0.8, band_rows: int = 1000, smoothing: float = 0.5,
 ):
     """Matrix generation with the 1-slack cut master (module docstring); returns a
     ``MatrixGenerationResult`` over the original rows and LP variables.
 
     ``band_rows`` hinge rows closest to their kink (smallest ``|b_r - s_r (...)|`` at the last
     separation point) are kept in the master with their own slack (the cuts then cover the other
-    rows only); ``inout`` is the weight of the best point in the separation point.
+    rows only); ``inout`` is the weight of the best point in the separation point;
+    ``smoothing`` the Wentges weight of the best dual in the pricing point.
     """
     from .matrix_generation import (
         MatrixGenerationResult,
         _clip_duals,
         _psd_block_master,
         _top_eigs,
-        lagrangian_bound,
     )
 
     n, m = A.n, A.m
@@ -245,6 +245,35 @@ def solve_hinge_cuts(
         return _Cut(S=0.5 * (S + S.T), b=float(cw @ hs.b), g=np.asarray(Gh.T @ cw),
                     mask=np.packbits(mask))
 
+    def y_full(y_e, band, y_b, lam, cuts):
+        """Row multipliers: y_r = s_r C_r sum_c lambda_c c_r off the band (module docstring)."""
+        y = np.zeros(m)
+        y[ex] = y_e
+        yh = np.zeros(mh)
+        for lc, q in zip(lam, cuts, strict=True):
+            if lc:
+                yh += lc * np.unpackbits(q.mask, count=mh).astype(bool)
+        yh *= Cw
+        yh[band] = y_b
+        y[hr] = sg * yh
+        return y
+
+    c_sh, zlb_sh, zub_sh = c[sh], zlb[sh], zub[sh]
+
+    def _bound(lmax, d, h):
+        """``t lambda_max + sup_z d^T z + h`` (as ``lagrangian_bound``)."""
+        with np.errstate(invalid="ignore"):
+            small = np.abs(d) <= 1e-7 * np.maximum(1.0, np.abs(c_sh))
+            d = np.where(small & ~(np.isfinite(zlb_sh) & np.isfinite(zub_sh)), 0.0, d)
+            zt = np.where(d > 0, d * zub_sh, np.where(d < 0, d * zlb_sh, 0.0)).sum()
+        val = float((t * lmax if trace_eq else t * max(lmax, 0.0)) + zt + h)
+        return val if np.isfinite(val) else np.inf
+
+    def _top(H, kk):
+        kk = max(1, min(kk, n))
+        vals, vecs = sla.eigh(H, subset_by_index=[n - kk, n - 1], driver="evr")
+        return vals[::-1], vecs[:, ::-1]
+
     def hinge_args(act, zs):
         return hs.b - sg * act[hr] - Gh @ zs
 
@@ -257,7 +286,8 @@ def solve_hinge_cuts(
     Ubar = thbar = None
     hist = {k: [] for k in ("objective", "bound", "gap", "columns", "time", "lambda", "cuts")}
     best_bound, best_obj = np.inf, -np.inf
-    best_pt = best_dual = None
+    best_pt = best_trip = best_y = None
+    best_mu = 0.0
     status = "max_iters"
     it = 0
     for it in range(1, max_iters + 1):
@@ -359,22 +389,38 @@ def solve_hinge_cuts(
             H = H - AB.adjoint_dense(wb)
         if ne and np.any(y_e):
             H = H - AE.adjoint_dense(y_e)
-        kk = max(1, min(cpr, n))
-        vals, vecs = sla.eigh(0.5 * (H + H.T), subset_by_index=[n - kk, n - 1], driver="evr")
-        vals, vecs = vals[::-1], vecs[:, ::-1]
         y_all = np.concatenate([y_e, y_b, lam])
-        bnd = lagrangian_bound(vals[0], y_all, lb_m, ub_m, G_m, c_m, zlb_m, zub_m, t, trace_eq,
-                               ztol=1e-7)
-        if bnd < best_bound:
-            best_bound = bnd
-            best_dual = (y_e, hr[band], y_b, lam, [q.mask for q in cuts], mu)
+        # the dual as (H, reduced costs of the shared LP variables, h(y)): the bound is
+        # t lambda_max(H) + sup_z d^T z + h, and convex combinations of duals are combinations
+        # of these (Wentges smoothing with the best dual so far, as in the row master)
+        d_m = np.asarray(c_m - G_m.T @ y_all)[:psh]
+        h_m = float(np.where(y_all > 0, y_all * ub_m, np.where(y_all < 0, y_all * lb_m, 0.0))
+                    .sum())
+        trip_m = (0.5 * (H + H.T), d_m, h_m)
+        cands = [(trip_m, 1.0)]
+        if smoothing > 0 and best_trip is not None:
+            cands.append((tuple(smoothing * b + (1 - smoothing) * x
+                                for b, x in zip(best_trip, trip_m, strict=True)), smoothing))
+        vecs_all, vals_m = [], None
+        for trip, wgt in cands:
+            vals, vecs = _top(trip[0], cpr)
+            vals_m = vals if vals_m is None else vals_m
+            vecs_all.append(vecs)
+            bnd = _bound(vals[0], trip[1], trip[2])
+            if bnd < best_bound:
+                best_bound, best_trip = bnd, trip
+                yf = y_full(y_e, band, y_b, lam, cuts)
+                best_y = yf if wgt == 1.0 else smoothing * best_y + (1 - smoothing) * yf
+                best_mu = mu
+        vecs = np.linalg.qr(np.hstack(vecs_all))[0] if len(vecs_all) > 1 else vecs_all[0]
+        rc_all = np.einsum("ia,ij,ja->a", vecs, trip_m[0], vecs) - mu
         gap = (best_bound - best_obj) / max(1.0, abs(best_obj))
         hist["objective"].append(best_obj + offset)
         hist["bound"].append(best_bound + offset)
         hist["gap"].append(gap)
         hist["columns"].append(k)
         hist["time"].append(time.perf_counter() - t0)
-        hist["lambda"].append(float(vals[0]))
+        hist["lambda"].append(float(vals_m[0]))
         hist["cuts"].append(nc)
         if callback is not None:
             callback(it, objective=best_obj + offset, bound=best_bound + offset, gap=gap)
@@ -400,8 +446,7 @@ def solve_hinge_cuts(
         new_cut = cut is not None and cut_viol > 1e-12 * max(1.0, abs(obj_m))
         if new_cut:
             cuts.append(cut)
-        rc = vals - mu
-        keep = rc > 1e-12 * max(1.0, abs(obj_m))
+        keep = rc_all > 1e-12 * max(1.0, abs(obj_m))
         band_changed = not np.array_equal(new_band, band)
         if band_changed:
             band = new_band
@@ -446,17 +491,7 @@ def solve_hinge_cuts(
     z[sh] = zs
     z[hs.cols] = np.maximum(ha, 0.0) / hs.gabs
     obj = _quad(Q, Cd, s2) + float(c @ z)
-    # row multipliers of the best bound: y_r = s_r C_r sum_c lambda_c c_r off the band
-    y = np.zeros(m)
-    y_e, band_rows_b, y_b, lam, masks, mu = best_dual
-    y[ex] = y_e
-    yh = np.zeros(mh)
-    for lc, mk in zip(lam, masks, strict=True):
-        if lc:
-            yh += lc * np.unpackbits(mk, count=mh).astype(bool)
-    yh *= Cw
-    yh[np.searchsorted(hr, band_rows_b)] = y_b
-    y[hr] = sg * yh
+    y, mu = best_y, best_mu  # row multipliers of the best bound
     return MatrixGenerationResult(
         status=status,
         objective=float(obj + offset),
