@@ -134,6 +134,12 @@ def _blk_take_terms(idx, nsig, *sv):
             [np.asarray(V[idx], dtype=float) for V in sv[nsig:]])
 
 
+def _blk_adjoint_take(idx, w, take, nsig, *sv):
+    """``(sum_{r in idx} w_r A_r`` (n, n), rows ``take`` of every term) from one block."""
+    H = _blk_adjoint(idx, w, None, nsig, *sv) if idx.size else None
+    return H, _blk_take_terms(take, nsig, *sv) if take.size else None
+
+
 def _blk_quad_values(V, X):
     V = np.asarray(V, dtype=float)
     return np.einsum("ri,ri->r", V @ X, V)
@@ -344,6 +350,31 @@ class DaskRowOperator:
             Ss.append(sj)
         M = sp.hstack([sp.diags_array(s, shape=(k, k)) for s in Ss], format="csr")
         return FactoredOperator(np.vstack(Vs), M)
+
+    def adjoint_take(self, w: np.ndarray, rows: np.ndarray):
+        """``(adjoint_dense(w), take_operator(rows))`` in one pass over the blocks involved."""
+        from .matrix_generation import FactoredOperator
+
+        rows = np.asarray(rows, dtype=np.int64)
+        per = {b: [np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)]
+               for b in range(self.n_blocks)}
+        for b, idx, wv in self._split(w):
+            per[b][0], per[b][1] = idx, wv
+        blk = np.searchsorted(self.bounds, rows, side="right") - 1
+        for b in np.unique(blk):
+            per[int(b)][2] = rows[blk == b] - self.bounds[b]
+        bs = [b for b, (idx, _, tk) in per.items() if idx.size or tk.size]
+        parts = self._dask.compute(*[self._call(_blk_adjoint_take, b, *per[b]) for b in bs])
+        H = sum((h for h, _ in parts if h is not None), np.zeros((self.n, self.n)))
+        taken = [tk for _, tk in parts if tk is not None]
+        Vs, Ss = [], []
+        for j in range(self.nsig):
+            Vs.append(np.vstack([p[1][j] for p in taken]) if taken else np.zeros((0, self.n)))
+            Ss.append(np.concatenate([np.broadcast_to(p[0][j], len(p[1][j])) for p in taken])
+                      if taken else np.zeros(0))
+        k = rows.size
+        M = sp.hstack([sp.diags_array(s, shape=(k, k)) for s in Ss], format="csr")
+        return 0.5 * (H + H.T), FactoredOperator(np.vstack(Vs), M)
 
     # ---- passes behind LazyRows ----------------------------------------------------------
     def _matvec(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:

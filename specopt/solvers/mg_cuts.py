@@ -237,13 +237,22 @@ def solve_hinge_cuts(
             return np.zeros(m)
         return np.asarray(A.quad(Q) @ s2, dtype=float)
 
-    def make_cut(mask):
+    def make_cut(mask, take=None):
+        """The cut of ``mask`` (one pass ``A.adjoint_dense``); with ``take`` (hinge positions)
+        also those rows as an in-memory operator, in the same pass when the operator can."""
         w = np.zeros(m)
         w[hr[mask]] = Cw[mask] * sg[mask]
-        S = A.adjoint_dense(w) if mask.any() else np.zeros((n, n))
+        AT = None
+        if take is not None and hasattr(A, "adjoint_take"):
+            S, AT = A.adjoint_take(w, hr[take])
+        else:
+            S = A.adjoint_dense(w) if mask.any() else np.zeros((n, n))
+            if take is not None:
+                AT = row_subset(A, hr[take])
         cw = Cw * mask
-        return _Cut(S=0.5 * (S + S.T), b=float(cw @ hs.b), g=np.asarray(Gh.T @ cw),
-                    mask=np.packbits(mask))
+        cut = _Cut(S=0.5 * (S + S.T), b=float(cw @ hs.b), g=np.asarray(Gh.T @ cw),
+                   mask=np.packbits(mask))
+        return cut, AT
 
     def y_full(y_e, band, y_b, lam, cuts):
         """Row multipliers: y_r = s_r C_r sum_c lambda_c c_r off the band (module docstring)."""
@@ -280,7 +289,7 @@ def solve_hinge_cuts(
     # start: top eigenvectors of C, the all-rows cut (it bounds the shared variables like
     # sum_r C_r xi_r does when every row is violated), no band rows
     _, P = _top_eigs(full, np.append(1.0, np.zeros(m)), cpr, True, None, 1e-8)
-    cuts = [make_cut(np.ones(mh, dtype=bool))]
+    cuts = [make_cut(np.ones(mh, dtype=bool))[0]]
     band = np.zeros(0, dtype=np.int64)            # positions in hr
     AB = row_subset(A, hr[band])
     Ubar = thbar = None
@@ -340,13 +349,17 @@ def solve_hinge_cuts(
         s2 = sv * sv
         nzr = s2 > 1e-12 * max(t, s2.max(initial=0.0))
         Q, s2 = Q[:, nzr], s2[nzr]
-        # full-data pass at the separation point (in-out: between the best point and the
-        # master's; the master's when that cut would not cut the master's point off): exact
-        # objective there (a feasible point) and the next cut
-        cut, cut_viol = None, -np.inf
+        # one full-data pass: <A_r, X> at the master's point; activities are linear in X, so
+        # those at the separation point (in-out: between the best point and the master's) come
+        # from the stored ones of the best point. Exact objective there (a feasible point)
+        # and the next cut's mask; the master's point is the fallback separation point when
+        # that cut would not cut the master's point off (checked on the client)
+        act_m = activity(Q, s2)
+        ha_m = hinge_args(act_m, zs)
+        cut_viol = -np.inf
         for beta in ((inout, 0.0) if best_pt is not None and inout > 0 else (0.0,)):
             if beta > 0:
-                Qb, s2b, zb = best_pt
+                Qb, s2b, zb, act_b = best_pt
                 Qs, ss, _ = np.linalg.svd(np.hstack([Qb * np.sqrt(beta * s2b),
                                                      Q * np.sqrt((1 - beta) * s2)]),
                                           full_matrices=False)
@@ -354,26 +367,25 @@ def solve_hinge_cuts(
                 keep_s = ss > 1e-12 * t
                 Qs, ss = Qs[:, keep_s], ss[keep_s]
                 zsep = beta * zb + (1 - beta) * zs
+                act = beta * act_b + (1 - beta) * act_m
             else:
-                Qs, ss, zsep = Q, s2, zs
-            act = activity(Qs, ss)
+                Qs, ss, zsep, act = Q, s2, zs, act_m
             if polish:
                 # the best shared variable for this X (exact, on the client)
                 zp = polish_shared(hs.b - sg * act[hr], Gh[:, [0]].toarray().ravel(), Cw,
-                                   float(c[sh][0]), zlb[sh][0], zub[sh][0])
+                                   float(c_sh[0]), zlb_sh[0], zub_sh[0])
                 if zp is not None:
                     zsep = np.array([zp])
             ha = hinge_args(act, zsep)
             viol = ha > 0
             hsum = float(Cw[viol] @ ha[viol])
-            obj = _quad(Qs, Cd, ss) + float(c[sh] @ zsep) - hsum
+            obj = _quad(Qs, Cd, ss) + float(c_sh @ zsep) - hsum
             if obj > best_obj:
-                best_obj, best_pt = obj, (Qs, ss, zsep)
-            cut = make_cut(viol & ~np.isin(np.arange(mh), band)) if viol.any() else None
-            if cut is not None:
-                # the cut (outside the band) at the master's point, on the client
-                lhs = _quad(Q, cut.S, s2) + float(cut.g @ zs)
-                cut_viol = cut.b - lhs - xi_tot
+                best_obj, best_pt = obj, (Qs, ss, zsep, act)
+            mask = viol.copy()
+            mask[band] = False
+            # the cut's violation at the master's point
+            cut_viol = float(Cw[mask] @ ha_m[mask]) - xi_tot
             if cut_viol > 1e-12 * max(1.0, abs(obj_m)):
                 break
         # bound from the master duals (module docstring)
@@ -439,18 +451,21 @@ def solve_hinge_cuts(
         at_kink = band[(y_b < -1e-9 * Cb) & (y_b > -(1 - 1e-9) * Cb)]
         near = np.argsort(np.abs(ha), kind="stable")[: max(band_rows - at_kink.size, 0)]
         new_band = np.union1d(at_kink, near) if band_rows > 0 else band
-        # cuts: age by zero duals, drop old ones (never the all-rows cut), add the new one
+        band_changed = not np.array_equal(new_band, band)
+        # cuts: age by zero duals, drop old ones (never the all-rows cut), add the new one (its
+        # matrix and the new band rows in one pass); the cut leaves out both bands' rows
         for q, lc in zip(cuts, lam, strict=True):
             q.age = 0 if lc < -1e-12 else q.age + 1
         cuts = [cuts[0]] + [q for q in cuts[1:] if q.age < cut_age]
-        new_cut = cut is not None and cut_viol > 1e-12 * max(1.0, abs(obj_m))
+        new_cut = cut_viol > 1e-12 * max(1.0, abs(obj_m))
+        mask[new_band] = False
+        cut, AB_new = make_cut(mask, new_band if band_changed else None) if new_cut else (
+            None, row_subset(A, hr[new_band]) if band_changed else None)
         if new_cut:
             cuts.append(cut)
-        keep = rc_all > 1e-12 * max(1.0, abs(obj_m))
-        band_changed = not np.array_equal(new_band, band)
         if band_changed:
-            band = new_band
-            AB = row_subset(A, hr[band])
+            band, AB = new_band, AB_new
+        keep = rc_all > 1e-12 * max(1.0, abs(obj_m))
         if not keep.any() and not new_cut and not band_changed:
             status = "stalled"
             break
@@ -482,7 +497,7 @@ def solve_hinge_cuts(
         P = Pn[:, np.abs(np.diag(Rn)) > 1e-10]
 
     # the best point: exact trace, exact slacks (one more pass)
-    Q, s2, zs = best_pt
+    Q, s2, zs, _ = best_pt
     if (trace_eq and s2.sum() > 0) or s2.sum() > t:
         s2 = s2 * (t / s2.sum())
     act = activity(Q, s2)

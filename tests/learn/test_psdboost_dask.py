@@ -83,8 +83,8 @@ def test_dask_psdboost_equals_in_memory_on_cluster(client, seed, C_scale):
     assert {r["worker"] for r in ran} == workers
     kinds = {str(r["key"]).split("-")[0].strip("('") for r in ran}
     # (the gathers of the difference rows are fused into the tasks that use them)
-    # margins, band rows fetched, cut matrices, final violation check (the cut master)
-    assert {"_blk_rows_matvec", "_blk_take_terms", "_blk_adjoint", "_blk_quad_values"} <= kinds
+    # margins, cut matrices (+ band rows fetched), final violation check (the cut master)
+    assert {"_blk_rows_matvec", "_blk_adjoint_take", "_blk_adjoint", "_blk_quad_values"} <= kinds
     # no task ever held an array with |S| rows (results recorded on the workers)
     shapes = [s for ws in client.run(
         lambda dask_worker: dask_worker.plugins["shape-recorder"].shapes).values() for s in ws]
