@@ -78,7 +78,7 @@ def run_case(args) -> dict:
     S, D = args.S, args.D
     rec: dict = {"mode": args.mode, "S": S, "D": D, "c_scale": args.c_scale, "seed": args.seed,
                  "workers": args.workers, "block_rows": args.block, "V_bytes": 2 * S * D * 8}
-    est = PSDBoostMetric(C=args.c_scale / S, tol=args.tol,
+    est = PSDBoostMetric(C=args.c_scale / S, tol=args.tol, verbose=True,
                          route_options={"time_limit": args.time_limit})
     if args.mode == "dask":
         import distributed
@@ -127,6 +127,8 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=1800.0)
     ap.add_argument("--cap", type=float, default=3600.0, help="seconds per case (subprocess)")
     ap.add_argument("--out", default=str(RESULTS / "dask_triplets.json"))
+    ap.add_argument("--data", help="keep the generated data set in this directory (reused if "
+                    "it holds enough triplets)")
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--case", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--mode", help=argparse.SUPPRESS)
@@ -141,14 +143,20 @@ def main() -> None:
            "PYTHONPATH": str(ROOT)}
     records = []
     sizes = sorted({int(s) for s in args.sizes} | {int(s) for s in args.memory_sizes})
+    log = Path(args.out).with_suffix(".log")
+    log.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="specopt-dask-") as tmp:
+        root = Path(args.data) if args.data else Path(tmp)
         for seed in args.seeds:
-            data = Path(tmp) / f"seed{seed}"
-            data.mkdir()
-            t0 = time.perf_counter()
-            generate(data, args.N, args.D, max(sizes), seed, args.block)
-            print(f"generated N={args.N} D={args.D} |S|={max(sizes)} in "
-                  f"{time.perf_counter() - t0:.1f} s", flush=True)
+            data = root / f"seed{seed}_N{args.N}_D{args.D}"
+            meta = data / "meta.json"
+            if not (meta.exists() and json.loads(meta.read_text())["S"] >= max(sizes)):
+                data.mkdir(parents=True, exist_ok=True)
+                t0 = time.perf_counter()
+                generate(data, args.N, args.D, max(sizes), seed, args.block)
+                meta.write_text(json.dumps({"S": max(sizes)}))
+                print(f"generated N={args.N} D={args.D} |S|={max(sizes)} in "
+                      f"{time.perf_counter() - t0:.1f} s", flush=True)
             for S in sizes:
                 for c in args.c_scales:
                     modes = (["dask"] if S in {int(s) for s in args.sizes} else []) + (
@@ -161,18 +169,27 @@ def main() -> None:
                                "--tol", str(args.tol), "--time-limit", str(args.time_limit),
                                "--worker-gib", str(args.worker_gib)]
                         t0 = time.perf_counter()
-                        try:
-                            out = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                                                 timeout=args.cap)
-                            line = [x for x in out.stdout.splitlines()
-                                    if x.startswith("RESULT ")]
-                            rec = (json.loads(line[-1][7:]) if line else
-                                   {"mode": mode, "S": S, "c_scale": c, "seed": seed,
-                                    "error": out.stderr[-800:]})
-                        except subprocess.TimeoutExpired:
-                            rec = {"mode": mode, "S": S, "c_scale": c, "seed": seed,
-                                   "error": f"timeout {args.cap:.0f} s"}
+                        load0 = os.getloadavg()
+                        with open(log, "a") as fh:
+                            fh.write(f"\n=== {mode} |S|={S} C|S|={c} seed={seed}\n")
+                            fh.flush()
+                            start = fh.tell()
+                            try:
+                                out = subprocess.run(cmd, env=env, stdout=fh, stderr=fh,
+                                                     text=True, timeout=args.cap)
+                                fh.flush()
+                                with open(log) as fr:
+                                    fr.seek(start)
+                                    line = [x for x in fr.read().splitlines()
+                                            if x.startswith("RESULT ")]
+                                rec = (json.loads(line[-1][7:]) if line else
+                                       {"mode": mode, "S": S, "c_scale": c, "seed": seed,
+                                        "error": f"no result (exit {out.returncode}, see log)"})
+                            except subprocess.TimeoutExpired:
+                                rec = {"mode": mode, "S": S, "c_scale": c, "seed": seed,
+                                       "error": f"timeout {args.cap:.0f} s"}
                         rec["wall_s"] = time.perf_counter() - t0
+                        rec["load_start"] = load0
                         rec["load"] = os.getloadavg()
                         records.append(rec)
                         print(json.dumps(rec), flush=True)

@@ -48,6 +48,8 @@ __all__ = ["HingeRows", "hinge_structure", "is_dask_backed", "solve_hinge_cuts"]
 #: the cut master is used by default from this many hinge rows on (in-memory data; any number
 #: for Dask-backed data). Measured in benchmarks/dask_triplets.py --part threshold.
 CUT_MIN_ROWS = 5000
+#: hinge rows nearest their kink kept explicit in the cut master (measured: benchmarks)
+BAND_ROWS = 500
 #: cuts with a zero dual for this many consecutive rounds are dropped (the all-rows cut stays)
 CUT_AGE = 20
 #: the cut master keeps dense n x n cut matrices: above this n it is not used
@@ -198,7 +200,7 @@ def polish_shared(d, e, C, c0, lo, hi):
 def solve_hinge_cuts(
     full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, hs: HingeRows, *, tol, max_iters,
     time_limit, cpr, max_rank, verbose, t0, offset, callback=None, cut_age: int = CUT_AGE,
-    inout: float = 0.8, band_rows: int = 1000, smoothing: float = 0.5,
+    inout: float = 0.8, band_rows: int = BAND_ROWS, smoothing: float = 0.5,
 ):
     """Matrix generation with the 1-slack cut master (module docstring); returns a
     ``MatrixGenerationResult`` over the original rows and LP variables.
