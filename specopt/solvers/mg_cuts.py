@@ -188,8 +188,10 @@ def polish_shared(d, e, C, c0, lo, hi):
     bp, drop = bp[order], drop[order]
     slope = c0 + float(C[nz][e[nz] > 0] @ e[nz][e[nz] > 0])   # slope left of every breakpoint
     after = slope - np.cumsum(drop)                            # slope right of breakpoint i
-    if slope <= 0:
+    if slope < 0:
         z = -np.inf
+    elif slope == 0:  # flat left of the first breakpoint: attained there
+        z = bp[0] if bp.size else 0.0
     else:
         i = int(np.argmax(after <= 0)) if (after <= 0).any() else -1
         z = bp[i] if i >= 0 else np.inf
