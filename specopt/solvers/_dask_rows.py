@@ -80,6 +80,31 @@ def _sign(s, idx=None):
     return s if idx is None else s[idx]
 
 
+class _TripBlock:
+    """One block of difference rows ``data[T[:, a]] - data[T[:, b]]`` given by its index triples
+    (built inside a task): products with a small matrix gather rows of ``data @ arg`` instead of
+    forming the ``(rows, D)`` block; a row subset gathers only those rows."""
+
+    def __init__(self, T, data, a: int, b: int):
+        self.T, self.data, self.a, self.b = np.asarray(T), data, a, b
+
+    def matmul(self, arg: np.ndarray) -> np.ndarray:
+        Y = np.asarray(self.data, dtype=float) @ arg
+        return Y[self.T[:, self.a]] - Y[self.T[:, self.b]]
+
+    def __getitem__(self, idx) -> np.ndarray:
+        Ti = self.T[idx]
+        return (np.asarray(self.data[Ti[:, self.a]], dtype=float)
+                - np.asarray(self.data[Ti[:, self.b]], dtype=float))
+
+
+def _V(v):
+    """A block argument: an array, or ``("trip", T, data, a, b)`` for a :class:`_TripBlock`."""
+    if isinstance(v, tuple) and v and isinstance(v[0], str) and v[0] == "trip":
+        return _TripBlock(*v[1:])
+    return v
+
+
 def _rows_eval(kind: str, arg: np.ndarray, signs: tuple, Vs: tuple, idx=None) -> np.ndarray:
     """Rows of ``quad`` (``kind="quad"``: ``sum_j s_j (V_j U)^2``) or ``quad_pairs``
     (``kind="pairs"``: ``sum_j s_j (V_j P)_a (V_j P)_b`` over the pairs ``a <= b``)."""
@@ -87,8 +112,11 @@ def _rows_eval(kind: str, arg: np.ndarray, signs: tuple, Vs: tuple, idx=None) ->
     if kind == "pairs":
         I, J = _pairs(arg.shape[1])
     for s, V in zip(signs, Vs, strict=True):
-        Vb = np.asarray(V if idx is None else V[idx], dtype=float)
-        B = Vb @ arg
+        V = _V(V)
+        if isinstance(V, _TripBlock) and idx is None:
+            B = V.matmul(arg)
+        else:
+            B = np.asarray(V if idx is None else V[idx], dtype=float) @ arg
         term = B * B if kind == "quad" else B[:, I] * B[:, J]
         sj = _sign(s, idx)
         term = term * (sj if np.isscalar(sj) else sj[:, None])
@@ -117,7 +145,7 @@ def _blk_adjoint(idx, w, X, nsig, *sv):
     """``sum_{r in idx} w_r A_r`` (X None: dense (n, n)) or that matrix times X (n, k)."""
     out = None
     for s, V in zip(sv[:nsig], sv[nsig:], strict=True):
-        Vn = np.asarray(V[idx], dtype=float)
+        Vn = np.asarray(_V(V)[idx], dtype=float)
         sw = w * _sign(s, idx)
         if X is None:
             term = Vn.T @ (sw[:, None] * Vn)
@@ -131,7 +159,7 @@ def _blk_adjoint(idx, w, X, nsig, *sv):
 def _blk_take_terms(idx, nsig, *sv):
     """Rows ``idx`` of every term of the block: ([signs], [V rows])."""
     return ([_sign(s, idx) for s in sv[:nsig]],
-            [np.asarray(V[idx], dtype=float) for V in sv[nsig:]])
+            [np.asarray(_V(V)[idx], dtype=float) for V in sv[nsig:]])
 
 
 def _blk_adjoint_take(idx, w, take, nsig, *sv):
@@ -224,6 +252,8 @@ def triplet_rows(data, triplets, block_rows: int | None = None, dtype=np.float64
         ]
         arr = da.concatenate(blocks, axis=0)
         arr._specopt_keepalive = (T, Dd)  # the persisted triples and points live as long as V
+        # the row operator works on the triples directly (see _TripBlock)
+        arr._specopt_trip = (list(T.to_delayed().ravel()), data_key, a, b, T.chunks[0])
         out.append(arr)
     return out[0], out[1]
 
@@ -261,9 +291,15 @@ class DaskRowOperator:
                 raise ValueError(
                     f"all Dask row terms must have shape ({self.m}, {self.n}), got {V.shape}"
                 )
-            Vd = V if is_dask_array(V) else da.from_array(np.asarray(V, float), chunks=-1)
-            Vd = Vd.rechunk((chunks, -1))
-            blocks.append(list(Vd.to_delayed().ravel()))
+            trip = getattr(V, "_specopt_trip", None)
+            if trip is not None and tuple(trip[4]) == tuple(chunks):
+                # difference rows from index triples: blocks are (triples, points) references
+                tb, data_key, a, b, _ = trip
+                blocks.append([("trip", t, data_key, a, b) for t in tb])
+            else:
+                Vd = V if is_dask_array(V) else da.from_array(np.asarray(V, float), chunks=-1)
+                Vd = Vd.rechunk((chunks, -1))
+                blocks.append(list(Vd.to_delayed().ravel()))
             s = np.asarray(s, dtype=float)
             if s.ndim and s.size != self.m:
                 raise ValueError(f"row signs must have {self.m} entries, got {s.size}")

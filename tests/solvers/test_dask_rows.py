@@ -211,3 +211,28 @@ def test_dask_infeasible_matches_in_memory(rng):
     specopt.solve(mem, route="matrix_generation", master="lp")
     specopt.solve(dsk, route="matrix_generation", master="lp")
     assert mem.status == dsk.status == cp.INFEASIBLE
+
+
+def test_triplet_operator_works_on_the_triples(rng):
+    """Rows from index triples: the operator's passes gather rows of data @ U (or the selected
+    rows only) and equal the in-memory operator's; the cut master's fused pass too."""
+    X = rng.normal(size=(30, 4))
+    T = rng.integers(0, 30, size=(57, 3))
+    P, Q = triplet_rows(X, T, block_rows=11)
+    op = DaskRowOperator([(1.0, P), (-1.0, Q)])
+    assert isinstance(op._blocks[0][0], tuple) and op._blocks[0][0][0] == "trip"
+    Pm, Qm = X[T[:, 0]] - X[T[:, 2]], X[T[:, 0]] - X[T[:, 1]]
+    m = len(T)
+    ref = FactoredOperator(np.vstack([Pm, Qm]), sp.hstack([sp.identity(m), -sp.identity(m)]))
+    U, w = rng.normal(size=(4, 3)), rng.normal(size=m) * (rng.random(m) < 0.3)
+    np.testing.assert_allclose(op.quad(U) @ np.ones(3), ref.quad(U).sum(1), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(op.quad_pairs(U)), ref.quad_pairs(U), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(op.adjoint_dense(w), ref.adjoint_dense(w), rtol=1e-12,
+                               atol=1e-12)
+    rows = np.array([0, 5, 11, 40, 56])
+    H, sub = op.adjoint_take(w, rows)
+    np.testing.assert_allclose(H, ref.adjoint_dense(w), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(sub.quad(U), ref.quad(U)[rows], rtol=1e-12)
+    np.testing.assert_allclose(op.take_operator(rows).quad_pairs(U), ref.quad_pairs(U)[rows],
+                               rtol=1e-12, atol=1e-12)
