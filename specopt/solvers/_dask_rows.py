@@ -168,6 +168,20 @@ def _blk_adjoint_take(idx, w, take, nsig, *sv):
     return H, _blk_take_terms(take, nsig, *sv) if take.size else None
 
 
+def _blk_topk(U, theta, lo, hi, k, nsig, *sv):
+    """The ``k`` rows of the block with the largest ``max(lo - a_r, a_r - hi)``, ``a_r =
+    sum_j theta_j u_j^T A_r u_j``: (local indices, scores)."""
+    act = _rows_eval("quad", U, sv[:nsig], sv[nsig:]) @ theta
+    with np.errstate(invalid="ignore"):
+        score = np.fmax(lo - act, act - hi)
+    score = np.where(np.isnan(score), -np.inf, score)
+    if k < score.size:
+        idx = np.argpartition(-score, k - 1)[:k]
+    else:
+        idx = np.arange(score.size)
+    return idx, score[idx]
+
+
 def _blk_quad_values(V, X):
     V = np.asarray(V, dtype=float)
     return np.einsum("ri,ri->r", V @ X, V)
@@ -412,6 +426,23 @@ class DaskRowOperator:
         M = sp.hstack([sp.diags_array(s, shape=(k, k)) for s in Ss], format="csr")
         return 0.5 * (H + H.T), FactoredOperator(np.vstack(Vs), M)
 
+    def top_violated(self, U: np.ndarray, theta: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                     k: int) -> np.ndarray:
+        """The ``k`` rows with the largest ``max(lo_r - a_r, a_r - hi_r)`` at ``X = U diag(theta)
+        U^T`` (most violated first, then least slack): a top-``k`` per block on the cluster and a
+        merge of those on the client (never the ``m`` activities)."""
+        U = np.asarray(U, dtype=float)
+        tasks = []
+        for b in range(self.n_blocks):
+            lo_b, hi_b = lo[self.bounds[b]: self.bounds[b + 1]], hi[self.bounds[b]:
+                                                                   self.bounds[b + 1]]
+            tasks.append(self._call(_blk_topk, b, U, theta, lo_b, hi_b, k))
+        parts = self._dask.compute(*tasks)
+        idx = np.concatenate([i + self.bounds[b] for b, (i, _) in enumerate(parts)])
+        sc = np.concatenate([s for _, s in parts])
+        keep = np.argsort(-sc, kind="stable")[:k]
+        return np.sort(idx[keep])
+
     # ---- passes behind LazyRows ----------------------------------------------------------
     def _matvec(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:
         # the master asks for the same margins several times per round: remember the last few
@@ -612,3 +643,25 @@ def stack_rows(parts: list):
     if any(isinstance(p, LazyRows) for p in parts):
         return LazyRows(parts)
     return np.vstack(parts)
+
+
+def initial_working_set(A, P: np.ndarray, t: float, G, z0: np.ndarray, lb: np.ndarray,
+                        ub: np.ndarray, work: np.ndarray, k: int = 1000) -> np.ndarray:
+    """Round 1's row working set of the PSD-block master for Dask-backed rows: the ``k`` rows of
+    each Dask part most violated at ``X = (t / p) P P^T``, ``z = z0`` (top-``k`` on the cluster),
+    plus every in-memory row. Unchanged ``work`` when nothing is Dask-backed. The rows left out
+    join the master as soon as they are violated (``_master_on_rows``)."""
+    parts = A.ops if hasattr(A, "ops") and hasattr(A, "_cuts") else [A]
+    cuts = A._cuts if len(parts) > 1 else np.array([0, A.m])
+    if not any(isinstance(o, DaskRowOperator) for o in parts):
+        return work
+    off = np.asarray(G @ z0, dtype=float)
+    theta = np.full(P.shape[1], t / max(P.shape[1], 1))
+    out = np.zeros(A.m, dtype=bool)
+    for o, a, b in zip(parts, cuts[:-1], cuts[1:], strict=True):
+        if isinstance(o, DaskRowOperator) and o.m > k:
+            rows = o.top_violated(P, theta, lb[a:b] - off[a:b], ub[a:b] - off[a:b], k)
+            out[a + rows] = True
+        else:
+            out[a:b] = True
+    return out

@@ -51,7 +51,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ._dask_rows import stack_rows  # no dask import: only used when an operator is Dask-backed
+from ._dask_rows import initial_working_set, stack_rows  # no dask import unless Dask-backed
 from ._highs import new_highs
 
 __all__ = [
@@ -823,6 +823,8 @@ def _psd_block_loop(
         one = np.flatnonzero(cnt == 1)
         priv[one] = Gc.indices[Gc.indptr[one]]
     zcur = np.clip(np.zeros(p), zlb, zub)
+    if select_rows:  # Dask-backed rows: round 1 on a top-k of the rows, not all of them
+        work = initial_working_set(A, P, t, G, zcur, lb, ub, work)
     for it in range(1, max_iters + 1):
         k = P.shape[1]
         I, J = _pairs(k)

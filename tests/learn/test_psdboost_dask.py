@@ -105,3 +105,45 @@ def test_dask_psdboost_agrees_with_clarabel_on_cluster(client):
         PSDBoostMetric().fit(X, triplets=da.from_array(T + 60))
     with pytest.raises(ValueError, match="either labels y or triplets"):
         PSDBoostMetric().fit(X, np.zeros(len(X)), triplets=T)
+
+
+def test_non_hinge_rows_start_from_a_top_k_on_the_cluster(client, monkeypatch):
+    """Rows without hinge slacks on Dask: round 1's master holds the top-k rows found by a
+    reduction on the cluster (not all rows), and the result equals the in-memory one and
+    Clarabel's."""
+    import specopt
+    import specopt.solvers.matrix_generation as mg
+
+    rng = np.random.default_rng(5)
+    m, n = 1500, 5
+    V = rng.normal(size=(m, n)) * rng.uniform(0.3, 2, n)
+    b = np.einsum("ij,ij->i", V, V) * rng.uniform(0.25, 0.6, m)  # X = I / n is feasible
+    Cm = rng.normal(size=(n, n))
+    Cm = Cm + Cm.T
+
+    def problem(Vdata):
+        X = cp.Variable((n, n), PSD=True)
+        cons = [cp.trace(X) == 1, specopt.row_quad_forms(Vdata, X) <= b]
+        return cp.Problem(cp.Maximize(cp.trace(Cm @ X)), cons)
+
+    first = []
+    orig = mg._psd_block_master
+
+    def spy(Bs, *a, **k):
+        first.append(Bs.shape[0])
+        return orig(Bs, *a, **k)
+
+    monkeypatch.setattr(mg, "_psd_block_master", spy)
+    with distributed.get_task_stream(client) as ts:
+        pd = problem(da.from_array(V, chunks=(200, -1)))
+        specopt.solve(pd, route="matrix_generation", tol=1e-8)
+    assert first[0] <= 1000 < m
+    assert any("_blk_topk" in str(r["key"]) for r in ts.data)
+    pm = problem(V)
+    specopt.solve(pm, route="matrix_generation", tol=1e-8)
+    ref = problem(V)
+    ref.solve(solver=cp.CLARABEL)
+    cd, cm = specopt.certificate(pd), specopt.certificate(pm)
+    assert cd.status == cm.status == cp.OPTIMAL
+    assert abs(cd.objective - cm.objective) <= 1e-6 * max(1.0, abs(cm.objective))
+    assert abs(cd.objective - ref.value) <= 1e-5 * max(1.0, abs(ref.value))
