@@ -146,7 +146,7 @@ def _blk_adjoint(idx, w, X, nsig, *sv):
     out = None
     for s, V in zip(sv[:nsig], sv[nsig:], strict=True):
         Vn = np.asarray(_V(V)[idx], dtype=float)
-        sw = w * _sign(s, idx)
+        sw = np.broadcast_to(np.asarray(w * _sign(s, idx), dtype=float), (len(Vn),))
         if X is None:
             term = Vn.T @ (sw[:, None] * Vn)
         else:
@@ -164,7 +164,7 @@ def _blk_take_terms(idx, nsig, *sv):
 
 def _blk_adjoint_take(idx, w, take, nsig, *sv):
     """``(sum_{r in idx} w_r A_r`` (n, n), rows ``take`` of every term) from one block."""
-    H = _blk_adjoint(idx, w, None, nsig, *sv) if idx.size else None
+    H = _blk_adjoint(idx, w, None, nsig, *sv) if isinstance(idx, slice) or idx.size else None
     return H, _blk_take_terms(take, nsig, *sv) if take.size else None
 
 
@@ -336,8 +336,10 @@ class DaskRowOperator:
             *args, self.nsig, *self._block_signs(b), *self._blocks[b]
         )
 
-    def _split(self, w: np.ndarray):
-        """Per block: (b, local indices, values) of the nonzero weights."""
+    def _split(self, w: np.ndarray, compress: bool = False):
+        """Per block: (b, local indices, values) of the nonzero weights; with ``compress`` a
+        block whose rows are all selected gets ``slice(None)`` and equal values one scalar (the
+        graph then stays small when every row has a weight, e.g. the cut of all rows)."""
         w = np.asarray(w, dtype=float).ravel()
         if w.size != self.m:
             raise ValueError(f"weights must have {self.m} entries, got {w.size}")
@@ -346,7 +348,13 @@ class DaskRowOperator:
         out = []
         for b in np.unique(blk):
             sel = nz[blk == b]
-            out.append((int(b), sel - self.bounds[b], w[sel]))
+            idx, vals = sel - self.bounds[b], w[sel]
+            if compress:
+                if sel.size == self.bounds[b + 1] - self.bounds[b]:
+                    idx = slice(None)
+                if np.all(vals == vals[0]):
+                    vals = float(vals[0])
+            out.append((int(b), idx, vals))
         return out
 
     # ---- the SymOperator interface -------------------------------------------------------
@@ -363,7 +371,8 @@ class DaskRowOperator:
 
     def adjoint_dense(self, w: np.ndarray) -> np.ndarray:
         """``sum_r w_r A_r`` (n, n), over the rows with ``w_r != 0`` only."""
-        tasks = [self._call(_blk_adjoint, b, idx, wv, None) for b, idx, wv in self._split(w)]
+        tasks = [self._call(_blk_adjoint, b, idx, wv, None)
+                 for b, idx, wv in self._split(w, compress=True)]
         if not tasks:
             return np.zeros((self.n, self.n))
         (H,) = self._dask.compute(_tree_sum(tasks))
@@ -372,7 +381,8 @@ class DaskRowOperator:
     def adjoint_matvec(self, w: np.ndarray, X: np.ndarray) -> np.ndarray:
         """``(sum_r w_r A_r) @ X`` over the rows with ``w_r != 0`` only."""
         X = np.asarray(X, dtype=float)
-        tasks = [self._call(_blk_adjoint, b, idx, wv, X) for b, idx, wv in self._split(w)]
+        tasks = [self._call(_blk_adjoint, b, idx, wv, X)
+                 for b, idx, wv in self._split(w, compress=True)]
         if not tasks:
             return np.zeros((self.n,) + X.shape[1:])
         (Y,) = self._dask.compute(_tree_sum(tasks))
@@ -408,12 +418,13 @@ class DaskRowOperator:
         rows = np.asarray(rows, dtype=np.int64)
         per = {b: [np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)]
                for b in range(self.n_blocks)}
-        for b, idx, wv in self._split(w):
+        for b, idx, wv in self._split(w, compress=True):
             per[b][0], per[b][1] = idx, wv
         blk = np.searchsorted(self.bounds, rows, side="right") - 1
         for b in np.unique(blk):
             per[int(b)][2] = rows[blk == b] - self.bounds[b]
-        bs = [b for b, (idx, _, tk) in per.items() if idx.size or tk.size]
+        bs = [b for b, (idx, _, tk) in per.items()
+              if isinstance(idx, slice) or idx.size or tk.size]
         parts = self._dask.compute(*[self._call(_blk_adjoint_take, b, *per[b]) for b in bs])
         H = sum((h for h, _ in parts if h is not None), np.zeros((self.n, self.n)))
         taken = [tk for _, tk in parts if tk is not None]

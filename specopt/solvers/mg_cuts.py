@@ -453,7 +453,8 @@ def solve_hinge_cuts(
         # next band: rows at their kink in the master (fractional slack dual) stay, then the
         # rows closest to the kink at the separation point
         at_kink = band[(y_b < -1e-9 * Cb) & (y_b > -(1 - 1e-9) * Cb)]
-        near = np.argsort(np.abs(ha), kind="stable")[: max(band_rows - at_kink.size, 0)]
+        nn = min(max(band_rows - at_kink.size, 0), mh)
+        near = np.argpartition(np.abs(ha), nn - 1)[:nn] if 0 < nn < mh else np.arange(nn)
         new_band = np.union1d(at_kink, near) if band_rows > 0 else band
         band_changed = not np.array_equal(new_band, band)
         # cuts: age by zero duals, drop old ones (never the all-rows cut), add the new one (its

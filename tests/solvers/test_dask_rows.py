@@ -236,3 +236,13 @@ def test_triplet_operator_works_on_the_triples(rng):
     np.testing.assert_allclose(sub.quad(U), ref.quad(U)[rows], rtol=1e-12)
     np.testing.assert_allclose(op.take_operator(rows).quad_pairs(U), ref.quad_pairs(U)[rows],
                                rtol=1e-12, atol=1e-12)
+    # every row with one weight: blocks are shipped as (all rows, one scalar)
+    wc = np.full(m, 0.7)
+    np.testing.assert_allclose(op.adjoint_dense(wc), ref.adjoint_dense(wc), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(op.adjoint_matvec(wc, U), ref.adjoint_matvec(wc, U), rtol=1e-12,
+                               atol=1e-12)
+    H, sub = op.adjoint_take(wc, rows)
+    np.testing.assert_allclose(H, ref.adjoint_dense(wc), rtol=1e-12, atol=1e-12)
+    assert [len(i) if not isinstance(i, slice) else "all" for _, i, _ in op._split(wc, True)] \
+        == ["all"] * op.n_blocks
