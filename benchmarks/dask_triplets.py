@@ -112,6 +112,50 @@ def run_case(args) -> dict:
     return rec
 
 
+def threshold(args) -> None:
+    """In memory, same instances: the cut master (``cuts=True``) vs the row master
+    (``cuts=False``) on PSDBoost from index triples over |S| (sets ``mg_cuts.CUT_MIN_ROWS``)."""
+    from specopt.learn import PSDBoostMetric
+
+    records = []
+    for S in [int(x) for x in args.threshold_sizes]:
+        for c in args.c_scales:
+            for seed in args.seeds:
+                rng = np.random.default_rng(seed)
+                N, D = 2000, args.threshold_D
+                y = rng.integers(0, 4, N)
+                X = (rng.normal(size=(4, D))[y] * 1.5
+                     + rng.normal(size=(N, D)) * rng.uniform(0.5, 2.0, D)) / np.sqrt(D)
+                i, j, k = (rng.integers(0, N, 6 * S) for _ in range(3))
+                ok = (y[i] == y[j]) & (y[i] != y[k]) & (i != j)
+                T = np.column_stack([i, j, k])[ok][:S]
+                rec = {"S": S, "D": D, "c_scale": c, "seed": seed}
+                for name, cuts in (("cuts", True), ("rows", False)):
+                    est = PSDBoostMetric(C=c / S, tol=args.tol, route_options={
+                        "cuts": cuts, "time_limit": args.time_limit})
+                    t0 = time.perf_counter()
+                    est.fit_triplets(X, T)
+                    cert = est.certificate_
+                    rec[name] = {"time_s": time.perf_counter() - t0, "gap": cert.gap,
+                                 "objective": cert.objective, "rounds": cert.iterations,
+                                 "status": cert.status}
+                rec["ratio_rows_over_cuts"] = rec["rows"]["time_s"] / rec["cuts"]["time_s"]
+                rec["load"] = os.getloadavg()
+                print(json.dumps(rec), flush=True)
+                records.append(rec)
+    rows = ["| \\|S\\| | D | C\\|S\\| | seed | cut master [s] (gap, rounds) | row master [s] "
+            "(gap, rounds) | rows / cuts time | load |", "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        a, b = r["cuts"], r["rows"]
+        rows.append(f"| {r['S']:.0e} | {r['D']} | {r['c_scale']:g} | {r['seed']} | "
+                    f"{a['time_s']:.1f} ({a['gap']:.1e}, {a['rounds']}) | {b['time_s']:.1f} "
+                    f"({b['gap']:.1e}, {b['rounds']}) | {r['ratio_rows_over_cuts']:.2f} | "
+                    f"{r['load'][0]:.1f} |")
+    table = "\n".join(rows)
+    print(table)
+    Path(args.out).write_text(json.dumps({"records": records, "table": table}, indent=1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=float, nargs="*", default=[1e6])
@@ -135,7 +179,13 @@ def main() -> None:
     ap.add_argument("--S", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--c-scale", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--part", choices=["scale", "threshold"], default="scale")
+    ap.add_argument("--threshold-sizes", type=float, nargs="*", default=[1e3, 3e3, 1e4])
+    ap.add_argument("--threshold-D", type=int, default=20)
     args = ap.parse_args()
+    if args.part == "threshold":
+        threshold(args)
+        return
     if args.case:
         print("RESULT " + json.dumps(run_case(args)), flush=True)
         return
