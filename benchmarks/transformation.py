@@ -485,6 +485,8 @@ def main() -> None:
     ap.add_argument("--family-case", nargs=3, metavar=("METHOD", "N", "I"))
     ap.add_argument("--time-limit", type=float, default=600.0)
     ap.add_argument("--bias", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--name", default=None, help="family JSON name (default "
+                    "transformation_family[_no_bias])")
     args = ap.parse_args()
     if args.case:
         print(json.dumps(one_timing_case(args.case[0], int(args.case[1]), args.bias)))
@@ -503,7 +505,7 @@ def main() -> None:
                 "cap_s": cap, "bias": args.bias, "tol": 1e-4, "axes": FAMILY_AXES,
                 "load_start": os.getloadavg(),
                 "note": "2-core machine shared with other sessions; OMP_NUM_THREADS=1"}
-        name = "transformation_family" + ("" if args.bias else "_no_bias")
+        name = args.name or "transformation_family" + ("" if args.bias else "_no_bias")
 
         def save(records):
             write_json(name, family_summary(records),
