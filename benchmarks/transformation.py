@@ -400,7 +400,7 @@ def family_summary(records: list[dict]) -> list[dict]:
                "first_call_overhead_conic_s": float(np.median(
                    [d["conic"]["first_call_overhead"] for d in by.values()
                     if d.get("conic", {}).get("first_call_overhead") is not None] or [np.nan])),
-               "load": float(np.median([r.get("load_before", np.nan) for r in rs]))}
+               "load": float(np.nanmedian([r.get("load_before", np.nan) for r in rs]))}
         auto_fastest = 0
         for m in FAMILY_METHODS[1:]:
             ratios, lower = [], []
