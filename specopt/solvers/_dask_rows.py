@@ -17,7 +17,15 @@ one block holds all rows). Passes:
   (:meth:`DaskRowOperator.quad_pairs` followed by ``[rows]``),
 * the pricing matrix ``sum_r w_r A_r`` over the rows with ``w_r != 0`` (:meth:`adjoint_dense`,
   :meth:`adjoint_matvec`),
-* the final violation check (:func:`row_quad_values`, used by ``row_quad_forms(V, X).value``).
+* the final violation check (:func:`row_quad_values`, used by ``row_quad_forms(V, X).value``),
+* for the 1-slack cut master (:mod:`specopt.solvers.mg_cuts`): a cut's ``n x n`` matrix and the
+  band rows in one pass (:meth:`DaskRowOperator.adjoint_take`),
+* round 1 of the row master: the top-``k`` most violated rows (:meth:`top_violated`, a top-``k``
+  per block merged on the client).
+
+Rows from index triples (:func:`triplet_rows`) are handled on the triples directly: a product
+with a small ``n x k`` matrix gathers rows of ``points @ U`` (``k`` numbers per row instead of
+``D``), and a row subset gathers only those rows.
 
 Every pass runs through ``dask.compute`` and therefore on the user's active scheduler: the
 ``dask.distributed`` Client if one exists, else Dask's local threads. ``dask`` is imported
