@@ -210,6 +210,17 @@ class SymOp:
     def to_dense(self) -> np.ndarray:
         return self.matmat(np.eye(self.n))
 
+    def norm2_bound(self) -> float:
+        """Upper bound on ``||C||_2``: row-sum norm, ``max|w| ||U||_2^2``, ``||D||_F``."""
+        tot = 0.0
+        if self.sparse is not None:
+            tot += float(np.max(abs(self.sparse).sum(axis=1), initial=0.0))
+        if self.U is not None and self.U.size:
+            tot += float(np.max(np.abs(self.w))) * float(np.linalg.norm(self.U, 2)) ** 2
+        if self.dense is not None:
+            tot += float(np.linalg.norm(self.dense))
+        return tot
+
 
 # --------------------------------------------------------------------------------------------
 # Compiled kernels
@@ -372,7 +383,8 @@ class _Scaled:
     """The problem in solver units: unit-norm rows, ``|C| ~ 1``, ``K = kappa K~``."""
 
     def __init__(self, C: SymOp, A: SparseRows, b: np.ndarray, t: float | None,
-                 t_implied: float | None, centered: bool, sense: float) -> None:
+                 t_implied: float | None, centered: bool, sense: float,
+                 face: Any = None) -> None:
         n = A.n
         norms = A.row_norms()
         if np.any(norms == 0):
@@ -401,9 +413,19 @@ class _Scaled:
         self.centered = centered
         self.n = n
         self.m = A.m
+        # facial reduction: K = V Z V^T (V orthonormal, n x f; orthogonal to 1 when centered)
+        self.face = face
+        self.V = None if face is None else np.ascontiguousarray(face.V)
 
     def project(self, Y: np.ndarray) -> np.ndarray:
+        if self.V is not None:
+            return self.V @ (self.V.T @ Y)
         return Y - Y.mean(axis=0, keepdims=True) if self.centered else Y
+
+    def slack_norm_bound(self, y: np.ndarray, mu: float) -> float:
+        """An upper bound on ``||C - A^*(y) + mu I||_2`` (row-sum norm of the sparse parts)."""
+        adj = abs(_adjoint_sparse(self.A, y))
+        return self.C.norm2_bound() + float(np.max(adj.sum(axis=1), initial=0.0)) + abs(mu)
 
     def residual(self, Y: np.ndarray) -> np.ndarray:
         A = self.A
@@ -452,6 +474,8 @@ def _min_eigs(P: _Scaled, y: np.ndarray, mu: float, k: int, dense_threshold: int
     Returns ``(vals, vecs, err)`` with ``err`` an error allowance (residual norm for Lanczos).
     """
     n = P.n
+    if P.V is not None:
+        return _min_eigs_face(P, y, mu, k, dense_threshold, rng)
     big = 0.0
     if P.centered:
         # P S P + big * 11^T / n: the constant vector (K 1 = 0) is pushed above the spectrum;
@@ -506,6 +530,41 @@ def _min_eigs(P: _Scaled, y: np.ndarray, mu: float, k: int, dense_threshold: int
     return w, V, float(res[0]) if res.size else 0.0
 
 
+def _min_eigs_face(P: _Scaled, y: np.ndarray, mu: float, k: int, dense_threshold: int,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+    """Smallest eigenpairs of the reduced slack ``V^T S V`` (eigenvectors returned as ``V x``)."""
+    V = P.V
+    f = V.shape[1]
+    if f == 0:
+        return np.array([math.inf]), np.zeros((P.n, 1)), 0.0
+    k = max(1, min(k, f - 1 if f > 1 else 1))
+    if f <= dense_threshold:
+        Sf = V.T @ P.slack_matmat(y, mu, V)
+        w, U = sla.eigh(0.5 * (Sf + Sf.T))
+        return w[:k], V @ U[:, :k], 1e-12 * max(1.0, float(np.max(np.abs(w))))
+    shift = 2.0 * P.slack_norm_bound(y, mu) + 1.0
+
+    def mat(X: np.ndarray) -> np.ndarray:
+        X2 = X if X.ndim == 2 else X[:, None]
+        out = V.T @ P.slack_matmat(y, mu, np.ascontiguousarray(V @ X2))
+        return out if X.ndim == 2 else out[:, 0]
+
+    op = spla.LinearOperator((f, f), matvec=lambda x: mat(x) + shift * x,
+                             matmat=lambda X: mat(X) + shift * X, dtype=float)
+    try:
+        w, U = spla.eigsh(op, k=k, which="SA", v0=rng.standard_normal(f), tol=1e-10,
+                          ncv=min(f, max(2 * k + 1, 40)), maxiter=max(1000, 5 * f))
+    except spla.ArpackNoConvergence as exc:
+        w, U = exc.eigenvalues, exc.eigenvectors
+        if not w.size:
+            return np.array([-math.inf]), np.zeros((P.n, 1)), 0.0
+    w = w - shift
+    order = np.argsort(w)
+    w, U = w[order], U[:, order]
+    res = np.linalg.norm(mat(U) - U * w, axis=0)
+    return w, V @ U, float(res[0])
+
+
 def solve_low_rank_sdp(
     C: SymOp | np.ndarray | sp.sparray,
     A: SparseRows,
@@ -515,6 +574,7 @@ def solve_low_rank_sdp(
     trace_bound: float | None = None,
     implied_trace_bound: float | None = None,
     centered: bool = False,
+    face: Any = None,
     rank: int | None = None,
     max_rank: int | None = None,
     Y0: np.ndarray | None = None,
@@ -546,6 +606,11 @@ def solve_low_rank_sdp(
     implied_trace_bound : a bound on ``tr K`` valid for every feasible ``K`` that is *not* a
         constraint (e.g. :func:`graph_trace_bound`); used only by the certificate.
     centered : add the centering constraint ``1^T K 1 = 0`` (as ``Y^T 1 = 0``).
+    face : a :class:`specopt.solvers.facial_reduction.FaceReduction` (e.g. from
+        :func:`~specopt.solvers.facial_reduction.clique_face`): ``Y`` is kept in the face's range
+        ``V`` (``K = V Z V^T``), the dual slack is checked as ``V^T S V``, and the bound carries
+        the exposing-matrix correction that makes it valid for the original problem
+        (:func:`~specopt.solvers.facial_reduction.face_correction`). Needs a trace bound.
     rank, max_rank : initial factor width (default ``min(n, 8)``, or ``Y0``'s) and its cap
         (default ``n``).
     Y0, y0, mu0, sigma0 : warm start (a previous result's ``Y, y, mu, sigma``, user units).
@@ -579,7 +644,9 @@ def solve_low_rank_sdp(
     if trace_bound is not None and not trace_bound >= 0:
         raise ValueError(f"trace_bound must be >= 0, got {trace_bound}")
     sgn = 1.0 if sense == "min" else -1.0
-    P = _Scaled(C, A, b, trace_bound, implied_trace_bound, centered, sgn)
+    if face is not None and face.V.shape[0] != n:
+        raise ValueError(f"face basis has {face.V.shape[0]} rows for n = {n}")
+    P = _Scaled(C, A, b, trace_bound, implied_trace_bound, centered, sgn, face)
     rng = np.random.default_rng(seed)
     max_rank = n if max_rank is None else max(1, min(int(max_rank), n))
 
@@ -755,6 +822,18 @@ def _certificate(P: _Scaled, y: np.ndarray, mu: float, obj: float, lam: float) -
     # lam is lambda_min(C - A^*(y) + mu I); with a trace bound T:
     #   <C, K> >= b^T y - mu t + min(0, lam) T   (tr K <= t makes -mu (t - tr K) <= 0)
     dinf = max(0.0, -lam) / (1.0 + P.C.fro_norm() / math.sqrt(P.n))
+    if P.face is not None and P.t_cert is not None:
+        # lam is lambda_min(V^T S V); valid for the original problem via the exposing matrix
+        from .facial_reduction import face_correction
+
+        fr = P.face
+        eps = fr.eps(P.t_cert * P.kappa) / P.kappa
+        corr, _ = face_correction(lam, P.slack_norm_bound(y, mu), P.t_cert, eps, fr.omega,
+                                  fr.w_face_min, fr.delta)
+        bound = dual + corr
+        gap = abs(obj - bound) / (1.0 + abs(obj))
+        return {"bound": bound, "dual": dual, "gap": gap, "dinf": dinf,
+                "ok": lambda tol: gap <= tol}
     if P.t_cert is not None:
         bound = dual + min(0.0, lam) * P.t_cert
         gap = abs(obj - bound) / (1.0 + abs(obj))
@@ -814,9 +893,7 @@ def _grow(P: _Scaled, Y: np.ndarray, y: np.ndarray, sigma: float, mu: float,
     """Append columns ``alpha_j v_j``, each with the exact minimizing step of ``L``."""
     A = P.A
     for j in range(V.shape[1]):
-        v = V[:, j]
-        if P.centered:
-            v = v - v.mean()
+        v = P.project(V[:, j:j + 1])[:, 0]
         nv = float(np.linalg.norm(v))
         if nv == 0:
             continue
