@@ -649,6 +649,8 @@ def solve_low_rank_sdp(
     P = _Scaled(C, A, b, trace_bound, implied_trace_bound, centered, sgn, face)
     rng = np.random.default_rng(seed)
     max_rank = n if max_rank is None else max(1, min(int(max_rank), n))
+    if face is not None:  # rank(K) <= dim of the face
+        max_rank = max(1, min(max_rank, face.dim))
 
     # ---- starting point (solver units) ----
     if Y0 is not None:
