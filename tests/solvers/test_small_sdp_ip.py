@@ -1,0 +1,171 @@
+"""The row-space interior point for small SDPs and the matrix-generation master built on it."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import specopt.solvers.matrix_generation as MG
+from specopt.solvers.small_sdp_ip import solve_small_sdp
+
+
+def _random_sdp(seed, k, me, nl, nf, scale):
+    """A standard-form SDP with a strictly feasible primal and dual (so an optimum exists)."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(me, k, k)) * scale
+    A = 0.5 * (A + A.transpose(0, 2, 1))
+    Al = rng.normal(size=(me, nl)) * (rng.random((me, nl)) < 0.5)
+    Af = rng.normal(size=(me, nf))
+    R = rng.normal(size=(k, k))
+    b = (np.einsum("ijk,jk->i", A, R @ R.T + np.eye(k)) + Al @ rng.uniform(0.5, 2, nl)
+         + Af @ rng.normal(size=nf))
+    y0 = rng.normal(size=me)
+    R2 = rng.normal(size=(k, k))
+    C = np.tensordot(y0, A, axes=1) + R2 @ R2.T + np.eye(k)
+    cl = Al.T @ y0 + rng.uniform(0.1, 1, nl)
+    cf = Af.T @ y0
+    return A, b, C, Al, cl, Af, cf
+
+
+def _clarabel_value(A, b, C, Al, cl, Af, cf):
+    me, k, _ = A.shape
+    X = cp.Variable((k, k), PSD=True)
+    xl = cp.Variable(Al.shape[1], nonneg=True)
+    xf = cp.Variable(Af.shape[1])
+    rows = cp.hstack([cp.trace(A[i] @ X) for i in range(me)])
+    prob = cp.Problem(cp.Minimize(cp.trace(C @ X) + cl @ xl + cf @ xf),
+                      [rows + Al @ xl + Af @ xf == b])
+    try:
+        prob.solve(solver="CLARABEL")
+    except cp.error.SolverError:
+        pass
+    if prob.status == cp.OPTIMAL:
+        return prob.value, 1e-6
+    prob.solve(solver="SCS", eps_abs=1e-9, eps_rel=1e-9, max_iters=200_000)
+    assert prob.status == cp.OPTIMAL  # neither reference solver: the instance is the problem
+    return prob.value, 1e-4
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 7), me=st.integers(1, 14),
+       nl=st.integers(0, 8), nf=st.integers(0, 2), scale=st.sampled_from([1e-2, 1.0, 30.0]))
+def test_agrees_with_clarabel_and_returns_a_certified_pair(seed, k, me, nl, nf, scale):
+    nf = min(nf, me - 1)  # (free columns that pin y down entirely: returns None, see docs)
+    data = _random_sdp(seed, k, me, nl, nf, scale)
+    A, b, C, Al, cl, Af, cf = data
+    sol = solve_small_sdp(*data, tol=1e-9)
+    assert sol is not None
+    ref, rtol = _clarabel_value(*data)
+    assert abs(sol.primal - ref) <= rtol * (1 + abs(ref))
+    # primal feasible, dual feasible, gap closed: an optimality certificate of its own
+    assert np.linalg.eigvalsh(sol.X)[0] >= -1e-9
+    assert np.all(sol.xl >= 0)
+    res = np.einsum("ijk,jk->i", A, sol.X) + Al @ sol.xl + Af @ sol.xf - b
+    assert np.linalg.norm(res) <= 1e-7 * (1 + np.linalg.norm(b))
+    Z = C - np.tensordot(sol.y, A, axes=1)
+    assert np.linalg.eigvalsh(Z)[0] >= -1e-7 * (1 + np.linalg.norm(C))
+    assert np.all(cl - Al.T @ sol.y >= -1e-7 * (1 + np.abs(cl).max(initial=0)))
+    assert np.allclose(Af.T @ sol.y, cf, atol=1e-7 * (1 + np.abs(cf).max(initial=0)))
+    assert abs(sol.primal - sol.dual) <= 1e-7 * (1 + abs(sol.primal))
+
+
+def test_infeasible_problem_gives_none_not_an_answer():
+    # <I, X> = -1 with X PSD has no solution
+    A = np.eye(3)[None]
+    sol = solve_small_sdp(A, np.array([-1.0]), np.eye(3), np.zeros((1, 0)), np.zeros(0),
+                          np.zeros((1, 0)), np.zeros(0))
+    assert sol is None
+
+
+def _random_master(seed, k, m, p, with_bar):
+    rng = np.random.default_rng(seed)
+    I, J = MG._pairs(k)
+    sc = np.where(I == J, 1.0, np.sqrt(2.0))
+    Bs = rng.normal(size=(m, I.size))
+    cobj = rng.normal(size=I.size)
+    abar = rng.normal(size=m) if with_bar else None
+    cbar = 0.3 if with_bar else None
+    G = sp.csr_array(rng.normal(size=(m, p)) * (rng.random((m, p)) < 0.4))
+    c = rng.normal(size=p)
+    kinds = rng.integers(0, 4, p)  # free, lower, box, upper
+    zlb = np.where(np.isin(kinds, (1, 2)), -0.5, -np.inf)
+    zub = np.where(np.isin(kinds, (2, 3)), 1.0, np.inf)
+    z0 = np.clip(rng.normal(size=p) * 0.2, zlb, zub)
+    W0 = np.eye(k) / (2 * k)
+    act = Bs @ (W0[I, J] * sc) + (0.5 * abar if with_bar else 0.0) + G @ z0
+    typ = rng.integers(0, 4, m)  # equality, lower, upper, two-sided
+    lb = np.select([typ == 0, typ == 1, typ == 2], [act, act - 1, -np.inf], act - 0.5)
+    ub = np.select([typ == 0, typ == 1, typ == 2], [act, np.inf, act + 1], act + 0.5)
+    return Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub
+
+
+def _master_dual_value(args, y):
+    """Lagrangian dual function of the master at max-sense multipliers ``y`` (+inf if y has
+    the wrong sign for a side that is infinite)."""
+    Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k = args
+    val = 0.0
+    for yr, lo, hi in zip(y, lb, ub, strict=True):
+        if abs(yr) <= 1e-12:
+            continue
+        side = hi if yr > 0 else lo
+        if not np.isfinite(side):
+            return np.inf
+        val += yr * side
+    red = c - G.T @ y
+    for rj, lo, hi in zip(red, zlb, zub, strict=True):
+        if abs(rj) <= 1e-9:
+            continue
+        side = hi if rj > 0 else lo
+        if not np.isfinite(side):
+            return np.inf
+        val += rj * side
+    I, J = MG._pairs(k)
+    sc = np.where(I == J, 1.0, np.sqrt(2.0))
+    H = np.zeros((k, k))
+    coef = cobj - y @ Bs
+    H[I, J] = coef / sc
+    H[J, I] = coef / sc
+    top = np.linalg.eigvalsh(H)[-1]
+    if abar is not None:
+        top = max(top, cbar - y @ abar)
+    return val + t * (top if trace_eq else max(top, 0.0))
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), k=st.integers(2, 6), m=st.integers(1, 16),
+       p=st.integers(0, 5), with_bar=st.booleans(), trace_eq=st.booleans())
+def test_master_by_interior_point_matches_the_clarabel_master(seed, k, m, p, with_bar,
+                                                               trace_eq):
+    args = (*_random_master(seed, k, m, p, with_bar), 1.0, trace_eq, k)
+    saved, MG._MASTER_IP = MG._MASTER_IP, False
+    try:
+        ref = MG._psd_block_master(*args)
+    except (MG.UnboundedProblem, MG.MasterInfeasible, RuntimeError):
+        return  # Clarabel could not solve this master: not the case under test
+    finally:
+        MG._MASTER_IP = saved
+    got = MG._psd_block_master_ip(*args)
+    assert got is not None
+    obj, W, alpha, z, y, mu = got
+    assert abs(obj - ref[0]) <= 1e-7 * (1 + abs(ref[0]))
+    Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub = args[:10]
+    I, J = MG._pairs(k)
+    # the multipliers are optimal for the master's dual (they need not equal Clarabel's: the
+    # dual can have many optima): the Lagrangian dual function at y is the master's value
+    assert _master_dual_value(args, y) <= obj + 1e-6 * (1 + abs(obj))
+    act = Bs @ (W[I, J] * np.where(I == J, 1.0, np.sqrt(2.0))) + G @ z
+    if abar is not None:
+        act = act + alpha * abar
+    tol = 1e-6 * (1 + np.abs(act))
+    assert np.all(act >= lb - tol) and np.all(act <= ub + tol)
+    assert np.all(z >= zlb - 1e-8) and np.all(z <= zub + 1e-8)
+    assert np.linalg.eigvalsh(W)[0] >= -1e-9
+    tr = np.trace(W) + alpha
+    assert abs(tr - 1.0) <= 1e-7 if trace_eq else tr <= 1.0 + 1e-7
+    # multipliers have the sign of the side that can be active (d OPT / d bound)
+    only_lower = np.isfinite(lb) & ~np.isfinite(ub)
+    only_upper = np.isfinite(ub) & ~np.isfinite(lb)
+    assert np.all(y[only_lower] <= 1e-6) and np.all(y[only_upper] >= -1e-6)
