@@ -40,7 +40,9 @@ gives the valid lower bound ``b^T y + T min(0, lambda_min)``; without one, the b
 minus its residual norm above (Lanczos from a seeded random start; it finds the extreme eigenvalue
 with probability one, not with certainty). Status ``"optimal"`` needs the relative primal
 residual ``||A(K) - b|| / (1 + ||b||) <= tol`` and the relative gap
-``|<C,K> - bound| / (1 + |<C,K>|) <= tol`` (without a trace bound: the relative dual infeasibility
+``|<C,K> - bound| / (1 + |<C,K>|) <= tol`` with the bound on its proven side of ``<C, K>``
+(within 5e-7 relative; a slightly infeasible ``K`` can overshoot the optimum) (without a trace
+bound: the relative dual infeasibility
 ``max(0, -lambda_min) / (1 + ||C||)`` and ``|<C,K> - b^T y| / (1 + |<C,K>|)`` both ``<= tol``,
 the criterion conic solvers use). Otherwise ``"inaccurate"`` (iteration/time cap reached).
 """
