@@ -1,12 +1,31 @@
-"""Spectral matrix completion (iterated SDP) vs the nuclear-norm heuristic on the same masks.
+"""Spectral matrix completion (iterated SDP) vs the nuclear-norm heuristic over instance FAMILIES.
 
-Usage: python benchmarks/completion.py [--quick] [--trials T] [--timeout SECONDS]
+Usage: ``python -m benchmarks.completion [--sizes 12 20 30] [--per-size 6] [--cap 120]``
 
-Random Gaussian rank-r matrices (m x n), a fraction of entries observed uniformly at random (every
-row and column keeps one); both methods get the same mask. Reported: median and mean relative
-reconstruction error ||X_hat - M||_F / ||M||_F, exact-recovery rate (error < 1e-3), median time.
-The spectral fit includes its nuclear-norm start. Each trial runs in its own subprocess with a
-time cap. Prints a markdown table and writes benchmarks/results/completion.json.
+For every size m (the matrix is m x n, n = m or 3m/4) ``--per-size`` members are drawn; they vary
+(see :data:`DESIGN`, cycled with new seeds past its length):
+
+- the rank (1-3, lowered when r (m + n - r) > 0.75 |observed|: no method can recover it);
+- the observed fraction (0.4-0.6) and how entries are sampled: uniformly, or row-biased
+  (row i observed with probability proportional to a log-uniform weight over a decade);
+- the conditioning (singular values equal, or geometric down to 1/10);
+- row scales (equal, or log-uniform over a decade);
+- noise: exact observations (equality constraints), or Gaussian noise of 1 % of the entries'
+  RMS fitted with the slackened form (``C`` given); errors are measured against the clean M;
+- the shape (square or 4:3).
+
+Per member ONE fresh interpreter (imports excluded) solves, on the same mask:
+the nuclear-norm relaxation (one conic solve: the generic solvers) with Clarabel and with SCS,
+and the spectral fit (iterated SDP started from its own nuclear-norm solve) with each backend.
+The learners choose the backend by size (Clarabel if m + n <= 30, else SCS); the run checks that
+this choice was the faster one on every member. A tiny fit solved twice first gives the
+first-call (set-up) cost, reported separately; the timed fits are warm.
+
+Reported per size: median and worst relative error ``||X_hat - M||_F / ||M||_F`` of both, exact
+recoveries (error < 1e-3, noiseless members), and the time ratios (median and worst): spectral fit
+/ nuclear-norm solve (the price of the better answer, with the default backend), the other
+backend / the default one, for both. Prints markdown tables and writes
+``benchmarks/results/completion.json``.
 """
 
 from __future__ import annotations
@@ -14,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,81 +42,235 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_
 
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import markdown_table, run_json_subprocess, write_json  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+BACKENDS = ("CLARABEL", "SCS")
+
+#: member i of a size takes DESIGN[i % len(DESIGN)] (with seed 7000 + 31 m + i)
+DESIGN = (
+    dict(rank=1, observed=0.5, cond=1.0, sampling="uniform", scales="unit", noise=0.0,
+         shape="square"),
+    dict(rank=2, observed=0.5, cond=10.0, sampling="row-biased", scales="unit", noise=0.0,
+         shape="wide"),
+    dict(rank=3, observed=0.6, cond=1.0, sampling="uniform", scales="loguniform", noise=0.0,
+         shape="square"),
+    dict(rank=1, observed=0.4, cond=1.0, sampling="row-biased", scales="loguniform",
+         noise=0.01, shape="wide"),
+    dict(rank=2, observed=0.4, cond=1.0, sampling="uniform", scales="unit", noise=0.0,
+         shape="square"),
+    dict(rank=3, observed=0.5, cond=10.0, sampling="uniform", scales="unit", noise=0.01,
+         shape="wide"),
+)
+#: slack weight of the noisy members (``C`` of the learners)
+NOISY_C = 5.0
 
 
-def run_one(m: int, rank: int, observed: float, seed: int) -> dict:
-    import specopt  # noqa: F401
+def family_spec(i: int, m: int) -> dict:
+    """Member ``i`` of the size-m family (module docstring), rank capped so that it is
+    identifiable: r (m + n - r) <= 0.75 * observed * m * n."""
+    spec = dict(DESIGN[i % len(DESIGN)], seed=7000 + 31 * m + i)
+    n = m if spec["shape"] == "square" else max(2, (3 * m) // 4)
+    r = spec["rank"]
+    while r > 1 and r * (m + n - r) > 0.75 * spec["observed"] * m * n:
+        r -= 1
+    spec.update(m=m, n=n, rank=r)
+    return spec
+
+
+def family_instance(spec: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(clean M, observed matrix with NaN for missing entries, mask) of one member."""
+    rng = np.random.default_rng(spec["seed"])
+    m, n, r = spec["m"], spec["n"], spec["rank"]
+    s = np.geomspace(1.0, 1.0 / spec["cond"], r) if r > 1 else np.ones(1)
+    U = np.linalg.qr(rng.standard_normal((m, r)))[0]
+    V = np.linalg.qr(rng.standard_normal((n, r)))[0]
+    M = (U * s) @ V.T * np.sqrt(m * n / r)  # entries of order 1
+    if spec["scales"] == "loguniform":
+        M = M * np.exp(rng.uniform(np.log(0.3), np.log(3.0), m))[:, None]
+    if spec["sampling"] == "uniform":
+        p = np.full((m, 1), spec["observed"])
+    else:
+        w = np.exp(rng.uniform(0.0, np.log(10.0), m))
+        p = np.clip(spec["observed"] * w / w.mean(), 0.05, 0.95)[:, None]
+    while True:
+        mask = rng.random((m, n)) < p
+        if mask.any(axis=0).all() and mask.any(axis=1).all():
+            break
+    obs = M.copy()
+    if spec["noise"]:
+        obs = obs + spec["noise"] * np.sqrt(np.mean(M**2)) * rng.standard_normal((m, n))
+    return M, np.where(mask, obs, np.nan), mask
+
+
+def default_backend(m: int, n: int) -> str:
+    """What the completion learners pick when ``solver`` is not given."""
+    from specopt.learn.completion import NuclearNormCompletion
+
+    return NuclearNormCompletion()._solver(m + n)[0]
+
+
+def run_member(m: int, i: int) -> dict:
+    """Member ``i`` of size ``m``: every method once, in this (fresh) process."""
+    import cvxpy as cp
+
+    import specopt
     from specopt.learn.completion import (
         NuclearNormCompletion,
         SpectralMatrixCompletion,
         make_low_rank,
     )
 
-    M, mask = make_low_rank(m, m, rank, observed, random_state=seed)
-    Xo = np.where(mask, M, np.nan)
-    t0 = time.perf_counter()
-    nn = NuclearNormCompletion().fit(Xo)
-    t_nn = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    sp = SpectralMatrixCompletion(rank=rank).fit(Xo)
-    t_sp = time.perf_counter() - t0
-    return {"nn_err": -nn.score(M), "sp_err": -sp.score(M), "nn_time": t_nn, "sp_time": t_sp,
-            "sp_iters": sp.n_iter_, "sp_backend": sp.certificate_.backend}
+    spec = family_spec(i, m)
+    M, Xo, mask = family_instance(spec)
+    C = NOISY_C if spec["noise"] else None
+    out: dict = {"m": m, "i": i, "spec": spec, "observed_entries": int(mask.sum()),
+                 "default_backend": default_backend(spec["m"], spec["n"]),
+                 "load_before": os.getloadavg()[0]}
+    # first-call cost: a tiny fit in this fresh process, then the same fit again
+    Ms, masks = make_low_rank(6, 6, 1, 0.6, random_state=1)
+    tiny = np.where(masks, Ms, np.nan)
+    for b in BACKENDS:
+        t0 = time.perf_counter()
+        SpectralMatrixCompletion(rank=1, solver=b).fit(tiny)
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        SpectralMatrixCompletion(rank=1, solver=b).fit(tiny)
+        out[f"first_call_overhead_{b}"] = first - (time.perf_counter() - t0)
+    for b in BACKENDS:
+        t0 = time.perf_counter()
+        nn = NuclearNormCompletion(C=C, solver=b).fit(Xo)
+        out[f"nn_{b}_s"] = time.perf_counter() - t0
+        out[f"nn_{b}_err"] = -nn.score(M)
+    for b in BACKENDS:
+        t0 = time.perf_counter()
+        sp = SpectralMatrixCompletion(rank=spec["rank"], C=C, solver=b).fit(Xo)
+        out[f"sp_{b}_s"] = time.perf_counter() - t0
+        out[f"sp_{b}_err"] = -sp.score(M)
+        out[f"sp_{b}_iters"] = sp.n_iter_
+        out[f"sp_{b}_status"] = sp.certificate_.status
+    # what route="auto" does with the two problems (conic for the convex relaxation,
+    # iterated_sdp for the spectral cost: the only route for a non-convex spectral objective)
+    from specopt.atoms import mve_cost
+
+    Y, Z, X, K, cons, pen = nn._model(np.nan_to_num(Xo), mask)
+    out["auto_route_nn"] = specopt.explain(
+        cp.Problem(cp.Minimize(0.5 * cp.trace(K) + pen), cons)).auto_route
+    cons.append(cp.trace(K) <= sp.trace_bound_)
+    out["auto_route_spectral"] = specopt.explain(
+        cp.Problem(cp.Minimize(mve_cost(K, spec["rank"]) + pen), cons)).auto_route
+    out["load_after"] = os.getloadavg()[0]
+    return out
 
 
-def run_capped(args: tuple, timeout: float) -> dict:
-    cmd = [sys.executable, __file__, "--one", *map(str, args)]
-    env = dict(os.environ, PYTHONPATH=str(ROOT.parent) + os.pathsep + os.environ.get(
-        "PYTHONPATH", ""))
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout > {timeout:.0f} s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
-    return json.loads(lines[-1])
+def _ratio_stats(vals: list[float], worst=max) -> tuple[float | None, float | None]:
+    return (float(np.median(vals)), float(worst(vals))) if vals else (None, None)
+
+
+def summarize(records: list[dict]) -> list[dict]:
+    rows = []
+    for m in sorted({r["m"] for r in records}):
+        ok = [r for r in records if r["m"] == m and "error" not in r]
+        row: dict = {"m": m, "members": f"{len(ok)}/{sum(r['m'] == m for r in records)}"}
+        if not ok:
+            rows.append(row)
+            continue
+        # (record, default backend, other backend) per member
+        T = [(r, r["default_backend"], "SCS" if r["default_backend"] == "CLARABEL" else
+              "CLARABEL") for r in ok]
+        nn_err = [r[f"nn_{b}_err"] for r, b, _ in T]
+        sp_err = [r[f"sp_{b}_err"] for r, b, _ in T]
+        clean = [(r, b) for r, b, _ in T if not r["spec"]["noise"]]
+        row.update(
+            default_backend="/".join(sorted({b for _, b, _ in T})),
+            nn_err_median=float(np.median(nn_err)), nn_err_worst=max(nn_err),
+            sp_err_median=float(np.median(sp_err)), sp_err_worst=max(sp_err),
+            exact_nn=f"{sum(r[f'nn_{b}_err'] < 1e-3 for r, b in clean)}/{len(clean)}",
+            exact_sp=f"{sum(r[f'sp_{b}_err'] < 1e-3 for r, b in clean)}/{len(clean)}",
+            sp_better=f"{sum(s < n_ - 1e-6 for s, n_ in zip(sp_err, nn_err, strict=True))}"
+                      f"/{len(ok)}",
+            nn_s_median=float(np.median([r[f"nn_{b}_s"] for r, b, _ in T])),
+            sp_s_median=float(np.median([r[f"sp_{b}_s"] for r, b, _ in T])),
+            sp_s_worst=max(r[f"sp_{b}_s"] for r, b, _ in T),
+        )
+        row["sp_over_nn_median"], row["sp_over_nn_worst"] = _ratio_stats(
+            [r[f"sp_{b}_s"] / r[f"nn_{b}_s"] for r, b, _ in T])
+        # other backend / default backend: > 1 means the default was the faster one; the
+        # worst case for the default choice is the smallest ratio
+        row["nn_other_over_default_median"], row["nn_other_over_default_worst"] = _ratio_stats(
+            [r[f"nn_{b2}_s"] / r[f"nn_{b}_s"] for r, b, b2 in T], min)
+        row["sp_other_over_default_median"], row["sp_other_over_default_worst"] = _ratio_stats(
+            [r[f"sp_{b2}_s"] / r[f"sp_{b}_s"] for r, b, b2 in T], min)
+        row["default_fastest_sp"] = (
+            f"{sum(r[f'sp_{b}_s'] <= r[f'sp_{b2}_s'] for r, b, b2 in T)}/{len(ok)}")
+        row["sp_other_err_worst"] = max(r[f"sp_{b2}_err"] for r, _, b2 in T)
+        row["first_call_overhead_s"] = float(np.median(
+            [r[f"first_call_overhead_{b}"] for r, b, _ in T]))
+        row["auto_routes"] = ",".join(sorted({f"{r['auto_route_nn']}/{r['auto_route_spectral']}"
+                                              for r in ok}))
+        row["load"] = float(np.median([r["load_before"] for r in ok]))
+        rows.append(row)
+    return rows
+
+
+def member_table(records: list[dict]) -> str:
+    lines = ["| m x n | i | rank | observed | sampling | cond | scales | noise | NN err | "
+             "spectral err | NN Clarabel / SCS [s] | spectral Clarabel / SCS [s] (iters) | "
+             "default |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        sp = r.get("spec") or family_spec(r["i"], r["m"])
+        head = (f"| {sp['m']}x{sp['n']} | {r['i']} | {sp['rank']} | {sp['observed']:.0%} | "
+                f"{sp['sampling']} | {sp['cond']:g} | {sp['scales']} | {sp['noise']:g} |")
+        if "error" in r:
+            lines.append(head + f" {r['error']} | | | | |")
+            continue
+        b = r["default_backend"]
+        lines.append(
+            head + f" {r[f'nn_{b}_err']:.1e} | {r[f'sp_{b}_err']:.1e} | "
+            f"{r['nn_CLARABEL_s']:.2f} / {r['nn_SCS_s']:.2f} | "
+            f"{r['sp_CLARABEL_s']:.2f} / {r['sp_SCS_s']:.2f} "
+            f"({r['sp_CLARABEL_iters']} / {r['sp_SCS_iters']}) | {b} |")
+    return "\n".join(lines)
+
+
+SUMMARY_COLS = ["m", "members", "default_backend", "nn_err_median", "nn_err_worst",
+                "sp_err_median", "sp_err_worst", "exact_nn", "exact_sp", "sp_better",
+                "nn_s_median", "sp_s_median", "sp_s_worst", "sp_over_nn_median",
+                "sp_over_nn_worst", "nn_other_over_default_median", "nn_other_over_default_worst",
+                "sp_other_over_default_median", "sp_other_over_default_worst",
+                "default_fastest_sp", "first_call_overhead_s", "auto_routes", "load"]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--trials", type=int, default=10)
-    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--member", nargs=2, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[12, 20, 30])
+    ap.add_argument("--per-size", type=int, default=6)
+    ap.add_argument("--cap", type=float, default=120.0, help="seconds per member")
+    ap.add_argument("--name", default="completion")
     args = ap.parse_args()
-    if args.one:
-        m, rank, observed, seed = args.one
-        print(json.dumps(run_one(int(m), int(rank), float(observed), int(seed))))
+    if args.member:
+        print(json.dumps(run_member(*args.member), default=float))
         return
-    cases = [(10, 1, 0.5), (10, 2, 0.6)] if args.quick else [
-        (20, 1, 0.4), (20, 1, 0.5), (20, 2, 0.5), (20, 2, 0.6), (30, 2, 0.5)]
-    trials = 2 if args.quick else args.trials
-    results = {"cases": {}, "machine": f"{os.cpu_count()} cores, shared (loaded)"}
-    out = ROOT / "results" / "completion.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    print("| m x n | rank | observed | trials | NN err median / mean | spectral err median / mean "
-          "| exact NN / spectral | spectral better | NN s | spectral s | iters |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for m, rank, obs in cases:
-        rows = [run_capped((m, rank, obs, 1000 * rank + s), args.timeout) for s in range(trials)]
-        ok = [r for r in rows if "error" not in r]
-        results["cases"][f"{m}x{m}:r{rank}:{obs}"] = rows
-        out.write_text(json.dumps(results, indent=1))
-        if not ok:
-            print(f"| {m}x{m} | {rank} | {obs} | 0/{trials} | all failed: {rows[0]['error']} |")
-            continue
-        nn = np.array([r["nn_err"] for r in ok])
-        sp = np.array([r["sp_err"] for r in ok])
-        print(f"| {m}x{m} | {rank} | {obs:.0%} | {len(ok)}/{trials} | "
-              f"{np.median(nn):.2e} / {nn.mean():.2e} | {np.median(sp):.2e} / {sp.mean():.2e} | "
-              f"{np.mean(nn < 1e-3):.0%} / {np.mean(sp < 1e-3):.0%} | "
-              f"{np.mean(sp < nn - 1e-6):.0%} | "
-              f"{np.median([r['nn_time'] for r in ok]):.2f} | "
-              f"{np.median([r['sp_time'] for r in ok]):.2f} | "
-              f"{np.median([r['sp_iters'] for r in ok]):.0f} |", flush=True)
-    print(f"\nwrote {out}")
+    meta = {"sizes": args.sizes, "per_size": args.per_size, "cap_s": args.cap,
+            "design": DESIGN, "noisy_C": NOISY_C, "load_start": os.getloadavg(),
+            "note": "2-core machine shared with other sessions; OMP_NUM_THREADS=1"}
+    records: list[dict] = []
+    for m in args.sizes:
+        for i in range(args.per_size):
+            r = run_json_subprocess([str(Path(__file__).resolve()), "--member", str(m), str(i)],
+                                    args.cap, ROOT)
+            if "error" in r:
+                r = {"m": m, "i": i, "spec": family_spec(i, m), "error": r["error"]}
+            records.append(r)
+            print("#", json.dumps({k: v for k, v in r.items() if k != "spec"}), flush=True)
+            write_json(args.name, summarize(records),
+                       {**meta, "records": records, "load_end": os.getloadavg()})
+    print("\n## per member\n")
+    print(member_table(records))
+    print("\n## per size: median and worst over the family (same members, same run)\n")
+    print(markdown_table(summarize(records), SUMMARY_COLS))
 
 
 if __name__ == "__main__":

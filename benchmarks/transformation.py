@@ -15,8 +15,18 @@ Parts (``--part``):
   (N+1) x (N+1) Schur SDP (Clarabel, N <= 200 only). Every case runs in its own subprocess
   with a time cap.
 
+* ``family`` (not in ``all``): the timing over instance FAMILIES: ``--per-size`` members per N
+  (default 4; N = 50, 200, 1000), varying C (0.1, 1, 10), the input distortion, the margin
+  (0.01-0.2), label noise (0 or 5 % flipped) and per-feature input scales (see
+  :func:`family_spec`). Every (member, method) runs in its own capped subprocess; the solve of
+  a small member first gives the first-call cost, reported separately. Reported per N: median
+  and worst ratio of each method's time to the conic form's (same member, same run), and on
+  how many members the conic form (what ``solver="auto"`` uses) was the fastest.
+  Writes ``benchmarks/results/transformation_family.json``.
+
 Usage: ``python benchmarks/transformation.py [--part all] [--runs 10] [--sizes 200 1000 5000
-20000] [--timeout 120]``. Writes ``benchmarks/results/transformation.json``.
+20000] [--timeout 120]``; ``python -m benchmarks.transformation --part family [--sizes 50 200
+1000] [--per-size 4] [--timeout 60]``. Writes ``benchmarks/results/transformation.json``.
 """
 
 from __future__ import annotations
@@ -225,6 +235,7 @@ def one_timing_case(method: str, N: int, bias: bool, tol: float = 1e-4) -> dict:
 
 
 def run_timing(sizes, timeout: float, bias: bool) -> list[dict]:
+    """The single-instance timing table (one instance per N, ``--part timing``)."""
     rows = []
     here = Path(__file__).resolve()
     for N in sizes:
@@ -252,18 +263,258 @@ def run_timing(sizes, timeout: float, bias: bool) -> list[dict]:
     return rows
 
 
+# ------------------------------------------------------------------------ timing families
+
+#: what varies over a family (member i of a size takes entry i modulo the length, see
+#: :func:`family_spec`)
+FAMILY_AXES = {
+    "C": (1.0, 0.1, 10.0),
+    "distortion": ("Exponential", "Linear", "Square root"),
+    "margin": (0.05, 0.01, 0.2),
+    "label_noise": (0.0, 0.05),
+    "scales": ("unit", "loguniform"),
+}
+FAMILY_METHODS = ("conic", "matrix_generation", "extragradient", "schur_sdp")
+#: the thesis's (N+1) x (N+1) Schur SDP is only run up to this N (it takes minutes above)
+SCHUR_MAX_N = 100
+
+
+def family_spec(i: int, N: int) -> dict:
+    """Member ``i`` of the size-N family: C, input distortion, margin around the separating
+    line (0.01: nearly touching classes), label noise (5 % flipped: not separable, many bounded
+    alphas) and per-feature input scales (``loguniform``: two decades, which moves the global
+    ramp knots) vary; D = 10 inputs, J = 10 ramps."""
+    ax = FAMILY_AXES
+    return {"seed": 5000 + 17 * N + i, "C": ax["C"][i % 3],
+            "distortion": ax["distortion"][(i + i // 3) % 3],
+            "margin": ax["margin"][(i // 2) % 3], "label_noise": ax["label_noise"][(i // 3) % 2],
+            "scales": ax["scales"][(i // 2) % 2]}
+
+
+def family_tasks(N: int, spec: dict, D: int = 10, J: int = 10):
+    """The SaddleTask of one family member (see :func:`family_spec`)."""
+    from specopt.learn.transformation import RampFeatures
+    from specopt.solvers.transformation import make_tasks
+
+    rng = np.random.default_rng(spec["seed"])
+    X, y = synth_points(N, rng, D=D, margin=spec["margin"])
+    flip = rng.random(N) < spec["label_noise"]
+    y = np.where(flip, -y, y)
+    X = DISTORT[spec["distortion"]](X)
+    if spec["scales"] == "loguniform":
+        X = X * np.exp(rng.uniform(np.log(0.1), np.log(10.0), D))
+    F = RampFeatures(J).fit(X).transform_tensor(X)
+    return make_tasks(F, y.astype(float), spec["C"])
+
+
+def _solve_method(method: str, tasks, bias: bool, tol: float, time_limit: float) -> dict:
+    from specopt.learn._transformation_cvx import qcqp_master, solve_conic
+    from specopt.solvers.extragradient import extragradient
+    from specopt.solvers.transformation import matrix_generation
+
+    t0 = time.perf_counter()
+    if method == "conic":
+        r = solve_conic(tasks, bias=bias)
+        return {"value": r.upper, "gap": r.gap, "time": time.perf_counter() - t0,
+                "iterations": 1, "status": r.status}
+    if method == "matrix_generation":
+        r = matrix_generation(tasks, qcqp_master(), bias=bias, tol=tol, max_iter=500,
+                              time_limit=time_limit)
+    elif method == "extragradient":
+        r = extragradient(tasks, bias=bias, tol=tol, max_iter=10**7, time_limit=time_limit)
+    elif method == "schur_sdp":
+        out = _schur_sdp(tasks, bias)
+        return {**out, "time": time.perf_counter() - t0}
+    else:
+        raise ValueError(method)
+    return {"value": r.upper, "gap": r.gap, "time": time.perf_counter() - t0,
+            "iterations": r.iterations, "status": "optimal" if r.gap <= tol else "not certified"}
+
+
+def one_family_case(method: str, N: int, i: int, bias: bool, tol: float = 1e-4,
+                    time_limit: float = 600.0) -> dict:
+    """Family member ``i`` of size N solved by ``method`` in this (fresh) process.
+
+    A small member (N = 40) is solved first, twice: first minus repeat is the first-call cost
+    (CVXPY/solver set-up, compilation), reported separately; the timed solve is then warm."""
+    import os
+
+    small = family_tasks(40, family_spec(0, 40))
+    t0 = time.perf_counter()
+    _solve_method(method, small, bias, tol, time_limit)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _solve_method(method, small, bias, tol, time_limit)
+    rec = {"method": method, "N": N, "i": i, "spec": family_spec(i, N), "bias": bias,
+           "first_call_overhead": first - (time.perf_counter() - t0),
+           "load_before": os.getloadavg()[0]}
+    rec.update(_solve_method(method, family_tasks(N, rec["spec"]), bias, tol, time_limit))
+    rec["load_after"] = os.getloadavg()[0]
+    return rec
+
+
+def run_family(sizes, per_size: int, methods, cap: float, bias: bool, save=None) -> list[dict]:
+    """Every member of every size by every method, each in its own capped subprocess, members
+    interleaved (all methods on member i before member i+1: same machine load)."""
+    from benchmarks._common import run_json_subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    records: list[dict] = []
+    for N in sizes:
+        for i in range(per_size):
+            for method in methods:
+                if method == "schur_sdp" and N > SCHUR_MAX_N:
+                    continue
+                args = ["-m", "benchmarks.transformation", "--family-case", method, str(N),
+                        str(i), "--bias" if bias else "--no-bias", "--time-limit",
+                        str(0.9 * cap)]
+                rec = run_json_subprocess(args, cap, root)
+                if "error" in rec:
+                    rec = {"method": method, "N": N, "i": i, "spec": family_spec(i, N),
+                           "status": rec["error"], "time": None, "wall": rec.get("time")}
+                print(f"  N={N} i={i} {method}: {rec.get('status')} time={rec.get('time')} "
+                      f"gap={rec.get('gap')} it={rec.get('iterations')}", flush=True)
+                records.append(rec)
+                if save is not None:
+                    save(records)
+    return records
+
+
+def family_summary(records: list[dict]) -> list[dict]:
+    """Per N: median and worst ratio of every method's time to the conic form's (same member,
+    same run), and whether the conic form (``solver="auto"``) was the fastest on every member.
+
+    Ratios > 1 mean the conic form is faster. A method that hit the cap or stopped uncertified
+    contributes a lower bound (its ratio is at least this)."""
+    rows = []
+    for N in sorted({r["N"] for r in records}):
+        rs = [r for r in records if r["N"] == N]
+        by = {}
+        for r in rs:
+            by.setdefault(r["i"], {})[r["method"]] = r
+        conic = [d["conic"]["time"] for d in by.values()
+                 if d.get("conic", {}).get("time") is not None]
+        row = {"N": N, "instances": len(by),
+               "conic_median_s": float(np.median(conic)) if conic else None,
+               "conic_worst_s": max(conic) if conic else None,
+               "first_call_overhead_conic_s": float(np.median(
+                   [d["conic"]["first_call_overhead"] for d in by.values()
+                    if d.get("conic", {}).get("first_call_overhead") is not None] or [np.nan])),
+               "load": float(np.nanmedian([r.get("load_before", np.nan) for r in rs]))}
+        auto_fastest = 0
+        for m in FAMILY_METHODS[1:]:
+            ratios, lower = [], []
+            for d in by.values():
+                c, o = d.get("conic", {}), d.get(m)
+                if o is None or c.get("time") is None:
+                    continue
+                if o.get("time") is None:
+                    lower.append((o.get("wall") or np.nan) / c["time"])
+                elif o.get("status") in ("optimal", "optimal_inaccurate"):
+                    ratios.append(o["time"] / c["time"])
+                else:
+                    lower.append(o["time"] / c["time"])
+            allr = ratios + lower
+            row[f"{m}_over_conic_median"] = float(np.median(allr)) if allr else None
+            # worst for the claim "conic is faster": the smallest ratio
+            row[f"{m}_over_conic_worst"] = min(allr) if allr else None
+            row[f"{m}_lower_bounds"] = len(lower)
+        for d in by.values():
+            c = d.get("conic", {}).get("time")
+            others = [o["time"] for k, o in d.items() if k != "conic"
+                      and o.get("time") is not None and o.get("status") in
+                      ("optimal", "optimal_inaccurate")]
+            if c is not None and all(c <= t for t in others):
+                auto_fastest += 1
+        row["auto_conic_fastest"] = f"{auto_fastest}/{len(by)}"
+        gaps = [d["conic"]["gap"] for d in by.values() if d.get("conic", {}).get("gap")]
+        row["conic_worst_gap"] = max(gaps) if gaps else None
+        rows.append(row)
+    return rows
+
+
+def family_table(records: list[dict]) -> str:
+    by = {}
+    for r in records:
+        by.setdefault((r["N"], r["i"]), {})[r["method"]] = r
+    lines = ["| N | i | C | distortion | margin | label noise | scales | conic [s] (gap) | "
+             "matrix gen. [s] (masters) | extragradient [s] (iters) | Schur SDP [s] |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def cell(r, it=True):
+        if r is None:
+            return "-"
+        if r.get("time") is None:
+            return f"> {r.get('wall') or 0:.0f} ({r.get('status')})"
+        txt = f"{r['time']:.2f}"
+        if it and r.get("iterations") not in (None, 1):
+            txt += f" ({r['iterations']})"
+        if r.get("status") == "not certified":
+            txt += f", gap {r['gap']:.1e}"
+        return txt
+
+    for (N, i), d in sorted(by.items()):
+        sp = family_spec(i, N)
+        c = d.get("conic")
+        ctxt = cell(c, False) + (f" ({c['gap']:.0e})" if c and c.get("gap") is not None else "")
+        lines.append(f"| {N} | {i} | {sp['C']:g} | {sp['distortion']} | {sp['margin']:g} | "
+                     f"{sp['label_noise']:g} | {sp['scales']} | {ctxt} | "
+                     f"{cell(d.get('matrix_generation'))} | {cell(d.get('extragradient'))} | "
+                     f"{cell(d.get('schur_sdp'), False)} |")
+    cols = ["N", "instances", "conic_median_s", "conic_worst_s",
+            "matrix_generation_over_conic_median", "matrix_generation_over_conic_worst",
+            "extragradient_over_conic_median", "extragradient_over_conic_worst",
+            "schur_sdp_over_conic_median", "schur_sdp_over_conic_worst", "auto_conic_fastest",
+            "conic_worst_gap", "first_call_overhead_conic_s", "load"]
+    return "\n".join(lines) + "\n\n" + markdown_table(family_summary(records), cols)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--part", default="all", choices=["all", "synthetic", "digits", "timing"])
+    ap.add_argument("--part", default="all",
+                    choices=["all", "synthetic", "digits", "timing", "family"])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--digit-runs", type=int, default=3)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[200, 1000, 5000, 20000])
-    ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--sizes", type=int, nargs="+", default=None,
+                    help="N values (timing: 200 1000 5000 20000; family: 50 200 1000)")
+    ap.add_argument("--per-size", type=int, default=4, help="family members per N")
+    ap.add_argument("--methods", nargs="+", default=list(FAMILY_METHODS))
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="cap per case in seconds (timing: 120, family: 60)")
     ap.add_argument("--case", nargs=2, metavar=("METHOD", "N"))
+    ap.add_argument("--family-case", nargs=3, metavar=("METHOD", "N", "I"))
+    ap.add_argument("--time-limit", type=float, default=600.0)
     ap.add_argument("--bias", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--name", default=None, help="family JSON name (default "
+                    "transformation_family[_no_bias])")
     args = ap.parse_args()
     if args.case:
         print(json.dumps(one_timing_case(args.case[0], int(args.case[1]), args.bias)))
+        return
+    if args.family_case:
+        m, N, i = args.family_case
+        print(json.dumps(one_family_case(m, int(N), int(i), args.bias,
+                                         time_limit=args.time_limit), default=float))
+        return
+    if args.part == "family":
+        import os
+
+        sizes = args.sizes or [50, 200, 1000]
+        cap = args.timeout or 60.0
+        meta = {"sizes": sizes, "per_size": args.per_size, "methods": args.methods,
+                "cap_s": cap, "bias": args.bias, "tol": 1e-4, "axes": FAMILY_AXES,
+                "load_start": os.getloadavg(),
+                "note": "2-core machine shared with other sessions; OMP_NUM_THREADS=1"}
+        name = args.name or "transformation_family" + ("" if args.bias else "_no_bias")
+
+        def save(records):
+            write_json(name, family_summary(records),
+                       {**meta, "records": records, "load_end": os.getloadavg()})
+
+        records = run_family(sizes, args.per_size, args.methods, cap, args.bias, save)
+        print(f"\n### Time to a certified relative gap 1e-4 over families (bias={args.bias}; "
+              "ratios: method time / conic time, same member, same run)\n")
+        print(family_table(records))
         return
     out = {}
     if args.part in ("all", "synthetic"):
@@ -276,7 +527,8 @@ def main() -> None:
         print(markdown_table(out["digits"], ["task", *METHODS, "multitask"]))
     if args.part in ("all", "timing"):
         key = "timing" if args.bias else "timing_no_bias"
-        out[key] = run_timing(args.sizes, args.timeout, args.bias)
+        out[key] = run_timing(args.sizes or [200, 1000, 5000, 20000], args.timeout or 120.0,
+                              args.bias)
         print(f"\n### Time (s) to a certified relative gap 1e-4 (J = 10, D = 10, "
               f"bias={args.bias})\n")
         cols = ["N", "conic", "conic_gap", "matrix_generation", "matrix_generation_gap",

@@ -30,8 +30,17 @@ CLARABEL_MAX_DENSE_DIM = 300
 GENERIC_BACKENDS = ("CLARABEL", "SCS", "MOSEK")
 
 
+@functools.lru_cache(maxsize=1)
+def _installed_solvers() -> tuple[str, ...]:
+    return tuple(cp.installed_solvers())
+
+
 def installed_solvers() -> list[str]:
-    return list(cp.installed_solvers())
+    """CVXPY's installed solvers, asked once per process: ``cp.installed_solvers()`` tries to
+    import every solver module on each call (~8 ms here), and a solve asked it three times,
+    a fixed cost that made ``specopt.solve`` up to 2x slower than CVXPY on small problems
+    (``benchmarks/conic_forms.py``, end-to-end part)."""
+    return list(_installed_solvers())
 
 
 @functools.lru_cache(maxsize=1)

@@ -458,7 +458,10 @@ class MatrixGenerationRoute(Route):
             iterations=res.iterations,
             solve_time=elapsed,
             history=hist,
-            extra={"theta": res.theta, "U": res.U, "rank": int(res.theta.size),
+            # numerical rank (eigenvalues above 1e-6 of the largest: interior-point masters leave
+            # tiny weights on unused directions)
+            extra={"theta": res.theta, "U": res.U,
+                   "rank": int((res.theta > 1e-6 * res.theta.max(initial=0.0)).sum()),
                    "solver_status": res.status, "n_columns": res.n_columns},
         )
 

@@ -102,26 +102,24 @@ def _random_master(seed, k, m, p, with_bar):
     return Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub
 
 
+def _support(v, lo, hi, zero):
+    """``sup_{lo <= x <= hi} v^T x`` (entries of v below ``zero`` count as 0)."""
+    val = 0.0
+    for vj, a, b in zip(v, lo, hi, strict=True):
+        if abs(vj) <= zero:
+            continue
+        side = b if vj > 0 else a
+        if not np.isfinite(side):
+            return np.inf
+        val += vj * side
+    return val
+
+
 def _master_dual_value(args, y):
     """Lagrangian dual function of the master at max-sense multipliers ``y`` (+inf if y has
     the wrong sign for a side that is infinite)."""
     Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k = args
-    val = 0.0
-    for yr, lo, hi in zip(y, lb, ub, strict=True):
-        if abs(yr) <= 1e-12:
-            continue
-        side = hi if yr > 0 else lo
-        if not np.isfinite(side):
-            return np.inf
-        val += yr * side
-    red = c - G.T @ y
-    for rj, lo, hi in zip(red, zlb, zub, strict=True):
-        if abs(rj) <= 1e-9:
-            continue
-        side = hi if rj > 0 else lo
-        if not np.isfinite(side):
-            return np.inf
-        val += rj * side
+    val = _support(y, lb, ub, 1e-12) + _support(c - G.T @ y, zlb, zub, 1e-9)
     I, J = MG._pairs(k)
     sc = np.where(I == J, 1.0, np.sqrt(2.0))
     H = np.zeros((k, k))
