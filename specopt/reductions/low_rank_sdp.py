@@ -53,10 +53,10 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
                "inner", "dense_threshold", "sigma0", "eig_k", "sigma_max")
 
 #: ``route="auto"`` picks the low-rank engine for ``n >= PAYS_OFF_MIN_N`` (side of K).
-#: Measured in benchmarks/low_rank_sdp.py (SDE CVXPY model, 4 data sets, same run, load ~13):
-#: N = 50: the conic solvers are faster on all 4 (Clarabel 1.0-9.2 s; low-rank 1.3-62 s);
-#: N = 100: low-rank 3.4 s vs SCS 20.4 s (digits), 24.6 s vs > 60 s (spokes), both capped on
-#: swiss roll / S-curve (Slater fails there; docs/routes/low_rank_sdp.md).
+#: Measured in benchmarks/low_rank_sdp.py (SDE CVXPY model, 4 data sets x 2 seeds, same run,
+#: load 6-11): N = 50: the conic solvers are faster wherever both certify (digits 0.6-1.2 s vs
+#: SCS 0.45 s, Clarabel 2.5-3.6 s); N = 100: digits 1.0 / 1.4 s vs SCS 5.1 / 5.3 s, spokes 4.3 s
+#: vs SCS > 30 s; swiss roll / S-curve certify with no solver (docs/routes/low_rank_sdp.md).
 PAYS_OFF_MIN_N = 100
 #: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side; None: never
 #: by default (``inner="low_rank"`` opts in). Measured (load ~12): MVE on digits at N = 100 its
