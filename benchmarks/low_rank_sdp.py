@@ -6,8 +6,10 @@ Usage: python benchmarks/low_rank_sdp.py [--sizes 50 100 300] [--data swiss scur
 
 Model (the issue's): ``maximize trace(K)`` s.t. ``K >> 0``, ``cp.sum(K) == 0``,
 ``K[I, I] + K[J, J] - 2 K[I, J] == d2`` on the k-NN edges (k = 6; squared lengths scaled to mean
-1). Data families: sklearn swiss roll and S-curve (3-D), hubs and spokes (10-D), a random subset
-of sklearn digits (64-D); seeds vary the sample. Each (backend, instance) runs in its own
+1; a disconnected k-NN graph, which makes the SDE unbounded, gets the shortest edges joining its
+components; digits above 1797 points uses all 1797). Data families: sklearn swiss roll and
+S-curve (3-D), hubs and spokes (10-D), a random subset of sklearn digits (64-D); seeds vary the
+sample. Each (backend, instance) runs in its own
 subprocess with a wall-clock timeout. Backends: ``low_rank_sdp`` route at ``tol=1e-4`` (first
 call pays numba compilation: reported separately as ``compile_s``), SCS at ``eps = 1e-5`` with
 ``time_limit_secs = --scs-cap`` (a capped run is reported as ``> cap``), Clarabel up to
@@ -59,11 +61,23 @@ def instance(name: str, n: int, seed: int, k: int = 6):
         from sklearn.datasets import load_digits
 
         D, _ = load_digits(return_X_y=True)
-        X = D[np.random.default_rng(seed).choice(len(D), n, replace=False)]
+        # all 1797 digits when n exceeds them (the seed then only permutes the points)
+        X = D[np.random.default_rng(seed).choice(len(D), min(n, len(D)), replace=False)]
     else:
         raise ValueError(name)
     G = kneighbors_graph(X, k)
-    G = ((G + G.T) > 0).astype(float)
+    G = ((G + G.T) > 0).astype(float).tolil()
+    # a disconnected graph makes the SDE unbounded (components drift apart): join components by
+    # their shortest connecting edge until connected (digits at N >= 1000 needs it)
+    from scipy.sparse.csgraph import connected_components
+
+    ncomp, lab = connected_components(G, directed=False)
+    while ncomp > 1:
+        a_, b_ = np.flatnonzero(lab == 0), np.flatnonzero(lab != 0)
+        D = np.sum((X[a_][:, None, :] - X[b_][None, :, :]) ** 2, axis=2)
+        i, j = np.unravel_index(np.argmin(D), D.shape)
+        G[a_[i], b_[j]] = G[b_[j], a_[i]] = 1.0
+        ncomp, lab = connected_components(G, directed=False)
     E = np.array(sp.triu(G, 1).nonzero()).T
     d2 = np.sum((X[E[:, 0]] - X[E[:, 1]]) ** 2, axis=1)
     return X.shape[0], E, d2 / d2.mean()

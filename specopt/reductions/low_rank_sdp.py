@@ -21,8 +21,11 @@ with centering, from edge-distance rows that connect all nodes (:func:`graph_tra
 
 Options (``specopt.solve(prob, route="low_rank_sdp", ...)``): ``tol`` (1e-5), ``rank``,
 ``max_rank``, ``max_iters``, ``inner_max_iters``, ``time_limit``, ``seed``, ``inner``,
-``dense_threshold``, ``warm_start`` (a previous ``extra["factor"]`` / ``extra["y"]`` pair as a
-tuple ``(Y, y)``).
+``dense_threshold``, ``sigma_max``, ``warm_start`` (a previous ``extra["factor"]`` /
+``extra["y"]`` pair as a tuple ``(Y, y)``), ``facial_reduction`` (False; True: restrict ``K`` to
+the face exposed by fixed-distance cliques, :mod:`specopt.solvers.facial_reduction`, with the
+bound made valid for the original problem; measured no faster on swiss roll / S-curve, see
+docs/routes/low_rank_sdp.md).
 """
 
 from __future__ import annotations
@@ -47,13 +50,13 @@ from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
 _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_limit", "seed",
-               "inner", "dense_threshold", "sigma0", "eig_k")
+               "inner", "dense_threshold", "sigma0", "eig_k", "sigma_max")
 
 #: ``route="auto"`` picks the low-rank engine for ``n >= PAYS_OFF_MIN_N`` (side of K).
-#: Measured in benchmarks/low_rank_sdp.py (SDE CVXPY model, 4 data sets, same run, load ~13):
-#: N = 50: the conic solvers are faster on all 4 (Clarabel 1.0-9.2 s; low-rank 1.3-62 s);
-#: N = 100: low-rank 3.4 s vs SCS 20.4 s (digits), 24.6 s vs > 60 s (spokes), both capped on
-#: swiss roll / S-curve (Slater fails there; docs/routes/low_rank_sdp.md).
+#: Measured in benchmarks/low_rank_sdp.py (SDE CVXPY model, 4 data sets x 2 seeds, same run,
+#: load 6-11): N = 50: the conic solvers are faster wherever both certify (digits 0.6-1.2 s vs
+#: SCS 0.45 s, Clarabel 2.5-3.6 s); N = 100: digits 1.0 / 1.4 s vs SCS 5.1 / 5.3 s, spokes 4.3 s
+#: vs SCS > 30 s; swiss roll / S-curve certify with no solver (docs/routes/low_rank_sdp.md).
 PAYS_OFF_MIN_N = 100
 #: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side; None: never
 #: by default (``inner="low_rank"`` opts in). Measured (load ~12): MVE on digits at N = 100 its
@@ -253,13 +256,14 @@ class LowRankSDPRoute(Route):
         d: LRData = match.data
         kw = {k: opts.pop(k) for k in _ROUTE_OPTS if k in opts}
         warm = opts.pop("warm_start", None)
+        face = _face(d, opts.pop("facial_reduction", False))
         if opts:
             raise TypeError(f"unknown option(s) for route 'low_rank_sdp': {', '.join(opts)}")
         if warm is not None and not isinstance(warm, bool):
             kw["Y0"], kw["y0"] = warm[0], warm[1]
         res = solve_low_rank_sdp(d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                                  implied_trace_bound=d.implied_trace_bound, centered=d.centered,
-                                 verbose=verbose, **kw)
+                                 face=face, verbose=verbose, **kw)
         Kval = res.Y @ res.Y.T
         status = cp.OPTIMAL if res.status == OPTIMAL else cp.OPTIMAL_INACCURATE
         return RouteResult(
@@ -277,7 +281,8 @@ class LowRankSDPRoute(Route):
             extra={"rank": res.rank, "lambda_min": res.lambda_min,
                    "primal_residual": res.primal_residual, "factor": res.Y, "y": res.y,
                    "inner_iterations": res.inner_iterations, "rank_growths": res.rank_growths,
-                   "trace_bound_used": res.trace_bound_used, "engine_status": res.status},
+                   "trace_bound_used": res.trace_bound_used, "engine_status": res.status,
+                   "face_dim": None if face is None else face.dim},
         )
 
     @staticmethod
@@ -290,6 +295,21 @@ class LowRankSDPRoute(Route):
             val = s * res.y[sl]
             dual[con.id] = val.reshape(con.shape, order="F") if con.shape else float(val[0])
         return dual
+
+
+def _face(d: LRData, flag: Any) -> Any:
+    """The clique face (:func:`specopt.solvers.facial_reduction.clique_face`) when asked for and
+    the problem has edge-distance rows, centering and a trace bound for the certificate."""
+    if flag not in (True, False):
+        raise ValueError(f"facial_reduction must be True or False, got {flag!r}")
+    if not flag or not d.centered or d.A.m == 0:
+        return None
+    if d.implied_trace_bound is None and d.trace_bound is None:
+        return None
+    from ..solvers.facial_reduction import clique_face
+
+    pairs, d2 = distance_rows(d.A, d.b)
+    return clique_face(d.n, pairs, d2, centered=True) if len(pairs) else None
 
 
 register_route(LowRankSDPRoute())

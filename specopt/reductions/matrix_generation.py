@@ -62,15 +62,13 @@ _ROUTE_OPTS = (
 #: form stores densely) is at least ``PAYS_OFF_MIN_DATA``. From the WORST case over the benchmark
 #: families (``benchmarks/matrix_generation.py --family``: PSDBoost triplets varying C, classes,
 #: noise, feature scales, nn/random triplets, mean dimension; certified 1e-4 vs SCS, same run,
-#: fixed costs included; docs/routes/matrix_generation.md): D=24/|S|=550 worst 0.5x;
-#: D=100/|S|=2000 median 10.3x but worst < 1.1x (a noisy, badly scaled random-triplet member
-#: with a rank-16 solution: not certified in 300 s, SCS 333 s). So no measured size with a
-#: runnable conic form qualifies; the route is picked only where the conic data alone
-#: (8 bytes * rows * n^2 >= 8 GB, before SCS's own copies) does not fit this class of machine,
-#: e.g. D=500/|S|=10000 (2.5e9, 20 GB). Between 2e7 and 1e9 nothing was measured: conic.
-PAYS_OFF_MIN_N = 50
+#: fixed costs included; docs/routes/matrix_generation.md), with the interior-point master:
+#: D=100/|S|=2000 (2e7): faster than SCS on all 6 members, median 22.8x, worst 1.9x (rank-16
+#: member); D=50/|S|=2000 (5e6): median ~14x but two rank-21 members (42% of n) 0.82x and
+#: 0.76x; D=24/|S|=550: worst 0.5x. So from n = 100 and 2000 rows on.
+PAYS_OFF_MIN_N = 100
 PAYS_OFF_MIN_ROWS = 2000
-PAYS_OFF_MIN_DATA = 1e9
+PAYS_OFF_MIN_DATA = 2e7
 
 
 @dataclass
@@ -382,8 +380,8 @@ class MatrixGenerationRoute(Route):
         size = float(data.A.m) * data.n * data.n
         m = data.A.m
         if data.n >= PAYS_OFF_MIN_N and m >= PAYS_OFF_MIN_ROWS and size >= PAYS_OFF_MIN_DATA:
-            return True, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: the conic form would "
-                          "not fit in memory (the benchmark families' worst case)")
+            return True, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: faster than the conic "
+                          "route on every member of the benchmark families at this size")
         return False, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: small; matrix generation "
                        f"is only picked from n >= {PAYS_OFF_MIN_N} and {PAYS_OFF_MIN_ROWS} rows "
                        f"and rows*n^2 >= {PAYS_OFF_MIN_DATA:.0e} (worst case of the measured "

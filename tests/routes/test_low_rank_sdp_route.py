@@ -170,3 +170,33 @@ def test_iterated_sdp_inner_option_validated():
     prob2 = cp.Problem(cp.Minimize(mve_cost(K, 1) + cp.square(x)), [K >> 0, cp.trace(K) <= 1])
     with pytest.raises(RouteMismatch, match="exactly one"):
         specopt.solve(prob2, route="iterated_sdp", inner="low_rank")
+
+
+def test_facial_reduction_option_on_a_slater_failing_model():
+    """5-point cliques of 3-D points (Slater fails): the route on the clique face certifies a
+    bound on the right side of SCS's optimum; the option is validated."""
+    rng = np.random.default_rng(3)
+    X, pairs = [], []
+    for c in range(3):
+        X.append(rng.standard_normal((5, 3)) + np.array([3.0 * c, 0, 0]))
+        pairs += [(5 * c + a, 5 * c + b) for a in range(5) for b in range(a + 1, 5)]
+        if c:
+            pairs.append((5 * c - 1, 5 * c))
+    X, pairs = np.vstack(X), np.array(pairs)
+    n = len(X)
+    I, J = pairs[:, 0], pairs[:, 1]
+    d2 = np.sum((X[I] - X[J]) ** 2, axis=1)
+    K = cp.Variable((n, n), symmetric=True)
+    prob = cp.Problem(cp.Maximize(cp.trace(K)),
+                      [K >> 0, cp.sum(K) == 0, K[I, I] + K[J, J] - 2 * K[I, J] == d2])
+    specopt.solve(prob, route="low_rank_sdp", tol=1e-5, facial_reduction=True)
+    cert = specopt.certificate(prob)
+    assert cert.extra["face_dim"] == n - 1 - 3
+    val, bound = cert.objective, cert.bound
+    ref = cp.Problem(cp.Maximize(cp.trace(K)), prob.constraints)
+    ref.solve(solver="SCS", eps_abs=1e-9, eps_rel=1e-9, max_iters=10**6)
+    assert ref.status == cp.OPTIMAL
+    assert bound >= ref.value * (1 - 1e-9)
+    assert val == pytest.approx(ref.value, rel=1e-4)
+    with pytest.raises(ValueError, match="facial_reduction"):
+        specopt.solve(prob, route="low_rank_sdp", facial_reduction="yes")
