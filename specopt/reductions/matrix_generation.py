@@ -20,7 +20,8 @@ constraint. The factored solution is in ``extra["theta"], extra["U"]``.
 
 Options: ``tol`` (1e-6), ``max_iters``, ``time_limit``, ``master`` ("psd", default, or "lp"),
 ``max_rank`` (30), ``row_selection`` (500), ``row_band`` (1e-2), ``resolve_rows`` (False),
-``columns_per_round`` (5), ``smoothing`` (0.5),
+``columns_per_round`` (5), ``smoothing`` (0.5), ``cuts`` ("auto": hinge rows in the 1-slack cut
+master of ``specopt.solvers.mg_cuts`` from 5000 of them or with Dask data; True / False),
 ``prune_after``, ``max_columns``, ``dense_threshold`` (see the solver's docstring).
 """
 
