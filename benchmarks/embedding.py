@@ -10,8 +10,10 @@ social network (networkx), digits subsets. Seed figures (MVE / SDE / KPCA, %): s
 77.5 / 41.7 / 29.3.
 
 Time table: the whole MVE fit (iterated SDP, DPP subproblem compiled once, SCS warm start) against
-one SDE solve (the same SDP set, same SCS settings) on kNN graphs of digits subsets of size N,
-for both MVE starts: the affinity (``mve``, the paper's) and ``init="sde"`` (``mve_sde``).
+one SDE solve (the same SDP set, same SCS settings) on kNN graphs of size N, for both MVE starts:
+the affinity (``mve``, the paper's) and ``init="sde"`` (``mve_sde``); a family per size
+(``--family DATA:SEED ...``, default two digits subsets and two swiss-roll samples), with the
+median and worst time and time ratio to SDE over the family.
 Every case runs in its own subprocess with a time cap. Prints markdown tables and writes
 benchmarks/results/embedding.json.
 """
@@ -43,8 +45,9 @@ SEED = {
 }
 
 
-def load_case(name: str, n: int | None = None):
-    """(data, estimator kwargs) for a named data set."""
+def load_case(name: str, n: int | None = None, seed: int = 0):
+    """(data, estimator kwargs) for a named data set (``seed`` draws the digits subset and the
+    swiss roll sample)."""
     from specopt.learn.embedding import make_hubs_and_spokes, make_spiral
 
     if name == "spokes":
@@ -67,13 +70,18 @@ def load_case(name: str, n: int | None = None):
         from sklearn.datasets import load_digits
 
         X, _ = load_digits(return_X_y=True)
-        rng = np.random.default_rng(0)
+        rng = np.random.default_rng(seed)
         X = X[rng.choice(len(X), n or 100, replace=False)]
         return X, {"n_components": 2, "n_neighbors": 5}
+    if name == "swiss":
+        from sklearn.datasets import make_swiss_roll
+
+        X, _ = make_swiss_roll(n or 100, noise=0.05, random_state=seed)
+        return X, {"n_components": 2, "n_neighbors": 6}
     raise ValueError(name)
 
 
-def run_one(method: str, name: str, n: int | None) -> dict:
+def run_one(method: str, name: str, n: int | None, seed: int = 0) -> dict:
     """``method``: "mve" (start at the affinity, the paper's), "mve_sde" (``init="sde"``: the
     first solve is the SDE on the compiled subproblem), "sde" or "kpca"."""
     import specopt  # noqa: F401
@@ -83,7 +91,7 @@ def run_one(method: str, name: str, n: int | None) -> dict:
         SemidefiniteEmbedding,
     )
 
-    X, kw = load_case(name, n)
+    X, kw = load_case(name, n, seed)
     cls = {"mve": MinimumVolumeEmbedding, "mve_sde": MinimumVolumeEmbedding,
            "sde": SemidefiniteEmbedding, "kpca": KernelPCAEmbedding}[method]
     if method != "kpca":
@@ -111,9 +119,40 @@ def run_one(method: str, name: str, n: int | None) -> dict:
     return out
 
 
-def run_capped(method: str, name: str, n: int | None, timeout: float) -> dict:
-    return run_json_subprocess([__file__, "--one", method, name, str(n or 0)], timeout,
-                               ROOT.parent)
+def run_capped(method: str, name: str, n: int | None, timeout: float, seed: int = 0) -> dict:
+    return run_json_subprocess([__file__, "--one", method, name, str(n or 0), str(seed)],
+                               timeout, ROOT.parent)
+
+
+def time_summary(time_table: dict, methods: list[str]) -> list[dict]:
+    """Per size and method: median and worst time and time / SDE time over the instances."""
+    rows = []
+    for n, insts in time_table.items():
+        for m in methods:
+            ts, rs = [], []
+            for inst in insts.values():
+                r, sde = inst.get(m, {}), inst.get("sde", {})
+                if "energy" in r:
+                    ts.append(r["time"])
+                    if "energy" in sde:
+                        rs.append(r["time"] / sde["time"])
+            n_failed = sum("energy" not in inst.get(m, {}) for inst in insts.values())
+            rows.append({"N": int(n), "method": m, "instances": len(insts), "failed": n_failed,
+                         "time_median": float(np.median(ts)) if ts else None,
+                         "time_worst": max(ts) if ts else None,
+                         "ratio_median": float(np.median(rs)) if rs else None,
+                         "ratio_worst": max(rs) if rs else None})
+    return rows
+
+
+def time_summary_table(rows: list[dict]) -> str:
+    out = ["| N | method | instances (failed/capped) | time median / worst [s] | "
+           "time / SDE median / worst |", "|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['N']} | {r['method']} | {r['instances']} ({r['failed']}) | "
+                   f"{fmt(r['time_median'])} / {fmt(r['time_worst'])} | "
+                   f"{fmt(r['ratio_median'], '.2f')} / {fmt(r['ratio_worst'], '.2f')} |")
+    return "\n".join(out)
 
 
 def fmt(x, spec=".1f") -> str:
@@ -122,7 +161,7 @@ def fmt(x, spec=".1f") -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="small sizes only (validation)")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--sizes", type=int, nargs="*", default=[100, 200, 400])
@@ -130,11 +169,13 @@ def main() -> None:
     ap.add_argument("--skip-time", action="store_true")
     ap.add_argument("--methods", nargs="*", default=["sde", "mve", "mve_sde"],
                     help="time table: which fits to run (sde, mve, mve_sde)")
+    ap.add_argument("--family", nargs="*", default=["digits:0", "digits:1", "swiss:0", "swiss:1"],
+                    metavar="DATA:SEED", help="time table: the instances per size")
     ap.add_argument("--out", default=str(ROOT / "results" / "embedding.json"))
     args = ap.parse_args()
     if args.one:
-        method, name, n = args.one
-        print(json.dumps(run_one(method, name, int(n) or None)))
+        method, name, n, seed = args.one
+        print(json.dumps(run_one(method, name, int(n) or None, int(seed))))
         return
 
     out_path = Path(args.out)
@@ -164,27 +205,33 @@ def main() -> None:
             out_path.write_text(json.dumps(results, indent=1))
     if not args.skip_time:
         sizes = [40, 60] if args.quick else args.sizes
-        print("\n| N | method | s | ratio to SDE | iters | energy % | objective | SCS iterations "
-              "| status |")
-        print("|---|---|---|---|---|---|---|---|---|")
+        results["time"] = {}  # (older files keyed the table by size and method only)
+        print("\n| N | data | seed | method | s | ratio to SDE | iters | energy % | objective "
+              "| SCS iterations | status |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for n in sizes:
             row = results["time"].setdefault(str(n), {})
-            for m in args.methods:
-                row[m] = run_capped(m, "digits", n, args.timeout)
-            sde = row.get("sde", {})
-            for m in args.methods:
-                r = row[m]
-                ok = "energy" in r and "energy" in sde
-                ratio = r["time"] / sde["time"] if ok else None
-                obj = r.get("objective_trace", [None])[-1]
-                its = r.get("scs_iterations")
-                its = (sum(its) or None) if isinstance(its, list) else its
-                print(f"| {n} | {m} | {fmt(r.get('time'), '.1f')} | {fmt(ratio, '.2f')} | "
-                      f"{r.get('n_iter', '-')} | "
-                      f"{fmt(100 * r['energy'] if 'energy' in r else None, '.2f')} | "
-                      f"{fmt(obj, '.2f')} | {its if its is not None else '-'} | "
-                      f"{r.get('error', 'ok')} |", flush=True)
-            out_path.write_text(json.dumps(results, indent=1))
+            for case in args.family:
+                name, seed = case.split(":")
+                inst = row.setdefault(case, {})
+                for m in args.methods:
+                    inst[m] = run_capped(m, name, n, args.timeout, int(seed))
+                sde = inst.get("sde", {})
+                for m in args.methods:
+                    r = inst[m]
+                    ok = "energy" in r and "energy" in sde
+                    ratio = r["time"] / sde["time"] if ok else None
+                    obj = r.get("objective_trace", [None])[-1]
+                    its = r.get("scs_iterations")
+                    its = (sum(its) or None) if isinstance(its, list) else its
+                    print(f"| {n} | {name} | {seed} | {m} | {fmt(r.get('time'), '.1f')} | "
+                          f"{fmt(ratio, '.2f')} | {r.get('n_iter', '-')} | "
+                          f"{fmt(100 * r['energy'] if 'energy' in r else None, '.2f')} | "
+                          f"{fmt(obj, '.2f')} | {its if its is not None else '-'} | "
+                          f"{r.get('error', 'ok')} |", flush=True)
+                out_path.write_text(json.dumps(results, indent=1))
+        results["time_summary"] = time_summary(results["time"], args.methods)
+        print("\n" + time_summary_table(results["time_summary"]))
     out_path.write_text(json.dumps(results, indent=1))
     print(f"\nwrote {out_path}")
 
