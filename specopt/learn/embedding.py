@@ -45,8 +45,10 @@ __all__ = [
 ]
 
 # SCS accuracy for the learners: an embedding does not need 1e-6 (measured in
-# benchmarks/embedding.py: the energies agree to 3 digits with eps = 1e-4 and 1e-6).
-_LEARN_SCS_EPS = 1e-4
+# benchmarks/embedding.py: the energies agree to 3 digits with eps = 1e-4 and 1e-6), but at 1e-4
+# the SDE answer misses the verification gate's 1e-4 relative violation (1.6-1.8e-4 on digits)
+# and the gate re-solves on Clarabel: N = 100 25 s, N = 150 268 s; at 1e-5 SCS passes: 7 s, 14 s
+_LEARN_SCS_EPS = 1e-5
 _CLARABEL_MAX_N = 50
 #: From this many points on, SDE and MVE use the low-rank engine (``solver=None``); below, the
 #: conic solvers. Measured in benchmarks/low_rank_sdp.py (docs/routes/low_rank_sdp.md).

@@ -262,7 +262,10 @@ def _same_kernel_solution(a, f, Knew_a=None, Knew_f=None, rtol=1e-7):
     # constraints) converge too slowly for the sweep cap, and then both stop at the same iterate
     assert a.status == f.status and a.status in ("optimal", "inaccurate")
     np.testing.assert_array_equal(a.support, f.support)
-    np.testing.assert_allclose(f.lam, a.lam, rtol=1e-6, atol=1e-8 * max(a.lam.max(), 1e-300))
+    # multipliers of planted hard-constraint instances are ill-determined: seed 351, d = 2,
+    # gamma = inf reaches the same K to 6e-9 and the same objectives to 7e-12 with one
+    # multiplier 6e-6 apart (relative), so they are compared at 1e-5; K, M, values stay tight
+    np.testing.assert_allclose(f.lam, a.lam, rtol=1e-5, atol=1e-8 * max(a.lam.max(), 1e-300))
     assert np.abs(f.K - a.K).max() <= rtol * np.abs(a.K).max()
     Ka, Kf = a.extra["K_support"], f.extra["K_support"]
     assert np.abs(Kf - Ka).max() <= rtol * np.abs(Ka).max()
