@@ -914,6 +914,19 @@ def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq,
     return -float(sol.obj_val), W, max(alpha, 0.0), x[npairs + na:], y, float(mu)
 
 
+def iterate_factor(P, W, Ubar, thbar, alpha, t):
+    """The iterate ``X = P W P^T + alpha Ubar diag(thbar) Ubar^T`` as ``Q diag(s2) Q^T``
+    (weights below ``1e-12 max(t, max s2)`` dropped); also the eigenpairs ``(lw, Vw)`` of W."""
+    lw, Vw = np.linalg.eigh(W)
+    F = P @ (Vw * np.sqrt(np.maximum(lw, 0.0)))
+    if Ubar is not None and alpha > 0:
+        F = np.hstack([F, Ubar * np.sqrt(alpha * thbar)])
+    Q, s, _ = np.linalg.svd(F, full_matrices=False)
+    s2 = s * s
+    nzr = s2 > 1e-12 * max(t, s2.max(initial=0.0))
+    return lw, Vw, Q[:, nzr], s2[nzr]
+
+
 def _psd_block_loop(
     full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, tol, max_iters, time_limit, cpr, max_rank,
     dense, verbose, t0, offset, smoothing, row_selection_min=500, row_band=1e-2,
@@ -988,15 +1001,7 @@ def _psd_block_loop(
                 age[viol] = 0
                 work |= viol
         y = _clip_duals(y, lb, ub)
-        # current X = P W P^T + alpha Xbar, as eigen-factor Q diag(s2) Q^T
-        lw, Vw = np.linalg.eigh(W)
-        F = P @ (Vw * np.sqrt(np.maximum(lw, 0.0)))
-        if Ubar is not None and alpha > 0:
-            F = np.hstack([F, Ubar * np.sqrt(alpha * thbar)])
-        Q, s, _ = np.linalg.svd(F, full_matrices=False)
-        s2 = s * s
-        nzr = s2 > 1e-12 * max(t, s2.max(initial=0.0))
-        Q, s2 = Q[:, nzr], s2[nzr]
+        lw, Vw, Q, s2 = iterate_factor(P, W, Ubar, thbar, alpha, t)
         if obj > best_obj:
             best_obj, best_pt = obj, (Q, s2, z, y, mu)
         obj = best_obj

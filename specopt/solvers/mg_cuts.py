@@ -221,6 +221,7 @@ def solve_hinge_cuts(
         _clip_duals,
         _psd_block_master,
         _top_eigs,
+        iterate_factor,
     )
 
     n, m = A.n, A.m
@@ -349,14 +350,7 @@ def solve_hinge_cuts(
             Bs, cobj, abar, cbar, G_m, c_m, lb_m, ub_m, zlb_m, zub_m, t, trace_eq, k)
         zs, xi_tot = z_m[:psh], float(z_m[-1])
         # the iterate X = P W P^T + alpha Xbar as Q diag(s2) Q^T
-        lw, Vw = np.linalg.eigh(W)
-        F = P @ (Vw * np.sqrt(np.maximum(lw, 0.0)))
-        if Ubar is not None and alpha > 0:
-            F = np.hstack([F, Ubar * np.sqrt(alpha * thbar)])
-        Q, sv, _ = np.linalg.svd(F, full_matrices=False)
-        s2 = sv * sv
-        nzr = s2 > 1e-12 * max(t, s2.max(initial=0.0))
-        Q, s2 = Q[:, nzr], s2[nzr]
+        lw, Vw, Q, s2 = iterate_factor(P, W, Ubar, thbar, alpha, t)
         # one full-data pass: <A_r, X> at the master's point; activities are linear in X, so
         # those at the separation point (in-out: between the best point and the master's) come
         # from the stored ones of the best point. Exact objective there (a feasible point)
