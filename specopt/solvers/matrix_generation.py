@@ -927,6 +927,40 @@ def iterate_factor(P, W, Ubar, thbar, alpha, t):
     return lw, Vw, Q[:, nzr], s2[nzr]
 
 
+def next_subspace(P, lw, Vw, newv, Ubar, thbar, alpha, t, max_rank):
+    """The next block ``P`` and aggregate ``(Ubar, thbar)`` of the PSD-block masters.
+
+    Keeps the eigenvectors of ``W`` (eigenpairs ``lw, Vw``), largest first: never a direction X
+    uses (weight above ``_RANK_TOL t``; interior-point masters leave small weights on directions
+    they do not use, which the aggregate keeps, so X is unchanged), and up to
+    ``max(max_rank, 2 (rank + new))`` with the new directions ``newv`` (room for as many past
+    directions as X uses: with a block of rank(X) + new columns a rank-16 member tailed off at
+    gap 9e-3 after 74 rounds). What is dropped joins the aggregate, normalized to trace 1.
+    """
+    k = P.shape[1]
+    n_new = newv.shape[1]
+    n_pos = int((lw > _RANK_TOL * t).sum())
+    cap = max(max_rank, 2 * (n_pos + n_new))
+    r_keep = max(1, n_pos, min(k, cap - n_new))
+    order = np.argsort(lw)[::-1]
+    lw, Vw = lw[order], Vw[:, order]
+    Q1 = P @ Vw[:, :r_keep]
+    drop = [P @ (Vw[:, r_keep:] * np.sqrt(np.maximum(lw[r_keep:], 0.0)))]
+    if Ubar is not None and alpha > 0:
+        drop.append(Ubar * np.sqrt(alpha * thbar))
+    Fd = np.hstack(drop)
+    Qd, sd, _ = np.linalg.svd(Fd, full_matrices=False) if Fd.size else (None, np.zeros(0), 0)
+    sd2 = sd * sd
+    if sd2.sum() > 1e-14 * t:
+        pos = sd2 > 1e-14 * sd2.sum()
+        Ubar, thbar = Qd[:, pos], sd2[pos] / sd2[pos].sum()
+    else:
+        Ubar = thbar = None
+    newv = newv - Q1 @ (Q1.T @ newv)
+    Pn, Rn = np.linalg.qr(np.hstack([Q1, newv]))
+    return Pn[:, np.abs(np.diag(Rn)) > 1e-10], Ubar, thbar
+
+
 def _psd_block_loop(
     full, A, C, G, c, lb, ub, zlb, zub, t, trace_eq, tol, max_iters, time_limit, cpr, max_rank,
     dense, verbose, t0, offset, smoothing, row_selection_min=500, row_band=1e-2,
@@ -1046,37 +1080,13 @@ def _psd_block_loop(
         if not keep.any() and viol is None:
             status = "stalled"
             break  # (rows just joined the working set: the next master differs, go on)
-        # next subspace: eigenvectors of W (largest first, zero ones included while there is
-        # room) plus the new directions; what is dropped joins the aggregate Xbar
-        n_new = int(keep.sum())
-        # never drop a direction X uses: the block grows to rank(X) + new columns if needed
-        # (interior-point masters leave small weights on the directions they do not use; the
-        # aggregate keeps them, so X is unchanged)
-        n_pos = int((lw > _RANK_TOL * t).sum())
-        # room for as many past directions as X uses: on high-rank solutions a block of
-        # rank(X) + new columns tails off (rank-16 member: gap 9e-3 after 74 rounds at 30)
-        cap = max(max_rank, 2 * (n_pos + n_new))
-        r_keep = max(1, n_pos, min(k, cap - n_new))
-        order = np.argsort(lw)[::-1]
-        lw, Vw = lw[order], Vw[:, order]
-        Q1 = P @ Vw[:, :r_keep]
-        drop = [P @ (Vw[:, r_keep:] * np.sqrt(np.maximum(lw[r_keep:], 0.0)))]
-        if Ubar is not None and alpha > 0:
-            drop.append(Ubar * np.sqrt(alpha * thbar))
-        Fd = np.hstack(drop)
-        Qd, sd, _ = np.linalg.svd(Fd, full_matrices=False) if Fd.size else (None, np.zeros(0), 0)
-        sd2 = sd * sd
-        if sd2.sum() > 1e-14 * t:
-            pos = sd2 > 1e-14 * sd2.sum()
-            Ubar, thbar = Qd[:, pos], sd2[pos] / sd2[pos].sum()
+        P, Ubar, thbar = next_subspace(P, lw, Vw, vecs[:, keep], Ubar, thbar, alpha, t,
+                                       max_rank)
+        if Ubar is not None:
             abar = A.quad(Ubar) @ thbar
             cbar = float(C.quad(Ubar)[0] @ thbar)
         else:
-            Ubar = thbar = abar = cbar = None
-        newv = vecs[:, keep]
-        newv = newv - Q1 @ (Q1.T @ newv)
-        Pn, Rn = np.linalg.qr(np.hstack([Q1, newv]))
-        P = Pn[:, np.abs(np.diag(Rn)) > 1e-10]
+            abar = cbar = None
     # the best point seen (the master value can dip when a working-set solve is not exact)
     Q, s2, z, y, mu = best_pt
     # exact trace and PSD by construction; polish z for exact row feasibility with X fixed

@@ -222,6 +222,7 @@ def solve_hinge_cuts(
         _psd_block_master,
         _top_eigs,
         iterate_factor,
+        next_subspace,
     )
 
     n, m = A.n, A.m
@@ -474,30 +475,9 @@ def solve_hinge_cuts(
             break
         if not keep.any():
             continue
-        # next subspace (as in the row master): eigenvectors of W, largest first, plus the new
-        # directions; what is dropped joins the aggregate Xbar
-        n_new = int(keep.sum())
-        n_pos = int((lw > 1e-9 * t).sum())
-        r_keep = max(1, n_pos, min(k, max_rank - n_new))
-        order = np.argsort(lw)[::-1]
-        lw, Vw = lw[order], Vw[:, order]
-        Q1 = P @ Vw[:, :r_keep]
-        drop = [P @ (Vw[:, r_keep:] * np.sqrt(np.maximum(lw[r_keep:], 0.0)))]
-        if Ubar is not None and alpha > 0:
-            drop.append(Ubar * np.sqrt(alpha * thbar))
-        Fd = np.hstack(drop)
-        Qd, sd, _ = (np.linalg.svd(Fd, full_matrices=False) if Fd.size
-                     else (None, np.zeros(0), None))
-        sd2 = sd * sd
-        if sd2.sum() > 1e-14 * t:
-            pos = sd2 > 1e-14 * sd2.sum()
-            Ubar, thbar = Qd[:, pos], sd2[pos] / sd2[pos].sum()
-        else:
-            Ubar = thbar = None
-        newv = vecs[:, keep]
-        newv = newv - Q1 @ (Q1.T @ newv)
-        Pn, Rn = np.linalg.qr(np.hstack([Q1, newv]))
-        P = Pn[:, np.abs(np.diag(Rn)) > 1e-10]
+        # next subspace (as in the row master)
+        P, Ubar, thbar = next_subspace(P, lw, Vw, vecs[:, keep], Ubar, thbar, alpha, t,
+                                       max_rank)
 
     # the best point: exact trace, exact slacks (one more pass)
     Q, s2, zs, _ = best_pt
