@@ -696,9 +696,7 @@ def _aggregate(U: np.ndarray, theta: np.ndarray) -> np.ndarray:
 # PSD-block master (spectral-bundle style)
 # --------------------------------------------------------------------------------------------
 _SQRT2 = np.sqrt(2.0)
-_IP_VERBOSE = False
 _RANK_TOL = 1e-5  # eigenvalues of W below this (times t) go to the aggregate, not the block
-_MASTER_IP = True  # row-space interior point first, Clarabel when it does not converge
 
 
 def _psd_block_master_ip(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
@@ -790,7 +788,7 @@ def _psd_block_master_ip(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_
     if nr:
         Af[:nr] = Gk[:, fj].toarray()
     cf = -np.asarray(c, dtype=float)[fj]
-    sol = solve_small_sdp(Amats, b, Cmat, Al, cl, Af, cf, tol=acc, verbose=_IP_VERBOSE)
+    sol = solve_small_sdp(Amats, b, Cmat, Al, cl, Af, cf, tol=acc)
     if sol is None:
         return None
     W = sol.X
@@ -806,25 +804,35 @@ def _psd_block_master_ip(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_
     return obj, W, max(alpha, 0.0), z, y, mu
 
 
-def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
-                      acc=1e-10):
-    r"""Solve the restricted master over ``X = P W P^T + alpha Xbar`` with Clarabel.
+def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k):
+    r"""Solve the restricted master over ``X = P W P^T + alpha Xbar``.
 
     ``max <P^T C P, W> + alpha cbar + c^T z`` s.t. ``tr W + alpha = t`` (or ``<= t``),
-    ``lb <= A(P W P^T) + alpha abar + G z <= ub``, ``W PSD``, ``alpha >= 0``, z in its box.
-    Variables ``x = (svec W, [alpha], z)``; returns ``(obj, W, alpha, z, y, mu)`` with ``y`` the
-    max-sense row duals.
+    ``lb <= A(P W P^T) + alpha abar + G z <= ub``, ``W PSD``, ``alpha >= 0``, z in its box;
+    returns ``(obj, W, alpha, z, y, mu)`` with ``y`` the max-sense row duals.
+
+    The row-space interior point wins once the PSD block is not small next to the rows
+    (Clarabel's KKT carries a dense k(k+1)/2 scaling block; the IP's Schur complement has one
+    row per master row): measured 4x faster at k = 36-45 with 500-660 rows, 4x slower at k = 16
+    with 1400 rows. Small blocks stay with Clarabel: cheap there, and its vertex-like solutions
+    suit a tight max_rank better (the IP's analytic-centre solutions stalled a max_rank = 3
+    run). Clarabel also takes every master the IP gives up on.
     """
-    # the row-space interior point wins once the PSD block is not small next to the rows
-    # (Clarabel's KKT carries a dense k(k+1)/2 scaling block; the IP's Schur complement has
-    # one row per master row): measured 4x faster at k = 36-45 with 500-660 rows, 4x slower
-    # at k = 16 with 1400 rows. Small blocks stay with Clarabel: cheap there, and its vertex-like
-    # solutions suit a tight max_rank better (the IP's analytic-centre solutions stalled a
-    # max_rank = 3 run)
-    if _MASTER_IP and k >= 12 and 4 * Bs.shape[1] >= Bs.shape[0]:
-        res = _psd_block_master_ip(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k)
+    args = (Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k)
+    if k >= 12 and 4 * Bs.shape[1] >= Bs.shape[0]:
+        res = _psd_block_master_ip(*args)
         if res is not None:
             return res
+    return _psd_block_master_clarabel(*args)
+
+
+def _psd_block_master_clarabel(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
+                               acc=1e-10):
+    r"""The master of :func:`_psd_block_master` with Clarabel's own API.
+
+    Variables ``x = (svec W, [alpha], z)``; decides infeasible (``MasterInfeasible``) and
+    unbounded (``UnboundedProblem``) masters.
+    """
     import clarabel
 
     m, npairs = Bs.shape

@@ -192,15 +192,14 @@ def solve_small_sdp(
             Lz = np.linalg.cholesky(Z)
         except np.linalg.LinAlgError:
             break
-        Zi = sla.cho_solve((Lz, True), np.eye(k))
-        Zi = _sym(Zi)
+        S = sla.solve_triangular(Lz, np.eye(k), lower=True, trans="T")  # L^-T: Z^-1 = S S^T
+        Zi = S @ S.T
         # Schur complement M_ij = <A_i, X A_j Z^-1> + Al diag(xl/sl) Al^T
         # with X = R R^T and Z^-1 = S S^T: M_ij = <S^T A_i R, S^T A_j R>, one SYRK
         try:
             R = np.linalg.cholesky(X)
         except np.linalg.LinAlgError:
             break
-        S = sla.solve_triangular(Lz, np.eye(k), lower=True, trans="T")  # L^-T: Z^-1 = S S^T
         Bm = (S.T @ Amats @ R).reshape(me, k * k)
         M = blas.dsyrk(1.0, Bm, lower=True)
         M = np.tril(M) + np.tril(M, -1).T

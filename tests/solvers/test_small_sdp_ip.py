@@ -138,13 +138,10 @@ def _master_dual_value(args, y):
 def test_master_by_interior_point_matches_the_clarabel_master(seed, k, m, p, with_bar,
                                                                trace_eq):
     args = (*_random_master(seed, k, m, p, with_bar), 1.0, trace_eq, k)
-    saved, MG._MASTER_IP = MG._MASTER_IP, False
     try:
-        ref = MG._psd_block_master(*args)
+        ref = MG._psd_block_master_clarabel(*args)
     except (MG.UnboundedProblem, MG.MasterInfeasible, RuntimeError):
         return  # Clarabel could not solve this master: not the case under test
-    finally:
-        MG._MASTER_IP = saved
     got = MG._psd_block_master_ip(*args)
     if got is None:
         # the interior point gives up (it never answers inaccurately) on badly scaled masters,
@@ -178,10 +175,6 @@ def test_badly_scaled_master_is_refused_or_right():
     """The case CI found: the interior point returns None (the master then goes to Clarabel)
     or the right value; never a wrong one."""
     args = (*_random_master(3487, 4, 7, 5, False), 1.0, False, 4)
-    saved, MG._MASTER_IP = MG._MASTER_IP, False
-    try:
-        ref = MG._psd_block_master(*args)
-    finally:
-        MG._MASTER_IP = saved
+    ref = MG._psd_block_master_clarabel(*args)
     got = MG._psd_block_master_ip(*args)
     assert got is None or abs(got[0] - ref[0]) <= 1e-7 * (1 + abs(ref[0]))
