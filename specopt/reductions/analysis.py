@@ -621,6 +621,15 @@ class _Reader:
         self.raw_log: list[tuple[np.ndarray, Any, Any]] = []  # (weights, u, node)
         self.spectral: dict[Any, SpectralTerm] = {}
 
+    def _hinge(self, node: Any, Wf: np.ndarray, inner: Any, sign: float) -> bool:
+        """Record ``sign * sum(Wf * max(inner, 0))`` for the atom ``node`` (``inner`` broadcast
+        to its shape); returns True (the atom was read)."""
+        if inner.shape != node.shape:
+            inner = inner + np.zeros(node.shape)
+        self.terms.append(HingeTerm("hinge", node, inner=inner,
+                                    weights=sign * Wf.ravel(order="F")))
+        return True
+
     def read(self, node: Any, W: np.ndarray) -> None:
         W = np.asarray(W, dtype=float)
         if not np.any(W):
@@ -771,25 +780,15 @@ class _Reader:
             for e, c in ((args[0], args[1]), (args[1], args[0])):
                 cv = _const_value(c)
                 if cv is not None and is_linear(e):
+                    # max(e, c) = c + max(e - c, 0)
                     Wf = np.broadcast_to(W, node.shape).astype(float)
-                    cfull = np.broadcast_to(cv, node.shape)
-                    self.constant += float(np.sum(Wf * cfull))
-                    inner = e - cv if np.any(cv) else e
-                    if inner.shape != node.shape:
-                        inner = inner + np.zeros(node.shape)
-                    self.terms.append(HingeTerm("hinge", node, inner=inner,
-                                                weights=Wf.ravel(order="F").copy()))
-                    return True
+                    self.constant += float(np.sum(Wf * np.broadcast_to(cv, node.shape)))
+                    return self._hinge(node, Wf, e - cv if np.any(cv) else e, 1.0)
             u, v = args
             if is_linear(u) and is_linear(v):  # max(u, v) = v + max(u - v, 0)
                 Wf = np.broadcast_to(W, node.shape).astype(float)
                 self.read(v, _reduce_to(Wf, v.shape))
-                inner = u - v
-                if inner.shape != node.shape:
-                    inner = inner + np.zeros(node.shape)
-                self.terms.append(HingeTerm("hinge", node, inner=inner,
-                                            weights=Wf.ravel(order="F").copy()))
-                return True
+                return self._hinge(node, Wf, u - v, 1.0)
             return False
         if name == "minimum" and len(args) == 2 and is_linear(args[0]) and is_linear(args[1]):
             # min(u, v) = v - max(v - u, 0): an affine part and a hinge with weights -W
@@ -798,12 +797,7 @@ class _Reader:
                 u, v = v, u
             Wf = np.broadcast_to(W, node.shape).astype(float)
             self.read(v, _reduce_to(Wf, v.shape))
-            inner = v - u
-            if inner.shape != node.shape:
-                inner = inner + np.zeros(node.shape)
-            self.terms.append(HingeTerm("hinge", node, inner=inner,
-                                        weights=-Wf.ravel(order="F").copy()))
-            return True
+            return self._hinge(node, Wf, v - u, -1.0)
         # spectral
         if scalar and isinstance(node, (cp.lambda_max, cp.lambda_sum_largest, LinearSpectral)):
             base, s = _scalar_multiple(args[0])
