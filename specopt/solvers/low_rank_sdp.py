@@ -598,6 +598,7 @@ def solve_low_rank_sdp(
     sigma_max: float = 1e6,
     inner: str = "auto",
     newton_max_iters: int = 100,
+    method: str = "auto",
     verbose: bool = False,
     callback: Callable | None = None,
 ) -> LowRankSDPResult:
@@ -631,9 +632,16 @@ def solve_low_rank_sdp(
     inner : "lbfgs" (scipy L-BFGS-B), "trust-krylov" (Newton-Krylov with exact Hessian-vector
         products) or "auto" (L-BFGS while ``sigma < 1e3``, where it is cheaper; Newton-Krylov
         above, where L-BFGS stalls on the penalty's conditioning: measured on SDE swiss rolls).
+    method : "bm" (the Burer-Monteiro augmented Lagrangian above), "ip" (the sparse-row
+        interior point, :mod:`specopt.solvers.sparse_sdp_ip`, then the factored method from its
+        point if the certificate does not close) or "auto" ("ip" for ``n <= IP_MAX_N`` and
+        ``m <= IP_MAX_M`` without a warm start: 20-40 dense steps of ``O(n^3 + m^3)``; "bm"
+        above or when warm-started, where the factored method's ``O(nnz r)`` steps win).
     callback : called once per outer iteration as ``callback(it, objective=..., gap=...,
         violation=<relative primal residual>)`` (e.g. a :class:`specopt._progress.Progress`).
     """
+    if method not in ("auto", "bm", "ip"):
+        raise ValueError(f"method must be auto, bm or ip, got {method!r}")
     if inner not in ("auto", "lbfgs", "trust-krylov", "trust-ncg"):
         raise ValueError(f"inner must be auto, lbfgs, trust-krylov or trust-ncg, got {inner!r}")
     t_start = time.perf_counter()
@@ -694,7 +702,25 @@ def solve_low_rank_sdp(
     lam, vecs, err = -math.inf, None, 0.0
     it = 0
     cert = None
-    for it in range(1, max_iters + 1):
+    bm_iters = max_iters
+    if _use_ip(method, n, P, face, Y0):
+        ip = _ip_stage(P, y if y0 is not None else None, tol, time_limit, dense_threshold,
+                       eig_k, rng, verbose, callback)
+        Y, y, mu, lam, cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
+        it = ip["iterations"]
+        hist["ip"] = ip["history"]
+        hist["gap"].append(cert["gap"])
+        hist["primal_residual"].append(ip["res"])
+        if ip["optimal"]:
+            status, bm_iters = OPTIMAL, 0
+        elif time_limit is not None and time.perf_counter() - t_start > time_limit:
+            bm_iters = 0
+        else:
+            # continue with the factored method from the IP's point (rank: the IP's numerical
+            # rank, capped), the multipliers already close
+            Y = Y[:, : max(1, min(Y.shape[1], max_rank))]
+            sigma = max(sigma, 1e3)
+    for it in range(it + 1, it + bm_iters + 1):
         r_ = Y.shape[1]
 
         def fun(x: np.ndarray, _r=r_, _y=y, _s=sigma, _mu=mu):
@@ -827,6 +853,45 @@ def solve_low_rank_sdp(
         history=hist,
         rank_growths=growths,
     )
+
+
+#: ``method="auto"`` uses the interior point up to these sizes (matrix side, rows). Measured in
+#: benchmarks/low_rank_sdp.py (docs/routes/low_rank_sdp.md).
+IP_MAX_N = 1200
+IP_MAX_M = 8000
+
+
+def _use_ip(method: str, n: int, P: _Scaled, face: Any, Y0: Any) -> bool:
+    if method == "ip":
+        return True
+    return method == "auto" and Y0 is None and n <= IP_MAX_N and P.m <= IP_MAX_M
+
+
+def _ip_stage(P: _Scaled, y0: np.ndarray | None, tol: float, time_limit: float | None,
+              dense_threshold: int, eig_k: int, rng: np.random.Generator, verbose: bool,
+              callback: Callable | None) -> dict:
+    """Run :func:`~specopt.solvers.sparse_sdp_ip.solve_sparse_sdp_ip` on the scaled problem and
+    certify its point exactly as the factored method's (smallest eigenvalue of the dual slack at
+    the IP's ``y``, the bound, the residual of the returned factor)."""
+    from .sparse_sdp_ip import solve_sparse_sdp_ip
+
+    ipr = solve_sparse_sdp_ip(P.C.to_dense(), P.A.rows, P.A.ii, P.A.jj, P.A.vals, P.b,
+                              centered=P.centered, trace_bound=P.t, tol=min(1e-7, 0.05 * tol),
+                              time_limit=time_limit, face=P.V, verbose=verbose,
+                              callback=callback)
+    Y = np.ascontiguousarray(ipr.Y)
+    bnorm = float(np.linalg.norm(P.b))
+    res = float(np.linalg.norm(P.residual(Y))) / (1.0 + bnorm)
+    obj = float(np.sum(P.C.matmat(Y) * Y))
+    lamv, _, err = _min_eigs(P, ipr.y, ipr.mu, eig_k, dense_threshold, rng)
+    lam = float(lamv[0]) - err
+    cert = _certificate(P, ipr.y, ipr.mu, obj, lam)
+    ok = res <= tol and cert["ok"](tol) and _bound_side_ok(P, obj, cert)
+    if verbose:
+        print(f"[low_rank_sdp] interior point: {ipr.iterations} steps, res {res:.2e} "
+              f"lam_min {lam:.2e} gap {cert['gap']:.2e} -> {'certified' if ok else 'continue'}")
+    return {"Y": Y, "y": ipr.y, "mu": ipr.mu, "lam": lam, "cert": cert, "res": res,
+            "optimal": ok, "iterations": ipr.iterations, "history": ipr.history}
 
 
 def _bound_side_ok(P: _Scaled, obj: float, cert: dict, rel: float = 5e-7) -> bool:
