@@ -720,7 +720,8 @@ def solve_low_rank_sdp(
             # rank, capped), the multipliers already close
             Y = Y[:, : max(1, min(Y.shape[1], max_rank))]
             sigma = max(sigma, 1e3)
-    for it in range(it + 1, it + bm_iters + 1):
+    first = it + 1
+    for it in range(first, first + bm_iters):  # noqa: B020 (continues the IP's count)
         r_ = Y.shape[1]
 
         def fun(x: np.ndarray, _r=r_, _y=y, _s=sigma, _mu=mu):

@@ -227,6 +227,54 @@ def _lp_step(x: float, dx: float) -> float:
     return -x / dx if dx < 0 else math.inf
 
 
+class _Newton:
+    """The HKM Newton system at one iterate (Schur complement factored once), solved for the
+    predictor, the corrector and the centring right sides."""
+
+    def __init__(self, A_op, At_op, cM, X, Zi, Lx, Lz, Rd, rp, rd_t, s_t, z_t, has_t, m,
+                 res_tol):
+        self.A_op, self.At_op, self.cM = A_op, At_op, cM
+        self.X, self.Zi, self.Lx, self.Lz, self.Rd, self.rp = X, Zi, Lx, Lz, Rd, rp
+        self.rd_t, self.s_t, self.z_t, self.has_t, self.m = rd_t, s_t, z_t, has_t, m
+        self.res_tol = res_tol
+        self.XRdZi = X @ Rd @ Zi
+
+    def _complete(self, Rs: np.ndarray, Rl: float, dy: np.ndarray):
+        dZ = self.Rd - self.At_op(dy)
+        dX = _sym(Rs - self.X @ dZ @ self.Zi)
+        if self.has_t:
+            return dX, dZ, Rl + (self.s_t / self.z_t) * dy[self.m], self.rd_t - dy[self.m]
+        return dX, dZ, 0.0, 0.0
+
+    def direction(self, sig_mu: float, corr: np.ndarray | None, corr_t: float):
+        """``dX = sig_mu Z^-1 - X - corr - X (Rd - A^T dy) Z^-1`` (symmetrized), ``dZ = Rd -
+        A^T dy``, ``M dy = rp - A(R_s)``; refined against the unreduced equations."""
+        s_t, z_t = self.s_t, self.z_t
+        Rs = sig_mu * self.Zi - self.X - self.XRdZi
+        if corr is not None:
+            Rs = Rs - corr
+        Rs = _sym(Rs)
+        Rl = ((sig_mu - s_t * z_t - corr_t) / z_t - (s_t / z_t) * self.rd_t) if self.has_t \
+            else 0.0
+        h = self.rp - self.A_op(Rs, Rl)
+        dy = sla.cho_solve(self.cM, h, check_finite=False)
+        for _ in range(2):
+            dX, _, dst, _ = self._complete(Rs, Rl, dy)
+            res = self.rp - self.A_op(dX, dst)
+            if np.linalg.norm(res) <= self.res_tol:
+                break
+            dy = dy + sla.cho_solve(self.cM, res, check_finite=False)
+        dX, dZ, dst, dzt = self._complete(Rs, Rl, dy)
+        return dX, dy, dZ, dst, dzt
+
+    def steps(self, dX, dZ, dst, dzt, frac: float = 0.98) -> tuple[float, float]:
+        """Primal and dual step lengths (``frac`` of the way to the boundary, at most 1)."""
+        lp_p = frac * _lp_step(self.s_t, dst) if self.has_t else 1.0
+        lp_d = frac * _lp_step(self.z_t, dzt) if self.has_t else 1.0
+        return (min(1.0, frac * _max_step(self.Lx, dX), lp_p),
+                min(1.0, frac * _max_step(self.Lz, dZ), lp_d))
+
+
 def solve_sparse_sdp_ip(
     C: np.ndarray,
     rows: np.ndarray,
@@ -360,36 +408,9 @@ def solve_sparse_sdp_ip(
         except np.linalg.LinAlgError:
             break
 
-        XRdZi = X @ Rd @ Zi
-
-        def direction(sig_mu: float, corr: np.ndarray | None, corr_t: float):
-            Rs = sig_mu * Zi - X - XRdZi
-            if corr is not None:
-                Rs = Rs - corr
-            Rs = _sym(Rs)
-            Rl = ((sig_mu - s_t * z_t - corr_t) / z_t - (s_t / z_t) * rd_t) if has_t else 0.0
-            h = rp - A_op(Rs, Rl if has_t else 0.0)
-            dy = sla.cho_solve(cM, h, check_finite=False)
-            for _ in range(2):  # refinement against the unreduced equations
-                dZ = Rd - At_op(dy)
-                dX = _sym(Rs - X @ dZ @ Zi)
-                dzt = (rd_t - dy[m]) if has_t else 0.0
-                dst = (Rl + (s_t / z_t) * dy[m]) if has_t else 0.0
-                res = rp - A_op(dX, dst)
-                if np.linalg.norm(res) <= 1e-3 * tol * nb:
-                    break
-                dy = dy + sla.cho_solve(cM, res, check_finite=False)
-            dZ = Rd - At_op(dy)
-            dX = _sym(Rs - X @ dZ @ Zi)
-            dzt = (rd_t - dy[m]) if has_t else 0.0
-            dst = (Rl + (s_t / z_t) * dy[m]) if has_t else 0.0
-            return dX, dy, dZ, dst, dzt
-
-        def steps(dX, dZ, dst, dzt, frac=0.98):
-            ap = min(1.0, frac * _max_step(Lx, dX), frac * _lp_step(s_t, dst) if has_t else 1.0)
-            ad = min(1.0, frac * _max_step(Lz, dZ), frac * _lp_step(z_t, dzt) if has_t else 1.0)
-            return ap, ad
-
+        nt = _Newton(A_op, At_op, cM, X, Zi, Lx, Lz, Rd, rp, rd_t, s_t, z_t, has_t, m,
+                     1e-3 * tol * nb)
+        direction, steps = nt.direction, nt.steps
         try:
             dX, dy, dZ, dst, dzt = direction(0.0, None, 0.0)
             ap, ad = steps(dX, dZ, dst, dzt, 1.0)
