@@ -53,6 +53,11 @@ _CLARABEL_MAX_N = 50
 #: From this many points on, SDE and MVE use the low-rank engine (``solver=None``); below, the
 #: conic solvers. Measured in benchmarks/low_rank_sdp.py (docs/routes/low_rank_sdp.md).
 LOW_RANK_MIN_N = 200
+#: From this many points on, MVE runs its majorize-minimize steps on the low-rank engine
+#: (``low_rank_mm``: each step the sparse-row interior point, certified; the factored method
+#: above its size range). Measured in benchmarks/low_rank_sdp.py --mve
+#: (docs/routes/low_rank_sdp.md).
+MVE_LOW_RANK_MIN_N = 100
 #: Relative accuracy of each low-rank solve (primal residual and gap) in the learners.
 _LOW_RANK_TOL = 1e-4
 
@@ -254,8 +259,9 @@ class _EmbeddingBase(BaseEstimator):
         C = _connectivity(A, self.connectivity, self.n_neighbors, adj)
         return A, C
 
-    #: Whether ``solver=None`` uses the low-rank engine from ``LOW_RANK_MIN_N`` points.
+    #: Whether ``solver=None`` uses the low-rank engine from ``_low_rank_min_n`` points.
     _low_rank_by_default = True
+    _low_rank_min_n = LOW_RANK_MIN_N
 
     def _use_low_rank(self, n: int) -> bool:
         """Low-rank engine: ``solver="LOW_RANK"``, or by default from ``LOW_RANK_MIN_N`` points
@@ -263,7 +269,8 @@ class _EmbeddingBase(BaseEstimator):
         rows)."""
         if self.solver is not None:
             return str(self.solver).upper() == "LOW_RANK"
-        return self._low_rank_by_default and n >= LOW_RANK_MIN_N and self.preserve == "edges"
+        return (self._low_rank_by_default and n >= self._low_rank_min_n
+                and self.preserve == "edges")
 
     def _low_rank_data(self, A: np.ndarray, C: np.ndarray):
         from specopt.solvers.low_rank_sdp import SparseRows, graph_trace_bound
@@ -405,9 +412,9 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
     subsets, a possibly different stationary point (benchmarks/embedding.py).
     """
 
-    # The factored MM loop was slower than SCS's warm-started steps (digits N = 100: 57-64 s vs
-    # 14 s) and did not finish an N = 400 fit in 900 s: opt-in only (solver="LOW_RANK").
-    _low_rank_by_default = False
+    # MM steps on the low-rank engine (cold interior point per step, low_rank_mm method="auto")
+    # from MVE_LOW_RANK_MIN_N points (measured: see the constant)
+    _low_rank_min_n = MVE_LOW_RANK_MIN_N
 
     def __init__(
         self,
@@ -469,6 +476,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
         from specopt.solvers.low_rank_sdp import (
             SymOp,
             low_rank_mm,
+            mm_step_method,
             solve_low_rank_sdp,
         )
 
@@ -481,8 +489,14 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
         inner_tol = opts.pop("tol")
         Y0 = self._low_rank_start(A, min(n - 1, 2 * d + 20))
         if self.init == "sde":
+            # cold where the MM steps use the interior point (a warm start forces the factored
+            # method)
+            method = opts.get("method", "auto")
+            warm = mm_step_method(method, n, rows.m) == "bm"
+            sde_opts = {k: v for k, v in opts.items() if k != "time_limit"}
             Y0 = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
-                                    implied_trace_bound=T, Y0=Y0, tol=inner_tol, **opts).Y
+                                    implied_trace_bound=T, Y0=Y0 if warm else None,
+                                    tol=inner_tol, **sde_opts).Y
         elif self.init != "affinity":
             raise ValueError(f"init must be 'affinity' or 'sde', got {self.init!r}")
         from ._base import finish_progress, progress_callback
@@ -497,8 +511,10 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
         from specopt.certificate import STATIONARY, Certificate
 
         last = res.inner[-1]
+        # stationary only when the MM test passed and every step's subproblem was certified
         cert = Certificate(
-            route="low_rank_sdp", backend="low_rank_sdp", status=STATIONARY,
+            route="low_rank_sdp", backend="low_rank_sdp",
+            status=STATIONARY if res.stationary else cp.OPTIMAL_INACCURATE,
             objective=res.objective, max_violation=max(r.max_abs_residual for r in res.inner[-1:]),
             iterations=res.iterations, solve_time=sum(r.solve_time for r in res.inner),
             history=res.history, is_global=False,
@@ -507,6 +523,8 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
                    "monotone_violations": res.monotone_violations,
                    "run_values": [res.objective], "inner_iterations": res.inner_iterations,
                    "inner_status": [r.status for r in res.inner], "rank": last.rank,
+                   "inner_solves_accurate": res.inner_certified,
+                   "inner_methods": list(res.methods),
                    "inner_summary": [(r.iterations, r.inner_iterations, r.rank, r.status,
                                       round(r.solve_time, 2)) for r in res.inner]},
         )

@@ -51,7 +51,7 @@ from .registry import register_route
 
 _SCS_EPS = 1e-6
 _ROUTE_OPTS = ("max_iters", "tol", "tol_K", "restarts", "seed", "init", "monotone_tol",
-               "carry_scale", "inner", "inner_tol")
+               "carry_scale", "inner", "inner_tol", "inner_method")
 _VAR_ATTRS = ("nonneg", "nonpos", "pos", "neg", "symmetric", "diag", "PSD", "NSD", "hermitian")
 
 
@@ -494,12 +494,16 @@ class IteratedSDPRoute(Route):
         # warm-started step to step) or "auto" (low-rank where its route would pay off)
         inner = route_opts.pop("inner", "auto")
         inner_tol = route_opts.pop("inner_tol", 1e-6)
+        # the low-rank engine's solver per step: "auto" (interior point in its size range, the
+        # warm-started factored method above), "ip" or "bm"
+        inner_method = route_opts.pop("inner_method", "auto")
         if inner not in ("auto", "conic", "low_rank"):
             raise ValueError(f"inner must be 'auto', 'conic' or 'low_rank', got {inner!r}")
         if inner != "conic" and solver is None or inner == "low_rank":
             from .low_rank_sdp import low_rank_subproblem
 
-            lr_run = low_rank_subproblem(surr, required=inner == "low_rank", tol=inner_tol)
+            lr_run = low_rank_subproblem(surr, required=inner == "low_rank", tol=inner_tol,
+                                         method=inner_method)
             if lr_run is not None:
                 def run(Bs: list[np.ndarray], _lr=lr_run) -> dict[str, Any]:
                     point = _lr(Bs)

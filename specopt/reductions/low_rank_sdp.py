@@ -43,6 +43,7 @@ from ..solvers.low_rank_sdp import (
     SymOp,
     distance_rows,
     graph_trace_bound,
+    mm_step_method,
     solve_low_rank_sdp,
 )
 from .analysis import short, try_analyze
@@ -363,14 +364,19 @@ def low_rank_subproblem(surr: Any, *, required: bool, min_n: int | None = ITERAT
     user_id = next(uid for uid, fv in surr.var_map.items() if fv.id == d0.K.id)
     state: dict[str, Any] = {"Y": None, "y": None, "sigma": None, "results": []}
     tol = float(opts.pop("tol", 1e-6))
+    # each step: the cold interior point in its size range, else the factored method
+    # warm-started from the previous step (as low_rank_mm)
+    step_method = mm_step_method(opts.pop("method", "auto"), n, d0.A.m)
 
     def run(Bs: list[np.ndarray]) -> dict[str, Any]:
         B = 0.5 * (Bs[0] + Bs[0].T)
+        warm = step_method == "bm" and state["Y"] is not None
         res = solve_low_rank_sdp(
             SymOp(n, dense=C0 + s * B), d0.A, d0.b, sense=d0.sense, centered=d0.centered,
             trace_bound=d0.trace_bound, implied_trace_bound=d0.implied_trace_bound,
-            Y0=state["Y"], y0=state["y"],
-            sigma0=None if state["sigma"] is None else min(state["sigma"], 1e2), tol=tol, **opts)
+            Y0=state["Y"] if warm else None, y0=state["y"] if warm else None,
+            sigma0=min(state["sigma"], 1e2) if warm else None, tol=tol, method=step_method,
+            **opts)
         state.update(Y=res.Y, y=res.y, sigma=res.sigma)
         state["results"].append(res)
         Kv = res.Y @ res.Y.T

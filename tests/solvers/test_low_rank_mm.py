@@ -1,0 +1,155 @@
+"""Majorize-minimize on the low-rank engine (MVE): the inner solver (cold interior point, warm
+factored method, conic iterated SDP) does not change the stationary point; the size switch; the
+monotone trace; honest statuses when the loop is capped."""
+
+import numpy as np
+import pytest
+
+import specopt.solvers.low_rank_sdp as lrs
+from specopt.learn.embedding import MinimumVolumeEmbedding, make_hubs_and_spokes
+from specopt.solvers.low_rank_sdp import (
+    MM_IP_MAX_M,
+    MM_IP_MAX_N,
+    SymOp,
+    low_rank_mm,
+    mm_step_method,
+)
+
+
+def _mve_data(n_spokes=4, per=5, seed=0, k=2):
+    """Spokes data prepared as the learner does: rows, squared lengths (mean 1), trace bound,
+    the affinity start."""
+    X, _ = make_hubs_and_spokes(n_spokes=n_spokes, points_per_spoke=per, noise=0.2,
+                                random_state=seed)
+    est = MinimumVolumeEmbedding(n_components=2, n_neighbors=k)
+    A, C = est._prepare(X)
+    rows, d2, T = est._low_rank_data(A, C)
+    unit = float(np.mean(d2))
+    A, d2 = A / unit, d2 / unit
+    T = None if T is None else T / unit
+    Y0 = est._low_rank_start(A, min(A.shape[0] - 1, 24))
+    return rows, d2, T, Y0
+
+
+def _mm(rows, d2, T, Y0, method, **kw):
+    n = rows.n
+    kw.setdefault("max_iters", 50)
+    return low_rank_mm(SymOp.identity(n), np.full(2, -2.0), rows, d2, Y0, centered=True,
+                       implied_trace_bound=T, tol=1e-6, tol_K=1e-4, inner_tol=1e-6,
+                       monotone_tol=1e-5, method=method, **kw)
+
+
+def _rel(K1, K2):
+    return np.linalg.norm(K1 - K2) / np.linalg.norm(K2)
+
+
+def test_step_method_switch_and_validation():
+    assert mm_step_method("auto", MM_IP_MAX_N, MM_IP_MAX_M) == "ip"
+    assert mm_step_method("auto", MM_IP_MAX_N + 1, 10) == "bm"
+    assert mm_step_method("auto", 10, MM_IP_MAX_M + 1) == "bm"
+    assert mm_step_method("bm", 10, 10) == "bm" and mm_step_method("ip", 10**5, 10) == "ip"
+    with pytest.raises(ValueError, match="method must be"):
+        mm_step_method("fast", 10, 10)
+    rows, d2, T, Y0 = _mve_data()
+    with pytest.raises(ValueError, match="method must be"):
+        _mm(rows, d2, T, Y0, "conic")
+
+
+def test_same_stationary_point_ip_bm_and_conic():
+    """Same start (the affinity) and tolerance: the interior-point steps, the warm-started
+    factored steps and the conic iterated SDP (Clarabel, the learner's path) reach the same
+    stationary point; each MM trace is monotone and every step is certified."""
+    rows, d2, T, Y0 = _mve_data()
+    res = {m: _mm(rows, d2, T, Y0, m) for m in ("ip", "bm")}
+    for m, r in res.items():
+        assert r.converged and r.inner_certified and r.stationary, m
+        assert set(r.methods) == {m}
+        assert not r.monotone_violations
+        obj = r.history["objective"]
+        assert all(b <= a + 1e-5 * max(1.0, abs(a)) for a, b in zip(obj, obj[1:], strict=False))
+    K = {m: r.Y @ r.Y.T for m, r in res.items()}
+    assert res["ip"].objective == pytest.approx(res["bm"].objective, rel=1e-5)
+    # K is pinned down less tightly than the value: the MM stops on the step size tol_K, and
+    # with a contraction factor rho the distance to the limit is ~ tol_K / (1 - rho)
+    assert _rel(K["ip"], K["bm"]) <= 1e-2
+    # the conic iterated SDP from the same start (the learner, Clarabel; it solves in the same
+    # units: mean squared edge length 1, and reports the objective in them)
+    X, _ = make_hubs_and_spokes(n_spokes=4, points_per_spoke=5, noise=0.2, random_state=0)
+    cl = MinimumVolumeEmbedding(n_components=2, n_neighbors=2, solver="CLARABEL",
+                                tol=1e-6).fit(X)
+    assert cl.certificate_.route == "iterated_sdp"
+    assert cl.certificate_.status == "stationary_point"
+    unit = float(np.mean(_edge_sq(cl)))
+    assert res["ip"].objective == pytest.approx(cl.objective_, rel=1e-4)
+    assert _rel(K["ip"] * unit, cl.kernel_) <= 1e-2
+
+
+def _edge_sq(est):
+    A, C = est.affinity_, est.connectivity_
+    i, j = np.nonzero(np.triu(C, 1))
+    return np.diag(A)[i] + np.diag(A)[j] - 2 * A[i, j]
+
+
+def test_size_switch_bm_above_threshold(monkeypatch):
+    """``method="auto"`` uses the interior point up to MM_IP_MAX_N and the warm-started factored
+    method above (the threshold lowered to below this instance's size): the same point."""
+    rows, d2, T, Y0 = _mve_data(n_spokes=3, per=4)
+    below = _mm(rows, d2, T, Y0, "auto", max_iters=30)
+    monkeypatch.setattr(lrs, "MM_IP_MAX_N", rows.n - 1)
+    above = _mm(rows, d2, T, Y0, "auto", max_iters=30)
+    assert set(below.methods) == {"ip"} and set(above.methods) == {"bm"}
+    assert below.stationary and above.stationary
+    assert above.objective == pytest.approx(below.objective, rel=1e-5)
+    assert _rel(above.Y @ above.Y.T, below.Y @ below.Y.T) <= 1e-2
+
+
+def test_capped_iterations_and_time_are_not_stationary():
+    rows, d2, T, Y0 = _mve_data()
+    capped = _mm(rows, d2, T, Y0, "ip", max_iters=2)
+    assert capped.iterations == 2 and not capped.converged and not capped.stationary
+    assert capped.stop_reason == "max_iters"
+    # a time limit below one step: stops after the first step, not stationary
+    timed = _mm(rows, d2, T, Y0, "ip", time_limit=1e-9)
+    assert timed.stop_reason == "time_limit" and not timed.stationary
+    # the learner reports it: not a stationary point
+    X, _ = make_hubs_and_spokes(n_spokes=4, points_per_spoke=5, noise=0.2, random_state=0)
+    est = MinimumVolumeEmbedding(n_components=2, n_neighbors=2, solver="LOW_RANK",
+                                 max_iter=2).fit(X)
+    assert est.certificate_.status == "optimal_inaccurate"
+    assert not est.converged_
+    full = MinimumVolumeEmbedding(n_components=2, n_neighbors=2, solver="LOW_RANK").fit(X)
+    assert full.certificate_.status == "stationary_point"
+    assert full.certificate_.extra["inner_solves_accurate"]
+    assert set(full.certificate_.extra["inner_methods"]) == {"ip"}
+
+
+def test_uncertified_inner_solve_is_not_stationary(monkeypatch):
+    """Steps whose subproblem is not certified (here: the solver given no iterations, so K does
+    not move and the MM test passes at once) do not make a stationary point."""
+    rows, d2, T, Y0 = _mve_data(n_spokes=3, per=4)
+    real = lrs.solve_low_rank_sdp
+
+    def no_iterations(*args, **kw):
+        kw["max_iters"] = 0
+        return real(*args, **kw)
+
+    monkeypatch.setattr(lrs, "solve_low_rank_sdp", no_iterations)
+    res = _mm(rows, d2, T, Y0, "bm", max_iters=5)
+    assert res.converged and not res.inner_certified and not res.stationary
+
+
+def test_learner_default_switch(monkeypatch):
+    """MinimumVolumeEmbedding (solver=None) runs on the low-rank engine from its measured size
+    on, the conic iterated SDP below it."""
+    import specopt.learn.embedding as emb
+
+    assert emb.MVE_LOW_RANK_MIN_N == emb.MinimumVolumeEmbedding._low_rank_min_n
+    X, _ = make_hubs_and_spokes(n_spokes=3, points_per_spoke=4, noise=0.2, random_state=0)
+    n = X.shape[0]
+    monkeypatch.setattr(emb.MinimumVolumeEmbedding, "_low_rank_min_n", n + 1)
+    below = MinimumVolumeEmbedding(n_components=2, n_neighbors=2).fit(X)
+    monkeypatch.setattr(emb.MinimumVolumeEmbedding, "_low_rank_min_n", n)
+    above = MinimumVolumeEmbedding(n_components=2, n_neighbors=2).fit(X)
+    assert below.certificate_.route == "iterated_sdp"
+    assert above.certificate_.route == "low_rank_sdp"
+    assert above.objective_ == pytest.approx(below.objective_, rel=1e-3)
