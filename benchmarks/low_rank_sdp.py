@@ -2,7 +2,8 @@
 
 Usage: python benchmarks/low_rank_sdp.py [--sizes 50 100 300] [--data swiss scurve spokes digits]
        [--seeds 0 1] [--scs-cap 120] [--lr-cap 600] [--clarabel-max-n 60] [--timeout 600]
-       [--mve 100 400]
+       [--mve 100 400 [--mve-family digits:0 swiss:0] [--mve-cap 600] [--mve-conic-max-n 100]
+       [--mve-only]]
 
 Model (the issue's): ``maximize trace(K)`` s.t. ``K >> 0``, ``cp.sum(K) == 0``,
 ``K[I, I] + K[J, J] - 2 K[I, J] == d2`` on the k-NN edges (k = 6; squared lengths scaled to mean
@@ -13,8 +14,14 @@ sample. Each (backend, instance) runs in its own
 subprocess with a wall-clock timeout. Backends: ``low_rank_sdp`` route at ``tol=1e-4`` (first
 call pays numba compilation: reported separately as ``compile_s``), SCS at ``eps = 1e-5`` with
 ``time_limit_secs = --scs-cap`` (a capped run is reported as ``> cap``), Clarabel up to
-``--clarabel-max-n``. ``--mve`` adds whole MVE fits (learner, low-rank engine) at those sizes on
-digits. Prints markdown tables (median and worst over the family per N) and writes
+``--clarabel-max-n``. ``--mve N ...`` adds whole MVE fits (the learner's defaults: tol 1e-4,
+max_iter 50, affinity start) with the low-rank engine (``low_rank_mm``, method auto: a cold
+interior point per MM step up to ``MM_IP_MAX_N``, the warm-started factored method above) over
+``--mve-family`` (default two digits subsets and a swiss roll; k the smallest k >= 5 / 6 giving a
+connected k-NN graph), capped by ``--mve-cap`` (the fit's ``time_limit``: a capped fit reports its
+MM steps and status ``optimal_inaccurate``), and with the conic iterated SDP (SCS, eps 1e-5) up to
+``--mve-conic-max-n``; ``--mve-only`` skips the SDE table (use ``--out`` to keep the SDE JSON).
+Prints markdown tables (median and worst over the family per N) and writes
 benchmarks/results/low_rank_sdp.json.
 """
 
@@ -96,19 +103,8 @@ def run_one(backend: str, name: str, n: int, seed: int, cap: float) -> dict:
 
     import specopt
 
-    if backend == "mve":
-        from sklearn.datasets import load_digits
-
-        from specopt.learn.embedding import MinimumVolumeEmbedding
-
-        D, _ = load_digits(return_X_y=True)
-        X = D[np.random.default_rng(seed).choice(len(D), n, replace=False)]
-        t0 = time.perf_counter()
-        est = MinimumVolumeEmbedding(n_components=2, n_neighbors=5, tol=1e-3,
-                                     solver="LOW_RANK").fit(X)
-        return {"time": time.perf_counter() - t0, "energy": est.energy_,
-                "objective": est.objective_, "n_iter": est.n_iter_,
-                "status": est.certificate_.status}
+    if backend in ("mve", "mve_conic"):
+        return run_mve(backend, name, n, seed, cap)
     n, E, d2 = instance(name, n, seed)
     out: dict = {"N": n, "edges": len(E)}
     if backend == "low_rank":
@@ -140,6 +136,70 @@ def run_one(backend: str, name: str, n: int, seed: int, cap: float) -> dict:
     return out
 
 
+def mve_data(name: str, n: int, seed: int):
+    """Points for the MVE fits and the smallest k >= 5 (digits) / 6 (swiss roll, spokes) whose k-NN
+    graph is connected (the learner refuses a disconnected graph: the embedding is unbounded)."""
+    from specopt.learn.embedding import MinimumVolumeEmbedding
+
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        D, _ = load_digits(return_X_y=True)
+        X = D[np.random.default_rng(seed).choice(len(D), min(n, len(D)), replace=False)]
+        k0 = 5
+    elif name == "swiss":
+        from sklearn.datasets import make_swiss_roll
+
+        X, _ = make_swiss_roll(n, noise=0.05, random_state=seed)
+        k0 = 6
+    elif name == "spokes":
+        from specopt.learn.embedding import make_hubs_and_spokes
+
+        X, _ = make_hubs_and_spokes(n_spokes=5, points_per_spoke=(n - 1) // 5, noise=0.2,
+                                    random_state=seed)
+        k0 = 6
+    else:
+        raise ValueError(name)
+    for k in range(k0, k0 + 8):
+        try:
+            MinimumVolumeEmbedding(n_neighbors=k)._prepare(X)
+            return X, k
+        except ValueError:
+            continue
+    raise ValueError(f"{name}:{n}:{seed}: no connected k-NN graph for k < {k0 + 8}")
+
+
+def run_mve(backend: str, name: str, n: int, seed: int, cap: float) -> dict:
+    """One whole MVE fit (learner defaults: tol 1e-4, max_iter 50, affinity start): ``mve`` the
+    low-rank engine (``low_rank_mm``, method auto), ``mve_conic`` the conic iterated SDP (SCS at
+    the learner's eps 1e-5). ``cap``: the low-rank fit's ``time_limit`` (its MM stops there,
+    status optimal_inaccurate, steps done reported)."""
+    from specopt.learn.embedding import MinimumVolumeEmbedding
+
+    X, k = mve_data(name, n, seed)
+    kw: dict = {"n_components": 2, "n_neighbors": k}
+    if backend == "mve":
+        kw.update(solver="LOW_RANK", solver_options={"time_limit": cap})
+    else:
+        kw.update(solver="SCS")
+    t0 = time.perf_counter()
+    est = MinimumVolumeEmbedding(**kw).fit(X)
+    elapsed = time.perf_counter() - t0
+    cert = est.certificate_
+    out = {"N": int(X.shape[0]), "k": k, "edges": int(np.triu(est.connectivity_, 1).sum()),
+           "time": elapsed, "energy": est.energy_, "objective": est.objective_,
+           "n_iter": est.n_iter_, "status": cert.status, "converged": bool(est.converged_),
+           "stop_reason": cert.extra.get("stop_reason"),
+           "step_time_median": elapsed / max(1, est.n_iter_)}
+    if backend == "mve":
+        steps = cert.extra["inner_summary"]
+        out["step_times"] = [st[4] for st in steps]
+        out["step_time_median"] = float(np.median(out["step_times"]))
+        out["inner_methods"] = sorted(set(cert.extra["inner_methods"]))
+        out["inner_solves_accurate"] = cert.extra["inner_solves_accurate"]
+    return out
+
+
 def run_capped(backend: str, name: str, n: int, seed: int, cap: float, timeout: float) -> dict:
     out = run_json_subprocess([__file__, "--one", backend, name, str(n), str(seed), str(cap)],
                               timeout, ROOT.parent)
@@ -167,6 +227,13 @@ def main() -> None:
     ap.add_argument("--lr-cap", type=float, default=600.0,
                     help="time_limit of the low-rank engine (then optimal_inaccurate)")
     ap.add_argument("--mve", type=int, nargs="*", default=[])
+    ap.add_argument("--mve-family", nargs="*", default=["digits:0", "digits:1", "swiss:0"],
+                    metavar="DATA:SEED")
+    ap.add_argument("--mve-cap", type=float, default=600.0,
+                    help="time_limit of a low-rank MVE fit (SCS fits: subprocess timeout)")
+    ap.add_argument("--mve-conic-max-n", type=int, default=0,
+                    help="also fit with the conic iterated SDP (SCS) up to this N")
+    ap.add_argument("--mve-only", action="store_true", help="skip the SDE table")
     ap.add_argument("--out", default=str(ROOT / "results" / "low_rank_sdp.json"))
     args = ap.parse_args()
     if args.one:
@@ -177,10 +244,12 @@ def main() -> None:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
     results: dict = {"sde": {}, "mve": {}, "scs_cap": args.scs_cap, "load_start": load0}
-    print("| data | seed | N | edges | low-rank s | status | gap | rank | auto route | SCS s "
-          "| SCS status | Clarabel s | obj low-rank | obj SCS | obj Clarabel |")
-    print("|" + "---|" * 15)
-    for n in args.sizes:
+    sizes = [] if args.mve_only else args.sizes
+    if sizes:
+        print("| data | seed | N | edges | low-rank s | status | gap | rank | auto route | SCS s "
+              "| SCS status | Clarabel s | obj low-rank | obj SCS | obj Clarabel |")
+        print("|" + "---|" * 15)
+    for n in sizes:
         for name in args.data:
             for seed in args.seeds:
                 row = {"low_rank": run_capped("low_rank", name, n, seed, args.lr_cap,
@@ -201,10 +270,11 @@ def main() -> None:
                       f"{(sc.get('objective') or float('nan')):.6g} | "
                       f"{(cl.get('objective') or float('nan')):.6g} |", flush=True)
                 out_path.write_text(json.dumps(results, indent=1, default=float))
-    print("\n| N | instances | low-rank median s | low-rank worst s | SCS median s | SCS worst s "
-          "| ratio SCS/low-rank median | worst (smallest) ratio | Clarabel median s |")
-    print("|" + "---|" * 9)
-    for n in args.sizes:
+    if sizes:
+        print("\n| N | instances | low-rank median s | low-rank worst s | SCS median s | SCS "
+              "worst s | ratio SCS/low-rank median | worst (smallest) ratio | Clarabel median s |")
+        print("|" + "---|" * 9)
+    for n in sizes:
         rows = [v for k, v in results["sde"].items() if k.split(":")[1] == str(n)]
         lt = [r["low_rank"]["time"] for r in rows if "time" in r["low_rank"]]
         st = [r["SCS"]["time"] for r in rows if "time" in r["SCS"]]
@@ -219,19 +289,53 @@ def main() -> None:
               f"{'>= ' if capped else ''}{med(ratios):.2f} | {min(ratios):.2f} | "
               f"{_fmt(med(ct) if ct else None)} |" if ratios else f"| {n} | {len(rows)} | - |")
     if args.mve:
-        print("\n| N | MVE fit s (low-rank) | energy % | MM steps | final cost | status |")
-        print("|---|---|---|---|---|---|")
-        for n in args.mve:
-            r = run_capped("mve", "digits", n, 0, args.timeout, args.timeout)
-            results["mve"][str(n)] = r
-            print(f"| {n} | {_fmt(r.get('time'), 'error' in r)} | "
-                  f"{100 * r.get('energy', float('nan')):.2f} | {r.get('n_iter', '-')} | "
-                  f"{r.get('objective', float('nan')):.2f} | {r.get('status', r.get('error'))} |",
-                  flush=True)
-            out_path.write_text(json.dumps(results, indent=1, default=float))
+        run_mve_table(args, results, out_path)
     results["load_end"] = os.getloadavg()
     out_path.write_text(json.dumps(results, indent=1, default=float))
     print(f"\nload average start {load0}, end {results['load_end']}; wrote {out_path}")
+
+
+def run_mve_table(args, results: dict, out_path: Path) -> None:
+    """Whole MVE fits per N over a family (``--mve-family``), the low-rank engine and (up to
+    ``--mve-conic-max-n``) the conic iterated SDP on the same instances; median and worst."""
+    print("\n| N | data | seed | k | edges | method | fit s | s / MM step (median) | MM steps "
+          "| energy % | final cost | status | stop | inner |")
+    print("|" + "---|" * 14)
+    med = statistics.median
+    for n in args.mve:
+        for case in args.mve_family:
+            name, seed = case.split(":")
+            methods = ["mve"] + (["mve_conic"] if n <= args.mve_conic_max_n else [])
+            for m in methods:
+                cap = args.mve_cap
+                r = run_capped(m, name, n, int(seed), cap, cap + args.timeout)
+                results["mve"][f"{m}:{name}:{n}:{seed}"] = r
+                cost = r.get("objective")
+                print(f"| {r.get('N', n)} | {name} | {seed} | {r.get('k', '-')} | "
+                      f"{r.get('edges', '-')} | {'low-rank' if m == 'mve' else 'conic (SCS)'} | "
+                      f"{_fmt(r.get('time'), r.get('capped', False))} | "
+                      f"{_fmt(r.get('step_time_median'))} | {r.get('n_iter', '-')} | "
+                      f"{100 * r.get('energy', float('nan')):.2f} | "
+                      f"{'-' if cost is None else f'{cost:.2f}'} | "
+                      f"{r.get('status', r.get('error'))} | {r.get('stop_reason', '-')} | "
+                      f"{','.join(r.get('inner_methods', [])) or '-'} |", flush=True)
+                out_path.write_text(json.dumps(results, indent=1, default=float))
+    print("\n| N | method | instances | fit s median | fit s worst | stationary | "
+          "s / MM step median |")
+    print("|---|---|---|---|---|---|---|")
+    for n in args.mve:
+        for m in ("mve", "mve_conic"):
+            rows = [v for k_, v in results["mve"].items()
+                    if k_.startswith(m + ":") and k_.split(":")[2] == str(n)]
+            if not rows:
+                continue
+            ts = [r["time"] for r in rows if "time" in r]
+            worst = "> cap" if any("time" not in r for r in rows) else _fmt(max(ts))
+            ok = sum(r.get("status") == "stationary_point" for r in rows)
+            st = [r["step_time_median"] for r in rows if "step_time_median" in r]
+            print(f"| {n} | {'low-rank' if m == 'mve' else 'conic (SCS)'} | {len(rows)} | "
+                  f"{_fmt(med(ts) if ts else None)} | {worst} | {ok}/{len(rows)} | "
+                  f"{_fmt(med(st) if st else None)} |")
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ LOW_RANK_MIN_N = 200
 #: (``low_rank_mm``: each step the sparse-row interior point, certified; the factored method
 #: above its size range). Measured in benchmarks/low_rank_sdp.py --mve
 #: (docs/routes/low_rank_sdp.md).
-MVE_LOW_RANK_MIN_N = 100
+MVE_LOW_RANK_MIN_N = 50
 #: Relative accuracy of each low-rank solve (primal residual and gap) in the learners.
 _LOW_RANK_TOL = 1e-4
 
