@@ -514,7 +514,7 @@ class IteratedSDPRoute(Route):
                         timings["inaccurate"] += 1
                     return point
 
-                backend = "low_rank_sdp"
+                backend = state["backend"] = "low_rank_sdp"
                 lr_defaults = {"tol": max(1e-6, 10 * inner_tol),
                                "tol_K": max(1e-4, 1e2 * inner_tol),
                                "monotone_tol": max(1e-6, 10 * inner_tol)}
