@@ -79,6 +79,7 @@ __all__ = [
 
 OPTIMAL = "optimal"
 INACCURATE = "inaccurate"
+UNBOUNDED = "unbounded"
 
 
 # --------------------------------------------------------------------------------------------
@@ -373,6 +374,7 @@ class LowRankSDPResult:
     solve_time: float
     history: dict[str, list[float]] = field(default_factory=dict)
     rank_growths: int = 0
+    ray: np.ndarray | None = None
 
     @property
     def K(self) -> np.ndarray:
@@ -663,6 +665,12 @@ def solve_low_rank_sdp(
     sgn = 1.0 if sense == "min" else -1.0
     if face is not None and face.V.shape[0] != n:
         raise ValueError(f"face basis has {face.V.shape[0]} rows for n = {n}")
+    if trace_bound is None and implied_trace_bound is None and face is None:
+        v = recession_ray(C, A, centered, sense)
+        if v is not None:
+            return _unbounded(C, A, b, v, sense=sense, centered=centered, tol=tol,
+                              time_limit=time_limit, seed=seed, verbose=verbose, t_start=t_start,
+                              method=method)
     P = _Scaled(C, A, b, trace_bound, implied_trace_bound, centered, sgn, face)
     rng = np.random.default_rng(seed)
     max_rank = n if max_rank is None else max(1, min(int(max_rank), n))
@@ -855,6 +863,75 @@ def solve_low_rank_sdp(
         history=hist,
         rank_growths=growths,
     )
+
+
+def recession_ray(C: SymOp, A: SparseRows, centered: bool, sense: str,
+                  max_components: int = 64) -> np.ndarray | None:
+    """A direction ``v`` with ``K + s v v^T`` feasible for all ``s >= 0`` whenever ``K`` is,
+    along which the objective improves without bound, or None.
+
+    Candidates: the indicator of a connected component of the rows' support graph (edges
+    ``(i, j)`` of every row entry), minus its mean when centering. Accepted when
+    ``A(v v^T) = 0`` (to rounding), ``v^T 1 = 0`` when centered, and ``<C, v v^T>`` strictly
+    improves the objective (``> 0`` when maximizing, ``< 0`` when minimizing). Then the problem is
+    unbounded as soon as it is feasible (the SDE of a disconnected neighbour graph: the
+    components drift apart).
+    """
+    n = A.n
+    if A.rows.size == 0:
+        return None
+    off = A.ii != A.jj
+    G = sp.coo_array((np.ones(int(off.sum())), (A.ii[off], A.jj[off])), shape=(n, n))
+    ncomp, lab = connected_components(G, directed=False)
+    if ncomp < 2:
+        return None
+    sgn = 1.0 if sense == "max" else -1.0
+    cn = C.fro_norm()
+    an = float(np.max(np.abs(A.vals)))
+    for c in range(min(ncomp, max_components)):
+        v = (lab == c).astype(float)
+        if centered:
+            v -= v.mean()
+        nv2 = float(v @ v)
+        if nv2 == 0:
+            continue
+        if np.max(np.abs(_a_of_yyt(A.rows, A.ii, A.jj, A.vals, v[:, None], A.m)),
+                  initial=0.0) > 1e-12 * an * nv2:
+            continue
+        gain = sgn * float(v @ C.matmat(v[:, None])[:, 0])
+        if gain > 1e-9 * max(cn, 1e-300) * nv2:
+            return v / math.sqrt(nv2)
+    return None
+
+
+def _unbounded(C: SymOp, A: SparseRows, b: np.ndarray, v: np.ndarray, *, sense: str,
+               centered: bool, tol: float, time_limit: float | None, seed: int | None,
+               verbose: bool, t_start: float, method: str) -> LowRankSDPResult:
+    """With a recession ray ``v`` (:func:`recession_ray`): unbounded if a feasible point exists.
+    Feasibility is decided by the same problem with ``tr K <= T`` added (bounded, so the
+    interior point certifies it), ``T = n (1 + sum_r sqrt(|b_r| / ||A_r||))^2`` (enough for
+    distance rows: every ``K_ii`` is at most a squared path length). Status ``"unbounded"``
+    when that point satisfies the rows to ``tol``; else the result of the bounded solve with
+    status ``"inaccurate"`` (nothing proven)."""
+    norms = A.row_norms()
+    norms[norms == 0] = 1.0
+    T = A.n * (1.0 + float(np.sum(np.sqrt(np.abs(b) / norms)))) ** 2
+    if verbose:
+        print(f"[low_rank_sdp] the objective improves without bound along a component of the "
+              f"row graph; feasibility check with tr K <= {T:.3g}")
+    res = solve_low_rank_sdp(C, A, b, sense=sense, centered=centered, trace_bound=T, tol=tol,
+                             time_limit=time_limit, seed=seed, verbose=verbose, method=method)
+    res.solve_time = time.perf_counter() - t_start
+    res.trace_bound_used = None
+    res.bound = None
+    if res.primal_residual <= tol:
+        res.status = "unbounded"
+        res.ray = v
+        res.objective = math.inf if sense == "max" else -math.inf
+        res.gap = 0.0
+    else:
+        res.status = INACCURATE
+    return res
 
 
 #: ``method="auto"`` uses the interior point up to these sizes (matrix side, rows). Measured in

@@ -42,6 +42,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from ._jit import lazy_njit
 
 __all__ = ["SparseIPResult", "row_factors", "solve_sparse_sdp_ip"]
 
@@ -159,6 +162,73 @@ def row_factors(rows: np.ndarray, ii: np.ndarray, jj: np.ndarray, vals: np.ndarr
     return F, np.concatenate(W), O
 
 
+def padded_factors(F: sp.csc_array, w: np.ndarray, O: sp.csr_array
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The factors as padded arrays sorted by owner row: ``idx`` (R x s, -1 padded), ``coef``,
+    ``w``, ``own`` (nondecreasing) for :func:`_schur_kernel`."""
+    own = np.asarray(O.tocoo().col)[np.argsort(np.asarray(O.tocoo().row), kind="stable")]
+    order = np.argsort(own, kind="stable")
+    Fc = sp.csc_array(F)[:, order]
+    Fc.sort_indices()
+    cnt = np.diff(Fc.indptr)
+    smax = int(cnt.max(initial=1))
+    R = Fc.shape[1]
+    idx = np.full((R, smax), -1, dtype=np.int64)
+    coef = np.zeros((R, smax))
+    pos = np.arange(Fc.nnz) - np.repeat(Fc.indptr[:-1], cnt)
+    col = np.repeat(np.arange(R), cnt)
+    idx[col, pos] = Fc.indices
+    coef[col, pos] = Fc.data
+    return idx, coef, np.ascontiguousarray(w[order]), np.ascontiguousarray(own[order])
+
+
+@lazy_njit(cache=True, fastmath=True)
+def _schur_kernel(idx, coef, w, own, X, Z, m):  # pragma: no cover - compiled
+    """Lower triangle of ``M = O^T [(w w^T) o (F^T X F) o (F^T Z F)] O`` (terms sorted by
+    owner): row ``t`` of ``F^T X`` is formed once (``O(n s)``), each pair then costs ``O(s)``."""
+    R, s = idx.shape
+    n = X.shape[0]
+    M = np.zeros((m, m))
+    tx = np.empty(n)
+    tz = np.empty(n)
+    for t in range(R):
+        for k in range(n):
+            tx[k] = 0.0
+            tz[k] = 0.0
+        for a in range(s):
+            ia = idx[t, a]
+            if ia < 0:
+                break
+            ca = coef[t, a]
+            for k in range(n):
+                tx[k] += ca * X[ia, k]
+                tz[k] += ca * Z[ia, k]
+        rt = own[t]
+        wt = w[t]
+        for u in range(t + 1):
+            gx = 0.0
+            gz = 0.0
+            for c in range(s):
+                ic = idx[u, c]
+                if ic < 0:
+                    break
+                gx += coef[u, c] * tx[ic]
+                gz += coef[u, c] * tz[ic]
+            v = wt * w[u] * gx * gz
+            ru = own[u]
+            if ru == rt and u != t:
+                v *= 2.0
+            M[rt, ru] += v
+    return M
+
+
+def schur_complement(pf: tuple, X: np.ndarray, Z: np.ndarray, m: int) -> np.ndarray:
+    """The lower triangle of ``M_rs = <A_r, X A_s Z>`` for the rows of :func:`padded_factors`
+    (all a lower Cholesky factorization reads; the strict upper triangle is zero)."""
+    idx, coef, w, own = pf
+    return _schur_kernel(idx, coef, w, own, np.ascontiguousarray(X), np.ascontiguousarray(Z), m)
+
+
 # --------------------------------------------------------------------------------------------
 # The reduced space (centering)
 # --------------------------------------------------------------------------------------------
@@ -213,14 +283,42 @@ def _sym(M: np.ndarray) -> np.ndarray:
     return 0.5 * (M + M.T)
 
 
-def _max_step(L: np.ndarray, dX: np.ndarray) -> float:
-    """Largest a with ``X + a dX`` PSD, from the Cholesky factor ``L`` of ``X``."""
-    T = sla.solve_triangular(L, sla.solve_triangular(L, dX, lower=True,
-                                                     check_finite=False).T,
-                             lower=True, check_finite=False)
-    lam = sla.eigh(_sym(T), eigvals_only=True, subset_by_index=[0, 0], driver="evr",
-                   check_finite=False)[0]
+def _max_step(L: np.ndarray, dX: np.ndarray, dense_max: int = 600) -> float:
+    """Largest a with ``X + a dX`` PSD, from the Cholesky factor ``L`` of ``X``: the smallest
+    eigenvalue of ``L^-1 dX L^-T`` (dense subset ``eigh`` up to ``dense_max``; Lanczos on the
+    operator above, ``O(n^2)`` per product instead of ``O(n^3)``; the caller checks the new
+    iterate's Cholesky factorization and backtracks, so a Lanczos estimate is safe)."""
+    k = L.shape[0]
+    if k <= dense_max:
+        T = sla.solve_triangular(L, sla.solve_triangular(L, dX, lower=True,
+                                                         check_finite=False).T,
+                                 lower=True, check_finite=False)
+        lam = sla.eigh(_sym(T), eigvals_only=True, subset_by_index=[0, 0], driver="evr",
+                       check_finite=False)[0]
+    else:
+        def mv(v: np.ndarray) -> np.ndarray:
+            u = sla.solve_triangular(L, v, lower=True, trans="T", check_finite=False)
+            return sla.solve_triangular(L, dX @ u, lower=True, check_finite=False)
+
+        op = spla.LinearOperator((k, k), matvec=mv, dtype=float)
+        try:
+            lam = float(spla.eigsh(op, k=1, which="SA", tol=1e-4, ncv=32, maxiter=20 * k,
+                                   v0=np.ones(k))[0][0])
+        except spla.ArpackNoConvergence as exc:
+            lam = float(exc.eigenvalues[0]) if exc.eigenvalues.size else -math.inf
+        lam *= 1.0 + 1e-3 if lam < 0 else 1.0
     return math.inf if lam >= 0 else -1.0 / lam
+
+
+def _pd_update(X: np.ndarray, dX: np.ndarray, a: float, tries: int = 6):
+    """``X + a dX`` with its Cholesky factor, shrinking ``a`` by 0.7 until it is PD."""
+    for _ in range(tries):
+        Xn = _sym(X + a * dX)
+        try:
+            return Xn, np.linalg.cholesky(Xn), a
+        except np.linalg.LinAlgError:
+            a *= 0.7
+    return X, None, 0.0
 
 
 def _lp_step(x: float, dx: float) -> float:
@@ -237,7 +335,8 @@ class _Newton:
         self.X, self.Zi, self.Lx, self.Lz, self.Rd, self.rp = X, Zi, Lx, Lz, Rd, rp
         self.rd_t, self.s_t, self.z_t, self.has_t, self.m = rd_t, s_t, z_t, has_t, m
         self.res_tol = res_tol
-        self.XRdZi = X @ Rd @ Zi
+        # X Rd Z^-1 (zero once the dual is feasible: skip the two products then)
+        self.XRdZi = X @ Rd @ Zi if np.abs(Rd).max(initial=0.0) > 1e-14 else 0.0
 
     def _complete(self, Rs: np.ndarray, Rl: float, dy: np.ndarray):
         dZ = self.Rd - self.At_op(dy)
@@ -258,13 +357,11 @@ class _Newton:
             else 0.0
         h = self.rp - self.A_op(Rs, Rl)
         dy = sla.cho_solve(self.cM, h, check_finite=False)
-        for _ in range(2):
-            dX, _, dst, _ = self._complete(Rs, Rl, dy)
-            res = self.rp - self.A_op(dX, dst)
-            if np.linalg.norm(res) <= self.res_tol:
-                break
-            dy = dy + sla.cho_solve(self.cM, res, check_finite=False)
         dX, dZ, dst, dzt = self._complete(Rs, Rl, dy)
+        res = self.rp - self.A_op(dX, dst)
+        if np.linalg.norm(res) > self.res_tol:  # one refinement step
+            dy = dy + sla.cho_solve(self.cM, res, check_finite=False)
+            dX, dZ, dst, dzt = self._complete(Rs, Rl, dy)
         return dX, dy, dZ, dst, dzt
 
     def steps(self, dX, dZ, dst, dzt, frac: float = 0.98) -> tuple[float, float]:
@@ -305,9 +402,7 @@ def solve_sparse_sdp_ip(
     ii = np.asarray(ii, dtype=np.int64)
     jj = np.asarray(jj, dtype=np.int64)
     vals = np.asarray(vals, dtype=float)
-    F, wF, O = row_factors(rows, ii, jj, vals, m, n)
-    OT = sp.csr_array(O.T)
-    FT = sp.csr_array(F.T)
+    pf = padded_factors(*row_factors(rows, ii, jj, vals, m, n))
 
     sp_ = _Space(n, centered, face)
     k = sp_.k
@@ -351,6 +446,7 @@ def solve_sparse_sdp_ip(
     converged = False
     it = 0
     err = math.inf
+    Lx = Lz = None
     for it in range(1, max_iters + 1):
         rp = bb - A_op(X, s_t)
         Rd = Cr - At_op(y) - Z
@@ -379,26 +475,24 @@ def solve_sparse_sdp_ip(
             break
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             break
-        try:
-            Lz = np.linalg.cholesky(Z)
-            Lx = np.linalg.cholesky(X)
-        except np.linalg.LinAlgError:
+        if Lx is None or Lz is None:
+            try:
+                Lz = np.linalg.cholesky(Z)
+                Lx = np.linalg.cholesky(X)
+            except np.linalg.LinAlgError:
+                break
+        Zi, info = sla.lapack.dpotri(Lz, lower=1)
+        if info != 0:
             break
-        Sinv = sla.solve_triangular(Lz, np.eye(k), lower=True, check_finite=False)
-        Zi = Sinv.T @ Sinv
+        Zi = np.tril(Zi) + np.tril(Zi, -1).T
         # Schur complement (sparse rows) through the rank-one factors
-        Xf, Zf = sp_.lift(X), sp_.lift(Zi)
-        GX = (FT @ (FT @ Xf).T)  # F^T X F  (R x R)
-        GZ = (FT @ (FT @ Zf).T)
-        B = GX * GZ
-        B *= wF[:, None]
-        B *= wF[None, :]
-        M = np.asarray(OT @ (OT @ B.T).T)  # O^T B O
+        M = schur_complement(pf, sp_.lift(X), sp_.lift(Zi), m)
         if has_t:
             Mt = np.empty((me, me))
             Mt[:m, :m] = M
             ZX = sp_.lift(_sym(Zi @ X))
-            Mt[m, :m] = Mt[:m, m] = A_sparse(ZX)
+            Mt[m, :m] = A_sparse(ZX)
+            Mt[:m, m] = 0.0
             Mt[m, m] = float(np.vdot(X, Zi)) + s_t / z_t
             M = Mt
         dM = np.diag(M).copy()
@@ -430,8 +524,11 @@ def solve_sparse_sdp_ip(
         except np.linalg.LinAlgError:
             break
         short = min(ap, ad) < 0.2
-        X = _sym(X + ap * dX)
-        Z = _sym(Z + ad * dZ)
+        # the new iterate must be positive definite (Lanczos step lengths): backtrack if not
+        X, Lx, ap = _pd_update(X, dX, ap)
+        Z, Lz, ad = _pd_update(Z, dZ, ad)
+        if Lx is None or Lz is None:
+            break
         y = y + ad * dy
         if has_t:
             s_t += ap * dst
