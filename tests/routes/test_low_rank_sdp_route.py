@@ -145,17 +145,22 @@ def test_iterated_sdp_same_stationary_point_with_low_rank_inner():
     n = A.shape[0]
     J = np.eye(n) - 1.0 / n
     vals, Ks = {}, {}
-    for inner in ("conic", "low_rank"):
+    # the low-rank inner solver with its interior point (cold) and factored (warm) steps
+    for inner, method in (("conic", None), ("low_rank", "ip"), ("low_rank", "bm")):
         K, cons = sde_feasible_set(A, C)
         prob = cp.Problem(cp.Minimize(mve_cost(K, 1)), cons)
         K.value = J @ A @ J
-        specopt.solve(prob, route="iterated_sdp", solver="CLARABEL", inner=inner, tol=1e-6)
+        kw = {} if method is None else {"inner_method": method}
+        specopt.solve(prob, route="iterated_sdp", solver="CLARABEL", inner=inner, tol=1e-6,
+                      **kw)
         cert = specopt.certificate(prob)
         assert cert.extra["converged"]
-        vals[inner], Ks[inner] = prob.value, np.array(K.value)
-    assert vals["low_rank"] == pytest.approx(vals["conic"], rel=1e-5)
-    rel = np.linalg.norm(Ks["low_rank"] - Ks["conic"]) / np.linalg.norm(Ks["conic"])
-    assert rel <= 1e-3
+        assert cert.backend == ("CLARABEL" if method is None else "low_rank_sdp")
+        vals[method], Ks[method] = prob.value, np.array(K.value)
+    for method in ("ip", "bm"):
+        assert vals[method] == pytest.approx(vals[None], rel=1e-5)
+        rel = np.linalg.norm(Ks[method] - Ks[None]) / np.linalg.norm(Ks[None])
+        assert rel <= 1e-3
 
 
 def test_iterated_sdp_inner_option_validated():
@@ -165,6 +170,8 @@ def test_iterated_sdp_inner_option_validated():
     prob = cp.Problem(cp.Minimize(mve_cost(K, 1)), [K >> 0, cp.trace(K) <= 1])
     with pytest.raises(ValueError, match="inner must be"):
         specopt.solve(prob, route="iterated_sdp", solver="CLARABEL", inner="fast")
+    with pytest.raises(ValueError, match="method must be"):
+        specopt.solve(prob, route="iterated_sdp", inner="low_rank", inner_method="fast")
     # a multi-variable or non-conforming subproblem with inner="low_rank" says why
     x = cp.Variable()
     prob2 = cp.Problem(cp.Minimize(mve_cost(K, 1) + cp.square(x)), [K >> 0, cp.trace(K) <= 1])
