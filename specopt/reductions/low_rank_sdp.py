@@ -60,11 +60,14 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
 #: SCS 0.45 s, Clarabel 2.5-3.6 s); N = 100: digits 1.0 / 1.4 s vs SCS 5.1 / 5.3 s, spokes 4.3 s
 #: vs SCS > 30 s; swiss roll / S-curve certify with no solver (docs/routes/low_rank_sdp.md).
 PAYS_OFF_MIN_N = 100
-#: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side; None: never
-#: by default (``inner="low_rank"`` opts in). Measured (load ~12): MVE on digits at N = 100 its
-#: steps were slower than SCS's warm-started steps (57-64 s vs 14 s), and an N = 400 fit did not
-#: finish in 900 s (the conic path: 236 s), so no size is known where it pays off yet.
-ITERATED_MIN_N: int | None = None
+#: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side (each step the
+#: cold sparse-row interior point while ``n <= MM_IP_MAX_N``; ``inner="low_rank"`` forces it,
+#: ``"conic"`` never). Measured (user-written MVE, digits k = 5 / spokes k = 3, inner="auto"
+#: conic backend vs the engine, same run, load 3-8, whole iterated solves): n = 16: Clarabel
+#: 2.1 / 1.0 s vs engine 3.7 / 1.7 s; n = 26 (SCS: the default backend from n = 24, where
+#: Clarabel's dense KKT side n(n+1)/2 passes 300): SCS 3.2 / 17.1 s vs 3.7 / 2.6 s; n = 41: SCS
+#: 10.3 s vs 2.7 s (digits). So the engine takes over where SCS would (n = 24): no cliff there.
+ITERATED_MIN_N: int | None = 24
 
 
 @dataclass
@@ -335,11 +338,13 @@ def _substitute_parameters(expr: Any, values: dict[int, Any]) -> Any:
     return expr.copy([_substitute_parameters(a, values) for a in args])
 
 
-def low_rank_subproblem(surr: Any, *, required: bool, min_n: int | None = ITERATED_MIN_N,
+def low_rank_subproblem(surr: Any, *, required: bool, min_n: int | None = None,
                         **opts: Any):
     """``run(B) -> point`` solving the iterated-SDP route's linearized step with the low-rank
-    engine, warm-started from the previous step; None when it does not apply (or, with
-    ``required``, a :class:`RouteMismatch` saying why).
+    engine (each step the cold interior point in its size range, else the factored method
+    warm-started from the previous step: ``method``, as :func:`low_rank_mm`); None when it does
+    not apply or, without ``required``, when ``n < min_n`` (default ``ITERATED_MIN_N``); with
+    ``required``, a :class:`RouteMismatch` saying why it does not apply.
 
     Applies when the subproblem (``surr.problem``, one linearized term with parameter ``B``) is,
     for fixed ``B``, of this route's form: ``C(B) = C_0 + s B`` is read from two extractions
@@ -350,6 +355,7 @@ def low_rank_subproblem(surr: Any, *, required: bool, min_n: int | None = ITERAT
             raise RouteMismatch("the low-rank inner solver takes one linearized spectral term")
         node = surr.nodes[0]
         n = node.K.shape[0]
+        min_n = ITERATED_MIN_N if min_n is None else min_n  # None: the measured default
         if not required and (min_n is None or n < min_n):
             return None
         prob = surr.problem

@@ -265,3 +265,28 @@ def test_recession_ray_needs_rows_that_vanish_on_it():
     # connected: no ray
     A2 = SparseRows.from_pairs(np.r_[pairs, [[2, 3]]], n)
     assert recession_ray(C, A2, centered=True, sense="max") is None
+
+
+def test_iterated_sdp_auto_inner_switch(monkeypatch):
+    """inner="auto" (no solver given) runs the steps on the low-rank engine from ITERATED_MIN_N
+    on, on the default conic backend below; the same stationary point either side."""
+    import specopt.reductions.low_rank_sdp as lrr
+    from specopt.atoms import mve_cost
+    from specopt.learn.embedding import _affinity, _connectivity, make_spiral, sde_feasible_set
+
+    assert lrr.ITERATED_MIN_N == 24  # measured (comment at the constant)
+    X = make_spiral(14, turns=1.5)
+    A = _affinity(X, "linear", None)
+    C = _connectivity(A, "knn", 2, None)
+    n = A.shape[0]
+    J = np.eye(n) - 1.0 / n
+    out = {}
+    for min_n in (n + 1, n):
+        monkeypatch.setattr(lrr, "ITERATED_MIN_N", min_n)
+        K, cons = sde_feasible_set(A, C)
+        prob = cp.Problem(cp.Minimize(mve_cost(K, 1)), cons)
+        K.value = J @ A @ J
+        specopt.solve(prob, route="iterated_sdp", tol=1e-6)
+        out[min_n] = (specopt.certificate(prob).backend, prob.value)
+    assert out[n + 1][0] == "CLARABEL" and out[n][0] == "low_rank_sdp"
+    assert out[n][1] == pytest.approx(out[n + 1][1], rel=1e-5)
