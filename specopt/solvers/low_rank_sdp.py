@@ -724,10 +724,22 @@ def solve_low_rank_sdp(
         elif time_limit is not None and time.perf_counter() - t_start > time_limit:
             bm_iters = 0
         else:
-            # continue with the factored method from the IP's point (rank: the IP's numerical
-            # rank, capped), the multipliers already close
-            Y = Y[:, : max(1, min(Y.shape[1], max_rank))]
+            # continue with the factored method from the IP's point: its leading columns up to
+            # the Barvinok-Pataki rank (an optimal K of rank r with r(r+1)/2 <= m + 1 exists),
+            # the multipliers already close
+            pataki = int(math.isqrt(2 * (P.m + 1))) + 2
+            Y = np.ascontiguousarray(Y[:, : max(1, min(Y.shape[1], max_rank, pataki))])
             sigma = max(sigma, 1e3)
+    def deadline(intermediate_result: Any = None) -> None:
+        """Stop an inner solve at the time limit (scipy ends ``minimize`` on StopIteration)."""
+        if time_limit is not None and time.perf_counter() - t_start > time_limit:
+            raise StopIteration
+
+    # the best certified-so-far point (max of relative residual and gap): returned when the
+    # method ends uncertified on a worse one (penalty growth on degenerate problems can drift)
+    best = None
+    if cert is not None:
+        best = (max(hist["primal_residual"][-1], cert["gap"]), Y, y, mu, lam, cert)
     first = it + 1
     for it in range(first, first + bm_iters):  # noqa: B020 (continues the IP's count)
         r_ = Y.shape[1]
@@ -741,7 +753,7 @@ def solve_low_rank_sdp(
         scale_g = max(1.0, float(np.linalg.norm(P.C.matmat(Y))))
         method = inner if inner != "auto" else ("lbfgs" if sigma < 1e3 else "trust-krylov")
         if method == "lbfgs":
-            opt = so.minimize(fun, Y.ravel(), jac=True, method="L-BFGS-B",
+            opt = so.minimize(fun, Y.ravel(), jac=True, method="L-BFGS-B", callback=deadline,
                               options={"maxiter": inner_max_iters, "ftol": 1e-15, "maxcor": 20,
                                        "gtol": gtol * scale_g / math.sqrt(Y.size)})
         else:
@@ -754,6 +766,7 @@ def solve_low_rank_sdp(
                 return P.project(_al_hessp(Yx, Dx, P, _y - _s * rr, _s, mt)).ravel()
 
             opt = so.minimize(fun, Y.ravel(), jac=True, hessp=hessp, method=method,
+                              callback=deadline,
                               options={"maxiter": min(inner_max_iters, newton_max_iters),
                                        "gtol": gtol * scale_g})
         inner_total += int(opt.nit)
@@ -813,6 +826,9 @@ def solve_low_rank_sdp(
                 if res <= tol and cert["ok"](tol) and _bound_side_ok(P, obj, cert):
                     status = OPTIMAL
                     break
+        score = max(res, cert["gap"])
+        if best is None or score < best[0]:
+            best = (score, Y, y, mu, lam, cert)
         if time_limit is not None and time.perf_counter() - t_start > time_limit:
             break
         neg = lamv < -max(err, 1e-10)
@@ -830,6 +846,10 @@ def solve_low_rank_sdp(
         prev_res = res
         gtol = max(min(0.5 * gtol, 0.1 * res), 0.1 * tol)
 
+    if status != OPTIMAL and best is not None and cert is not None:
+        r_now = float(np.linalg.norm(P.residual(Y))) / (1.0 + bnorm)
+        if best[0] < max(r_now, cert["gap"]):
+            _, Y, y, mu, lam, cert = best
     # ---- back to user units ----
     y_user = y * P.row_scale * P.gamma * sgn
     Yu = Y * math.sqrt(P.kappa)

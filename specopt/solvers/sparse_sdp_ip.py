@@ -51,8 +51,9 @@ __all__ = ["SparseIPResult", "row_factors", "solve_sparse_sdp_ip"]
 
 @dataclass
 class SparseIPResult:
-    """``K = Y Y^T`` (n x r, the eigenvalues above a trace-relative cut), the row multipliers
-    ``y``, the trace multiplier ``mu >= 0`` (0 without a trace row) and the IP trace."""
+    """``K = Y Y^T`` (n x r, the eigenvalues above a trace-relative cut, largest first), the
+    row multipliers ``y``, the trace multiplier ``mu >= 0`` (0 without a trace row) and the IP
+    trace."""
 
     Y: np.ndarray
     y: np.ndarray
@@ -383,7 +384,7 @@ def solve_sparse_sdp_ip(
     centered: bool = False,
     trace_bound: float | None = None,
     tol: float = 1e-8,
-    max_iters: int = 80,
+    max_iters: int = 300,
     time_limit: float | None = None,
     rank_cut: float = 1e-9,
     face: np.ndarray | None = None,
@@ -471,7 +472,10 @@ def solve_sparse_sdp_ip(
         if err <= tol:
             converged = True
             break
-        if it - best_it >= 5:  # no progress: accuracy lost near the boundary
+        # no progress (accuracy lost near the boundary): neither the error nor mu improved over
+        # 8 steps. Degenerate problems (no interior: swiss-roll SDEs) converge linearly but
+        # steadily, so a few steps without a new best error are not a stall.
+        if it - best_it >= 8 and mu > 0.5 * hist[-9][5]:
             break
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             break
@@ -538,6 +542,7 @@ def solve_sparse_sdp_ip(
     X, y, s_t, z_t = best
     # factor of K: eigenvalues of X above rank_cut * tr
     ev, U = np.linalg.eigh(X)
+    ev, U = ev[::-1], U[:, ::-1]  # largest first
     tr = float(np.sum(np.clip(ev, 0, None)))
     keep = ev > rank_cut * max(tr, 1e-300)
     Y = sp_.lift_cols(U[:, keep] * np.sqrt(ev[keep]))
