@@ -724,6 +724,10 @@ def solve_low_rank_sdp(
         elif time_limit is not None and time.perf_counter() - t_start > time_limit:
             bm_iters = 0
         else:
+            if time_limit is None:
+                # the factored method rarely closes what the IP left open (degenerate SDEs):
+                # it gets 20x the IP's time, at least 20 s, unless the caller set a limit
+                time_limit = max(20.0, 20.0 * (time.perf_counter() - t_start))
             # continue with the factored method from the IP's point: its leading columns up to
             # the Barvinok-Pataki rank (an optimal K of rank r with r(r+1)/2 <= m + 1 exists),
             # the multipliers already close
@@ -1020,6 +1024,15 @@ def _certify_point(P: _Scaled, Y: np.ndarray, y: np.ndarray, mu: float, tol: flo
             P, obj_, cert_)
 
     res, obj, cert, ok = measure(Y)
+    if not ok and res <= 100 * tol and cert["gap"] <= 100 * tol:
+        # the complementarity dual (LSQR from y) can close a gap the IP's y leaves open
+        y_ls = _ls_dual(P, Y, y, mu)
+        lamv_ls, _, err_ls = _min_eigs(P, y_ls, mu, eig_k, dense_threshold, rng)
+        lam_ls = float(lamv_ls[0]) - err_ls
+        cert_ls = _certificate(P, y_ls, mu, obj, lam_ls)
+        if cert_ls["gap"] < cert["gap"]:
+            y, lam = y_ls, lam_ls
+            res, obj, cert, ok = measure(Y)
     if not ok and res <= 100 * tol and cert["gap"] <= 100 * tol:
         Yp = _polish(P, Y)
         res_p, obj_p, cert_p, ok_p = measure(Yp)
