@@ -711,10 +711,12 @@ def solve_low_rank_sdp(
     it = 0
     cert = None
     bm_iters = max_iters
+    ip_best = None
     if _use_ip(method, n, P, face, Y0):
         ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose,
                        callback)
         Y, y, mu, lam, cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
+        ip_best = (ip["score"], Y, y, mu, lam, cert)  # before any truncation below
         it = ip["iterations"]
         hist["ip"] = ip["history"]
         hist["gap"].append(cert["gap"])
@@ -741,9 +743,7 @@ def solve_low_rank_sdp(
 
     # the best certified-so-far point (max of relative residual and gap): returned when the
     # method ends uncertified on a worse one (penalty growth on degenerate problems can drift)
-    best = None
-    if cert is not None:
-        best = (max(hist["primal_residual"][-1], cert["gap"]), Y, y, mu, lam, cert)
+    best = ip_best
     first = it + 1
     for it in range(first, first + bm_iters):  # noqa: B020 (continues the IP's count)
         r_ = Y.shape[1]
@@ -854,6 +854,12 @@ def solve_low_rank_sdp(
         r_now = float(np.linalg.norm(P.residual(Y))) / (1.0 + bnorm)
         if best[0] < max(r_now, cert["gap"]):
             _, Y, y, mu, lam, cert = best
+        # the returned pair, certified as it is (same test as in the loop)
+        r_fin = float(np.linalg.norm(P.residual(Y))) / (1.0 + bnorm)
+        obj_fin = float(np.sum(P.C.matmat(Y) * Y))
+        cert = _certificate(P, y, mu, obj_fin, lam)
+        if r_fin <= tol and cert["ok"](tol) and _bound_side_ok(P, obj_fin, cert):
+            status = OPTIMAL
     # ---- back to user units ----
     y_user = y * P.row_scale * P.gamma * sgn
     Yu = Y * math.sqrt(P.kappa)
