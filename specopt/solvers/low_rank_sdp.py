@@ -712,10 +712,12 @@ def solve_low_rank_sdp(
     it = 0
     cert = None
     bm_iters = max_iters
+    ip_best = None
     if _use_ip(method, n, P, face, Y0):
-        ip = _ip_stage(P, y if y0 is not None else None, tol, time_limit, dense_threshold,
-                       eig_k, rng, verbose, callback)
+        ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose,
+                       callback)
         Y, y, mu, lam, cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
+        ip_best = (ip["score"], Y, y, mu, lam, cert)  # before any truncation below
         it = ip["iterations"]
         hist["ip"] = ip["history"]
         hist["gap"].append(cert["gap"])
@@ -725,10 +727,24 @@ def solve_low_rank_sdp(
         elif time_limit is not None and time.perf_counter() - t_start > time_limit:
             bm_iters = 0
         else:
-            # continue with the factored method from the IP's point (rank: the IP's numerical
-            # rank, capped), the multipliers already close
-            Y = Y[:, : max(1, min(Y.shape[1], max_rank))]
+            if time_limit is None:
+                # the factored method rarely closes what the IP left open (degenerate SDEs):
+                # it gets 20x the IP's time, at least 20 s, unless the caller set a limit
+                time_limit = max(20.0, 20.0 * (time.perf_counter() - t_start))
+            # continue with the factored method from the IP's point: its leading columns up to
+            # the Barvinok-Pataki rank (an optimal K of rank r with r(r+1)/2 <= m + 1 exists),
+            # the multipliers already close
+            pataki = int(math.isqrt(2 * (P.m + 1))) + 2
+            Y = np.ascontiguousarray(Y[:, : max(1, min(Y.shape[1], max_rank, pataki))])
             sigma = max(sigma, 1e3)
+    def deadline(intermediate_result: Any = None) -> None:
+        """Stop an inner solve at the time limit (scipy ends ``minimize`` on StopIteration)."""
+        if time_limit is not None and time.perf_counter() - t_start > time_limit:
+            raise StopIteration
+
+    # the best certified-so-far point (max of relative residual and gap): returned when the
+    # method ends uncertified on a worse one (penalty growth on degenerate problems can drift)
+    best = ip_best
     first = it + 1
     for it in range(first, first + bm_iters):  # noqa: B020 (continues the IP's count)
         r_ = Y.shape[1]
@@ -742,7 +758,7 @@ def solve_low_rank_sdp(
         scale_g = max(1.0, float(np.linalg.norm(P.C.matmat(Y))))
         method = inner if inner != "auto" else ("lbfgs" if sigma < 1e3 else "trust-krylov")
         if method == "lbfgs":
-            opt = so.minimize(fun, Y.ravel(), jac=True, method="L-BFGS-B",
+            opt = so.minimize(fun, Y.ravel(), jac=True, method="L-BFGS-B", callback=deadline,
                               options={"maxiter": inner_max_iters, "ftol": 1e-15, "maxcor": 20,
                                        "gtol": gtol * scale_g / math.sqrt(Y.size)})
         else:
@@ -755,6 +771,7 @@ def solve_low_rank_sdp(
                 return P.project(_al_hessp(Yx, Dx, P, _y - _s * rr, _s, mt)).ravel()
 
             opt = so.minimize(fun, Y.ravel(), jac=True, hessp=hessp, method=method,
+                              callback=deadline,
                               options={"maxiter": min(inner_max_iters, newton_max_iters),
                                        "gtol": gtol * scale_g})
         inner_total += int(opt.nit)
@@ -814,6 +831,9 @@ def solve_low_rank_sdp(
                 if res <= tol and cert["ok"](tol) and _bound_side_ok(P, obj, cert):
                     status = OPTIMAL
                     break
+        score = max(res, cert["gap"])
+        if best is None or score < best[0]:
+            best = (score, Y, y, mu, lam, cert)
         if time_limit is not None and time.perf_counter() - t_start > time_limit:
             break
         neg = lamv < -max(err, 1e-10)
@@ -831,6 +851,16 @@ def solve_low_rank_sdp(
         prev_res = res
         gtol = max(min(0.5 * gtol, 0.1 * res), 0.1 * tol)
 
+    if status != OPTIMAL and best is not None and cert is not None:
+        r_now = float(np.linalg.norm(P.residual(Y))) / (1.0 + bnorm)
+        if best[0] < max(r_now, cert["gap"]):
+            _, Y, y, mu, lam, cert = best
+        # the returned pair, certified as it is (same test as in the loop)
+        r_fin = float(np.linalg.norm(P.residual(Y))) / (1.0 + bnorm)
+        obj_fin = float(np.sum(P.C.matmat(Y) * Y))
+        cert = _certificate(P, y, mu, obj_fin, lam)
+        if r_fin <= tol and cert["ok"](tol) and _bound_side_ok(P, obj_fin, cert):
+            status = OPTIMAL
     # ---- back to user units ----
     y_user = y * P.row_scale * P.gamma * sgn
     Yu = Y * math.sqrt(P.kappa)
@@ -946,31 +976,79 @@ def _use_ip(method: str, n: int, P: _Scaled, face: Any, Y0: Any) -> bool:
     return method == "auto" and Y0 is None and n <= IP_MAX_N and P.m <= IP_MAX_M
 
 
-def _ip_stage(P: _Scaled, y0: np.ndarray | None, tol: float, time_limit: float | None,
+def _ip_stage(P: _Scaled, tol: float, time_limit: float | None, t_start: float,
               dense_threshold: int, eig_k: int, rng: np.random.Generator, verbose: bool,
               callback: Callable | None) -> dict:
     """Run :func:`~specopt.solvers.sparse_sdp_ip.solve_sparse_sdp_ip` on the scaled problem and
     certify its point exactly as the factored method's (smallest eigenvalue of the dual slack at
-    the IP's ``y``, the bound, the residual of the returned factor)."""
+    the IP's ``y``, the bound, the residual of the returned factor).
+
+    HKM direction first; when its point is not certified, the NT direction from scratch (on the
+    degenerate swiss-roll SDEs NT kept long steps where HKM stalled; on well-posed ones HKM needs
+    fewer steps: digits N = 300, 18 vs 73) and the better certificate is kept. A point that is
+    nearly feasible gets Gauss-Newton steps onto the rows (a slightly infeasible point can have
+    an objective beyond the proven bound)."""
     from .sparse_sdp_ip import solve_sparse_sdp_ip
 
-    ipr = solve_sparse_sdp_ip(P.C.to_dense(), P.A.rows, P.A.ii, P.A.jj, P.A.vals, P.b,
-                              centered=P.centered, trace_bound=P.t, tol=min(1e-7, 0.05 * tol),
-                              time_limit=time_limit, face=P.V, verbose=verbose,
-                              callback=callback)
-    Y = np.ascontiguousarray(ipr.Y)
+    best: dict | None = None
+    for kind in ("hkm", "nt"):
+        left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
+        if left is not None and left <= 0:
+            if best is not None:
+                break
+            left = 0.0  # out of time before the first direction: one IP step, not no point
+        ipr = solve_sparse_sdp_ip(P.C.to_dense(), P.A.rows, P.A.ii, P.A.jj, P.A.vals, P.b,
+                                  centered=P.centered, trace_bound=P.t,
+                                  tol=min(1e-7, 0.05 * tol), direction_kind=kind,
+                                  time_limit=left, face=P.V, verbose=verbose,
+                                  callback=callback)
+        out = _certify_point(P, np.ascontiguousarray(ipr.Y), ipr.y, ipr.mu, tol,
+                             dense_threshold, eig_k, rng)
+        out.update(iterations=ipr.iterations + (best["iterations"] if best else 0),
+                   history=ipr.history)
+        if verbose:
+            print(f"[low_rank_sdp] interior point ({kind}): {ipr.iterations} steps, res "
+                  f"{out['res']:.2e} lam_min {out['lam']:.2e} gap {out['cert']['gap']:.2e} -> "
+                  f"{'certified' if out['optimal'] else 'not certified'}")
+        if best is None or out["optimal"] or out["score"] < best["score"]:
+            best = out
+        if best["optimal"]:
+            break
+    return best
+
+
+def _certify_point(P: _Scaled, Y: np.ndarray, y: np.ndarray, mu: float, tol: float,
+                   dense_threshold: int, eig_k: int, rng: np.random.Generator) -> dict:
+    """The certificate of ``(Y, y, mu)`` (solver units), after a polish of ``Y`` when it is
+    nearly feasible and the bound is close but the point is not yet certified."""
     bnorm = float(np.linalg.norm(P.b))
-    res = float(np.linalg.norm(P.residual(Y))) / (1.0 + bnorm)
-    obj = float(np.sum(P.C.matmat(Y) * Y))
-    lamv, _, err = _min_eigs(P, ipr.y, ipr.mu, eig_k, dense_threshold, rng)
+    lamv, _, err = _min_eigs(P, y, mu, eig_k, dense_threshold, rng)
     lam = float(lamv[0]) - err
-    cert = _certificate(P, ipr.y, ipr.mu, obj, lam)
-    ok = res <= tol and cert["ok"](tol) and _bound_side_ok(P, obj, cert)
-    if verbose:
-        print(f"[low_rank_sdp] interior point: {ipr.iterations} steps, res {res:.2e} "
-              f"lam_min {lam:.2e} gap {cert['gap']:.2e} -> {'certified' if ok else 'continue'}")
-    return {"Y": Y, "y": ipr.y, "mu": ipr.mu, "lam": lam, "cert": cert, "res": res,
-            "optimal": ok, "iterations": ipr.iterations, "history": ipr.history}
+
+    def measure(Yc: np.ndarray) -> tuple[float, float, dict, bool]:
+        res_ = float(np.linalg.norm(P.residual(Yc))) / (1.0 + bnorm)
+        obj_ = float(np.sum(P.C.matmat(Yc) * Yc))
+        cert_ = _certificate(P, y, mu, obj_, lam)
+        return res_, obj_, cert_, res_ <= tol and cert_["ok"](tol) and _bound_side_ok(
+            P, obj_, cert_)
+
+    res, obj, cert, ok = measure(Y)
+    if not ok and res <= 100 * tol and cert["gap"] <= 100 * tol:
+        # the complementarity dual (LSQR from y) can close a gap the IP's y leaves open
+        y_ls = _ls_dual(P, Y, y, mu)
+        lamv_ls, _, err_ls = _min_eigs(P, y_ls, mu, eig_k, dense_threshold, rng)
+        lam_ls = float(lamv_ls[0]) - err_ls
+        cert_ls = _certificate(P, y_ls, mu, obj, lam_ls)
+        if cert_ls["gap"] < cert["gap"]:
+            y, lam = y_ls, lam_ls
+            res, obj, cert, ok = measure(Y)
+    if not ok and res <= 100 * tol and cert["gap"] <= 100 * tol:
+        Yp = _polish(P, Y)
+        res_p, obj_p, cert_p, ok_p = measure(Yp)
+        if ok_p or res_p < res:
+            Y, res, cert, ok = Yp, res_p, cert_p, ok_p
+    return {"Y": Y, "y": y, "mu": mu, "lam": lam, "cert": cert, "res": res, "optimal": ok,
+            "score": max(res, cert["gap"])}
 
 
 def _bound_side_ok(P: _Scaled, obj: float, cert: dict, rel: float = 5e-7) -> bool:
@@ -1033,9 +1111,10 @@ def _ls_dual(P: _Scaled, Y: np.ndarray, y: np.ndarray, mu: float,
     return y + dy
 
 
-def _polish(P: _Scaled, Y: np.ndarray, steps: int = 3, cg_iters: int = 100) -> np.ndarray:
+def _polish(P: _Scaled, Y: np.ndarray, steps: int = 5, cg_iters: int = 400) -> np.ndarray:
     """Gauss-Newton steps toward ``A(YY^T) = b``: the least-norm ``D`` with
-    ``J D = -r`` (``J D = A(Y D^T + D Y^T)``), ``D = -J^T (J J^T)^{-1} r`` by CG."""
+    ``J D = -r`` (``J D = A(Y D^T + D Y^T)``), ``D = -J^T (J J^T)^{-1} r`` by CG, with a
+    backtracking step length (the quadratic term ``A(D D^T)`` can undo a full step)."""
     A = P.A
 
     def JT(w: np.ndarray, Yc: np.ndarray) -> np.ndarray:
@@ -1048,9 +1127,14 @@ def _polish(P: _Scaled, Y: np.ndarray, steps: int = 3, cg_iters: int = 100) -> n
             (A.m, A.m), dtype=float,
             matvec=lambda w, Yc=Yc: _a_of_ydt(A.rows, A.ii, A.jj, A.vals, Yc,
                                               np.ascontiguousarray(JT(w, Yc)), A.m))
-        w, _ = spla.cg(op, -r, maxiter=cg_iters, rtol=1e-3)
-        Yn = np.ascontiguousarray(Y + JT(w, Yc))
-        if np.linalg.norm(P.residual(Yn)) >= np.linalg.norm(r):
+        w, _ = spla.cg(op, -r, maxiter=cg_iters, rtol=1e-6)
+        D = JT(w, Yc)
+        nr = float(np.linalg.norm(r))
+        for a in (1.0, 0.5, 0.25, 0.125):
+            Yn = np.ascontiguousarray(Y + a * D)
+            if np.linalg.norm(P.residual(Yn)) < nr:
+                break
+        else:
             break
         Y = Yn
     return Y

@@ -51,8 +51,9 @@ __all__ = ["SparseIPResult", "row_factors", "solve_sparse_sdp_ip"]
 
 @dataclass
 class SparseIPResult:
-    """``K = Y Y^T`` (n x r, the eigenvalues above a trace-relative cut), the row multipliers
-    ``y``, the trace multiplier ``mu >= 0`` (0 without a trace row) and the IP trace."""
+    """``K = Y Y^T`` (n x r, the eigenvalues above a trace-relative cut, largest first), the
+    row multipliers ``y``, the trace multiplier ``mu >= 0`` (0 without a trace row) and the IP
+    trace."""
 
     Y: np.ndarray
     y: np.ndarray
@@ -330,17 +331,19 @@ class _Newton:
     predictor, the corrector and the centring right sides."""
 
     def __init__(self, A_op, At_op, cM, X, Zi, Lx, Lz, Rd, rp, rd_t, s_t, z_t, has_t, m,
-                 res_tol):
+                 res_tol, scaling):
         self.A_op, self.At_op, self.cM = A_op, At_op, cM
         self.X, self.Zi, self.Lx, self.Lz, self.Rd, self.rp = X, Zi, Lx, Lz, Rd, rp
         self.rd_t, self.s_t, self.z_t, self.has_t, self.m = rd_t, s_t, z_t, has_t, m
         self.res_tol = res_tol
-        # X Rd Z^-1 (zero once the dual is feasible: skip the two products then)
-        self.XRdZi = X @ Rd @ Zi if np.abs(Rd).max(initial=0.0) > 1e-14 else 0.0
+        self.left, self.right = scaling  # (X, Z^-1) for HKM, (W, W) for NT
+        # left Rd right (zero once the dual is feasible: skip the two products then)
+        self.XRdZi = self.left @ Rd @ self.right if np.abs(Rd).max(initial=0.0) > 1e-14 \
+            else 0.0
 
     def _complete(self, Rs: np.ndarray, Rl: float, dy: np.ndarray):
         dZ = self.Rd - self.At_op(dy)
-        dX = _sym(Rs - self.X @ dZ @ self.Zi)
+        dX = _sym(Rs - self.left @ dZ @ self.right)
         if self.has_t:
             return dX, dZ, Rl + (self.s_t / self.z_t) * dy[self.m], self.rd_t - dy[self.m]
         return dX, dZ, 0.0, 0.0
@@ -383,10 +386,11 @@ def solve_sparse_sdp_ip(
     centered: bool = False,
     trace_bound: float | None = None,
     tol: float = 1e-8,
-    max_iters: int = 80,
+    max_iters: int = 300,
     time_limit: float | None = None,
     rank_cut: float = 1e-9,
     face: np.ndarray | None = None,
+    direction_kind: str = "hkm",
     verbose: bool = False,
     callback=None,
 ) -> SparseIPResult:
@@ -394,7 +398,13 @@ def solve_sparse_sdp_ip(
 
     ``C`` dense symmetric ``n x n``; rows in COO form (``A(K)_r = sum_k vals_k K[ii_k, jj_k]``);
     ``rank_cut``: eigenvalues of ``K`` below ``rank_cut * tr K`` are dropped from the factor.
+    ``face``: an orthonormal basis ``V`` (``K = V W V^T``, e.g. a facial reduction's).
+    ``direction_kind``: "hkm" (``dX + X dZ Z^-1`` symmetrized, Schur ``<A_r, X A_s Z^-1>``) or
+    "nt" (``dX + W dZ W`` with the Nesterov-Todd scaling ``W Z W = X``, Schur
+    ``<A_r, W A_s W>``; the same kernel).
     """
+    if direction_kind not in ("hkm", "nt"):
+        raise ValueError(f"direction_kind must be 'hkm' or 'nt', got {direction_kind!r}")
     t0 = time.perf_counter()
     n = C.shape[0]
     m = int(b.size)
@@ -471,7 +481,10 @@ def solve_sparse_sdp_ip(
         if err <= tol:
             converged = True
             break
-        if it - best_it >= 5:  # no progress: accuracy lost near the boundary
+        # no progress (accuracy lost near the boundary): neither the error nor mu improved over
+        # 8 steps. Degenerate problems (no interior: swiss-roll SDEs) converge linearly but
+        # steadily, so a few steps without a new best error are not a stall.
+        if it - best_it >= 8 and mu > 0.5 * hist[-9][5]:
             break
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             break
@@ -485,15 +498,22 @@ def solve_sparse_sdp_ip(
         if info != 0:
             break
         Zi = np.tril(Zi) + np.tril(Zi, -1).T
+        if direction_kind == "nt":
+            # W = L U D^-1/2 U^T L^T with L^T Z L = U D U^T (W Z W = X)
+            D, U = np.linalg.eigh(Lx.T @ Z @ Lx)
+            LU = Lx @ U
+            Wn = _sym((LU / np.sqrt(np.clip(D, 1e-300, None))) @ LU.T)
+            scaling = (Wn, Wn)
+        else:
+            scaling = (X, Zi)
         # Schur complement (sparse rows) through the rank-one factors
-        M = schur_complement(pf, sp_.lift(X), sp_.lift(Zi), m)
+        M = schur_complement(pf, sp_.lift(scaling[0]), sp_.lift(scaling[1]), m)
         if has_t:
             Mt = np.empty((me, me))
             Mt[:m, :m] = M
-            ZX = sp_.lift(_sym(Zi @ X))
-            Mt[m, :m] = A_sparse(ZX)
+            Mt[m, :m] = A_sparse(sp_.lift(_sym(scaling[1] @ scaling[0])))
             Mt[:m, m] = 0.0
-            Mt[m, m] = float(np.vdot(X, Zi)) + s_t / z_t
+            Mt[m, m] = float(np.vdot(scaling[0], scaling[1])) + s_t / z_t
             M = Mt
         dM = np.diag(M).copy()
         M[np.diag_indices(me)] += 1e-13 * max(1.0, float(dM.max(initial=1.0)))
@@ -503,7 +523,7 @@ def solve_sparse_sdp_ip(
             break
 
         nt = _Newton(A_op, At_op, cM, X, Zi, Lx, Lz, Rd, rp, rd_t, s_t, z_t, has_t, m,
-                     1e-3 * tol * nb)
+                     1e-3 * tol * nb, scaling)
         direction, steps = nt.direction, nt.steps
         try:
             dX, dy, dZ, dst, dzt = direction(0.0, None, 0.0)
@@ -538,6 +558,7 @@ def solve_sparse_sdp_ip(
     X, y, s_t, z_t = best
     # factor of K: eigenvalues of X above rank_cut * tr
     ev, U = np.linalg.eigh(X)
+    ev, U = ev[::-1], U[:, ::-1]  # largest first
     tr = float(np.sum(np.clip(ev, 0, None)))
     keep = ev > rank_cut * max(tr, 1e-300)
     Y = sp_.lift_cols(U[:, keep] * np.sqrt(ev[keep]))

@@ -219,3 +219,33 @@ def test_tied_eigenvalues_maxcut_cycle():
                              implied_trace_bound=float(n), method="ip", tol=1e-7)
     assert res.status == "optimal"
     assert res.objective == pytest.approx(n, rel=1e-6)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(4, 10), st.integers(1, 12), st.integers(0, 10_000), st.booleans(),
+       st.sampled_from(["hkm", "nt"]))
+def test_both_directions_reach_clarabel_value(n, m, seed, centered, kind):
+    """The raw IP (no certificate layer) in both directions: converged, feasible, same value."""
+    rng = np.random.default_rng(seed)
+    A = _mixed_rows(n, m, rng)
+    G = rng.standard_normal((n, n))
+    K0 = G @ G.T / n + 0.1 * np.eye(n)
+    if centered:
+        P = np.eye(n) - 1.0 / n
+        K0 = P @ K0 @ P
+    b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
+    C = (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
+    t = 2.0 * np.trace(K0)
+    _, ref = _clarabel(C, A, b, "min", centered, t)
+    raw = solve_sparse_sdp_ip(C, A.rows, A.ii, A.jj, A.vals, b, centered=centered,
+                              trace_bound=t, tol=1e-6, direction_kind=kind)
+    K = raw.Y @ raw.Y.T
+    assert raw.converged  # strictly feasible, bounded: both directions must get there
+    assert np.sum(C * K) == pytest.approx(ref, abs=1e-5 * max(1.0, abs(ref)))
+    assert np.trace(K) <= t * (1 + 1e-7)
+
+
+def test_direction_kind_is_validated():
+    with pytest.raises(ValueError, match="direction_kind"):
+        solve_sparse_sdp_ip(np.eye(3), np.array([0]), np.array([0]), np.array([0]),
+                            np.ones(1), np.ones(1), direction_kind="xyz")
