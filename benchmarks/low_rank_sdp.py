@@ -329,8 +329,11 @@ def run_mve_table(args, results: dict, out_path: Path) -> None:
                     if k_.startswith(m + ":") and k_.split(":")[2] == str(n)]
             if not rows:
                 continue
-            ts = [r["time"] for r in rows if "time" in r]
-            worst = "> cap" if any("time" not in r for r in rows) else _fmt(max(ts))
+            # a killed subprocess (error "timeout ...") has no fit time: reported as > cap
+            ts = [r["time"] for r in rows if "time" in r and "error" not in r]
+            killed = any("time" not in r or "error" in r for r in rows)
+            worst = f"> {args.mve_cap + args.timeout:.0f} (killed)" if killed else (
+                _fmt(max(ts)) if ts else "-")
             ok = sum(r.get("status") == "stationary_point" for r in rows)
             st = [r["step_time_median"] for r in rows if "step_time_median" in r]
             print(f"| {n} | {'low-rank' if m == 'mve' else 'conic (SCS)'} | {len(rows)} | "
