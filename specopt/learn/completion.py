@@ -50,7 +50,7 @@ __all__ = ["LOW_RANK_MIN_ORDER", "NuclearNormCompletion", "SpectralMatrixComplet
 #: From this matrix order ``m + n`` on, both learners use the low-rank engine with
 #: ``solver=None`` (exact observations, ``C=None``); below it the conic solvers. Measured in
 #: ``benchmarks/completion.py --timing`` (docs/routes/low_rank_sdp.md, "Completion").
-LOW_RANK_MIN_ORDER = 60
+LOW_RANK_MIN_ORDER = 80
 #: The low-rank spectral fit starts from the nuclear-norm factor with its row blocks rescaled
 #: ``[a F_Y; F_Z / a]``, ``a^2 = _UNBALANCE`` (the same X; module docstring).
 _UNBALANCE = 1.1
