@@ -39,6 +39,7 @@ import scipy.sparse as sp
 
 from ..solvers.low_rank_sdp import (
     OPTIMAL,
+    UNBOUNDED,
     SparseRows,
     SymOp,
     distance_rows,
@@ -50,7 +51,7 @@ from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
 
 _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_limit", "seed",
-               "inner", "dense_threshold", "sigma0", "eig_k", "sigma_max")
+               "inner", "dense_threshold", "sigma0", "eig_k", "sigma_max", "method")
 
 #: ``route="auto"`` picks the low-rank engine for ``n >= PAYS_OFF_MIN_N`` (side of K).
 #: Measured in benchmarks/low_rank_sdp.py (SDE CVXPY model, 4 data sets x 2 seeds, same run,
@@ -264,6 +265,12 @@ class LowRankSDPRoute(Route):
         res = solve_low_rank_sdp(d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                                  implied_trace_bound=d.implied_trace_bound, centered=d.centered,
                                  face=face, verbose=verbose, **kw)
+        if res.status == UNBOUNDED:  # a recession ray and a feasible point (solver docstring)
+            return RouteResult(status=cp.UNBOUNDED, primal={},
+                               objective=np.inf if d.sense == "max" else -np.inf,
+                               backend="low_rank_sdp", solve_time=res.solve_time,
+                               history=res.history,
+                               extra={"ray": res.ray, "engine_status": res.status})
         Kval = res.Y @ res.Y.T
         status = cp.OPTIMAL if res.status == OPTIMAL else cp.OPTIMAL_INACCURATE
         return RouteResult(

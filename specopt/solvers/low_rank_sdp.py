@@ -78,6 +78,7 @@ __all__ = [
 
 OPTIMAL = "optimal"
 INACCURATE = "inaccurate"
+UNBOUNDED = "unbounded"
 
 
 # --------------------------------------------------------------------------------------------
@@ -372,6 +373,7 @@ class LowRankSDPResult:
     solve_time: float
     history: dict[str, list[float]] = field(default_factory=dict)
     rank_growths: int = 0
+    ray: np.ndarray | None = None
 
     @property
     def K(self) -> np.ndarray:
@@ -598,6 +600,7 @@ def solve_low_rank_sdp(
     sigma_max: float = 1e6,
     inner: str = "auto",
     newton_max_iters: int = 100,
+    method: str = "auto",
     verbose: bool = False,
     callback: Callable | None = None,
 ) -> LowRankSDPResult:
@@ -631,9 +634,16 @@ def solve_low_rank_sdp(
     inner : "lbfgs" (scipy L-BFGS-B), "trust-krylov" (Newton-Krylov with exact Hessian-vector
         products) or "auto" (L-BFGS while ``sigma < 1e3``, where it is cheaper; Newton-Krylov
         above, where L-BFGS stalls on the penalty's conditioning: measured on SDE swiss rolls).
+    method : "bm" (the Burer-Monteiro augmented Lagrangian above), "ip" (the sparse-row
+        interior point, :mod:`specopt.solvers.sparse_sdp_ip`, then the factored method from its
+        point if the certificate does not close) or "auto" ("ip" for ``n <= IP_MAX_N`` and
+        ``m <= IP_MAX_M`` without a warm start: 20-40 dense steps of ``O(n^3 + m^3)``; "bm"
+        above or when warm-started, where the factored method's ``O(nnz r)`` steps win).
     callback : called once per outer iteration as ``callback(it, objective=..., gap=...,
         violation=<relative primal residual>)`` (e.g. a :class:`specopt._progress.Progress`).
     """
+    if method not in ("auto", "bm", "ip"):
+        raise ValueError(f"method must be auto, bm or ip, got {method!r}")
     if inner not in ("auto", "lbfgs", "trust-krylov", "trust-ncg"):
         raise ValueError(f"inner must be auto, lbfgs, trust-krylov or trust-ncg, got {inner!r}")
     t_start = time.perf_counter()
@@ -654,6 +664,12 @@ def solve_low_rank_sdp(
     sgn = 1.0 if sense == "min" else -1.0
     if face is not None and face.V.shape[0] != n:
         raise ValueError(f"face basis has {face.V.shape[0]} rows for n = {n}")
+    if trace_bound is None and implied_trace_bound is None and face is None:
+        v = recession_ray(C, A, centered, sense)
+        if v is not None:
+            return _unbounded(C, A, b, v, sense=sense, centered=centered, tol=tol,
+                              time_limit=time_limit, seed=seed, verbose=verbose, t_start=t_start,
+                              method=method)
     P = _Scaled(C, A, b, trace_bound, implied_trace_bound, centered, sgn, face)
     rng = np.random.default_rng(seed)
     max_rank = n if max_rank is None else max(1, min(int(max_rank), n))
@@ -694,7 +710,38 @@ def solve_low_rank_sdp(
     lam, vecs, err = -math.inf, None, 0.0
     it = 0
     cert = None
-    for it in range(1, max_iters + 1):
+    bm_iters = max_iters
+    if _use_ip(method, n, P, face, Y0):
+        ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose,
+                       callback)
+        Y, y, mu, lam, cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
+        it = ip["iterations"]
+        hist["ip"] = ip["history"]
+        hist["gap"].append(cert["gap"])
+        hist["primal_residual"].append(ip["res"])
+        if ip["optimal"]:
+            status, bm_iters = OPTIMAL, 0
+        elif time_limit is not None and time.perf_counter() - t_start > time_limit:
+            bm_iters = 0
+        else:
+            # continue with the factored method from the IP's point: its leading columns up to
+            # the Barvinok-Pataki rank (an optimal K of rank r with r(r+1)/2 <= m + 1 exists),
+            # the multipliers already close
+            pataki = int(math.isqrt(2 * (P.m + 1))) + 2
+            Y = np.ascontiguousarray(Y[:, : max(1, min(Y.shape[1], max_rank, pataki))])
+            sigma = max(sigma, 1e3)
+    def deadline(intermediate_result: Any = None) -> None:
+        """Stop an inner solve at the time limit (scipy ends ``minimize`` on StopIteration)."""
+        if time_limit is not None and time.perf_counter() - t_start > time_limit:
+            raise StopIteration
+
+    # the best certified-so-far point (max of relative residual and gap): returned when the
+    # method ends uncertified on a worse one (penalty growth on degenerate problems can drift)
+    best = None
+    if cert is not None:
+        best = (max(hist["primal_residual"][-1], cert["gap"]), Y, y, mu, lam, cert)
+    first = it + 1
+    for it in range(first, first + bm_iters):  # noqa: B020 (continues the IP's count)
         r_ = Y.shape[1]
 
         def fun(x: np.ndarray, _r=r_, _y=y, _s=sigma, _mu=mu):
@@ -706,7 +753,7 @@ def solve_low_rank_sdp(
         scale_g = max(1.0, float(np.linalg.norm(P.C.matmat(Y))))
         method = inner if inner != "auto" else ("lbfgs" if sigma < 1e3 else "trust-krylov")
         if method == "lbfgs":
-            opt = so.minimize(fun, Y.ravel(), jac=True, method="L-BFGS-B",
+            opt = so.minimize(fun, Y.ravel(), jac=True, method="L-BFGS-B", callback=deadline,
                               options={"maxiter": inner_max_iters, "ftol": 1e-15, "maxcor": 20,
                                        "gtol": gtol * scale_g / math.sqrt(Y.size)})
         else:
@@ -719,6 +766,7 @@ def solve_low_rank_sdp(
                 return P.project(_al_hessp(Yx, Dx, P, _y - _s * rr, _s, mt)).ravel()
 
             opt = so.minimize(fun, Y.ravel(), jac=True, hessp=hessp, method=method,
+                              callback=deadline,
                               options={"maxiter": min(inner_max_iters, newton_max_iters),
                                        "gtol": gtol * scale_g})
         inner_total += int(opt.nit)
@@ -778,6 +826,9 @@ def solve_low_rank_sdp(
                 if res <= tol and cert["ok"](tol) and _bound_side_ok(P, obj, cert):
                     status = OPTIMAL
                     break
+        score = max(res, cert["gap"])
+        if best is None or score < best[0]:
+            best = (score, Y, y, mu, lam, cert)
         if time_limit is not None and time.perf_counter() - t_start > time_limit:
             break
         neg = lamv < -max(err, 1e-10)
@@ -795,6 +846,10 @@ def solve_low_rank_sdp(
         prev_res = res
         gtol = max(min(0.5 * gtol, 0.1 * res), 0.1 * tol)
 
+    if status != OPTIMAL and best is not None and cert is not None:
+        r_now = float(np.linalg.norm(P.residual(Y))) / (1.0 + bnorm)
+        if best[0] < max(r_now, cert["gap"]):
+            _, Y, y, mu, lam, cert = best
     # ---- back to user units ----
     y_user = y * P.row_scale * P.gamma * sgn
     Yu = Y * math.sqrt(P.kappa)
@@ -827,6 +882,151 @@ def solve_low_rank_sdp(
         history=hist,
         rank_growths=growths,
     )
+
+
+def recession_ray(C: SymOp, A: SparseRows, centered: bool, sense: str,
+                  max_components: int = 64) -> np.ndarray | None:
+    """A direction ``v`` with ``K + s v v^T`` feasible for all ``s >= 0`` whenever ``K`` is,
+    along which the objective improves without bound, or None.
+
+    Candidates: the indicator of a connected component of the rows' support graph (edges
+    ``(i, j)`` of every row entry), minus its mean when centering. Accepted when
+    ``A(v v^T) = 0`` (to rounding), ``v^T 1 = 0`` when centered, and ``<C, v v^T>`` strictly
+    improves the objective (``> 0`` when maximizing, ``< 0`` when minimizing). Then the problem is
+    unbounded as soon as it is feasible (the SDE of a disconnected neighbour graph: the
+    components drift apart).
+    """
+    n = A.n
+    if A.rows.size == 0:
+        return None
+    off = A.ii != A.jj
+    G = sp.coo_array((np.ones(int(off.sum())), (A.ii[off], A.jj[off])), shape=(n, n))
+    ncomp, lab = connected_components(G, directed=False)
+    if ncomp < 2:
+        return None
+    sgn = 1.0 if sense == "max" else -1.0
+    cn = C.fro_norm()
+    an = float(np.max(np.abs(A.vals)))
+    for c in range(min(ncomp, max_components)):
+        v = (lab == c).astype(float)
+        if centered:
+            v -= v.mean()
+        nv2 = float(v @ v)
+        if nv2 == 0:
+            continue
+        if np.max(np.abs(_a_of_yyt(A.rows, A.ii, A.jj, A.vals, v[:, None], A.m)),
+                  initial=0.0) > 1e-12 * an * nv2:
+            continue
+        gain = sgn * float(v @ C.matmat(v[:, None])[:, 0])
+        if gain > 1e-9 * max(cn, 1e-300) * nv2:
+            return v / math.sqrt(nv2)
+    return None
+
+
+def _unbounded(C: SymOp, A: SparseRows, b: np.ndarray, v: np.ndarray, *, sense: str,
+               centered: bool, tol: float, time_limit: float | None, seed: int | None,
+               verbose: bool, t_start: float, method: str) -> LowRankSDPResult:
+    """With a recession ray ``v`` (:func:`recession_ray`): unbounded if a feasible point exists.
+    Feasibility is decided by the same problem with ``tr K <= T`` added (bounded, so the
+    interior point certifies it), ``T = n (1 + sum_r sqrt(|b_r| / ||A_r||))^2`` (enough for
+    distance rows: every ``K_ii`` is at most a squared path length). Status ``"unbounded"``
+    when that point satisfies the rows to ``tol``; else the result of the bounded solve with
+    status ``"inaccurate"`` (nothing proven)."""
+    norms = A.row_norms()
+    norms[norms == 0] = 1.0
+    T = A.n * (1.0 + float(np.sum(np.sqrt(np.abs(b) / norms)))) ** 2
+    if verbose:
+        print(f"[low_rank_sdp] the objective improves without bound along a component of the "
+              f"row graph; feasibility check with tr K <= {T:.3g}")
+    res = solve_low_rank_sdp(C, A, b, sense=sense, centered=centered, trace_bound=T, tol=tol,
+                             time_limit=time_limit, seed=seed, verbose=verbose, method=method)
+    res.solve_time = time.perf_counter() - t_start
+    res.trace_bound_used = None
+    res.bound = None
+    if res.primal_residual <= tol:
+        res.status = "unbounded"
+        res.ray = v
+        res.objective = math.inf if sense == "max" else -math.inf
+        res.gap = 0.0
+    else:
+        res.status = INACCURATE
+    return res
+
+
+#: ``method="auto"`` uses the interior point up to these sizes (matrix side, rows). Measured in
+#: benchmarks/low_rank_sdp.py (docs/routes/low_rank_sdp.md).
+IP_MAX_N = 1200
+IP_MAX_M = 8000
+
+
+def _use_ip(method: str, n: int, P: _Scaled, face: Any, Y0: Any) -> bool:
+    if method == "ip":
+        return True
+    return method == "auto" and Y0 is None and n <= IP_MAX_N and P.m <= IP_MAX_M
+
+
+def _ip_stage(P: _Scaled, tol: float, time_limit: float | None, t_start: float,
+              dense_threshold: int, eig_k: int, rng: np.random.Generator, verbose: bool,
+              callback: Callable | None) -> dict:
+    """Run :func:`~specopt.solvers.sparse_sdp_ip.solve_sparse_sdp_ip` on the scaled problem and
+    certify its point exactly as the factored method's (smallest eigenvalue of the dual slack at
+    the IP's ``y``, the bound, the residual of the returned factor).
+
+    HKM direction first; when its point is not certified, the NT direction from scratch (on the
+    degenerate swiss-roll SDEs NT kept long steps where HKM stalled; on well-posed ones HKM needs
+    fewer steps: digits N = 300, 18 vs 73) and the better certificate is kept. A point that is
+    nearly feasible gets Gauss-Newton steps onto the rows (a slightly infeasible point can have
+    an objective beyond the proven bound)."""
+    from .sparse_sdp_ip import solve_sparse_sdp_ip
+
+    best: dict | None = None
+    for kind in ("hkm", "nt"):
+        left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
+        if left is not None and left <= 0:
+            break
+        ipr = solve_sparse_sdp_ip(P.C.to_dense(), P.A.rows, P.A.ii, P.A.jj, P.A.vals, P.b,
+                                  centered=P.centered, trace_bound=P.t,
+                                  tol=min(1e-7, 0.05 * tol), direction_kind=kind,
+                                  time_limit=left, face=P.V, verbose=verbose,
+                                  callback=callback)
+        out = _certify_point(P, np.ascontiguousarray(ipr.Y), ipr.y, ipr.mu, tol,
+                             dense_threshold, eig_k, rng)
+        out.update(iterations=ipr.iterations + (best["iterations"] if best else 0),
+                   history=ipr.history)
+        if verbose:
+            print(f"[low_rank_sdp] interior point ({kind}): {ipr.iterations} steps, res "
+                  f"{out['res']:.2e} lam_min {out['lam']:.2e} gap {out['cert']['gap']:.2e} -> "
+                  f"{'certified' if out['optimal'] else 'not certified'}")
+        if best is None or out["optimal"] or out["score"] < best["score"]:
+            best = out
+        if best["optimal"]:
+            break
+    return best
+
+
+def _certify_point(P: _Scaled, Y: np.ndarray, y: np.ndarray, mu: float, tol: float,
+                   dense_threshold: int, eig_k: int, rng: np.random.Generator) -> dict:
+    """The certificate of ``(Y, y, mu)`` (solver units), after a polish of ``Y`` when it is
+    nearly feasible and the bound is close but the point is not yet certified."""
+    bnorm = float(np.linalg.norm(P.b))
+    lamv, _, err = _min_eigs(P, y, mu, eig_k, dense_threshold, rng)
+    lam = float(lamv[0]) - err
+
+    def measure(Yc: np.ndarray) -> tuple[float, float, dict, bool]:
+        res_ = float(np.linalg.norm(P.residual(Yc))) / (1.0 + bnorm)
+        obj_ = float(np.sum(P.C.matmat(Yc) * Yc))
+        cert_ = _certificate(P, y, mu, obj_, lam)
+        return res_, obj_, cert_, res_ <= tol and cert_["ok"](tol) and _bound_side_ok(
+            P, obj_, cert_)
+
+    res, obj, cert, ok = measure(Y)
+    if not ok and res <= 100 * tol and cert["gap"] <= 100 * tol:
+        Yp = _polish(P, Y)
+        res_p, obj_p, cert_p, ok_p = measure(Yp)
+        if ok_p or res_p < res:
+            Y, res, cert, ok = Yp, res_p, cert_p, ok_p
+    return {"Y": Y, "y": y, "mu": mu, "lam": lam, "cert": cert, "res": res, "optimal": ok,
+            "score": max(res, cert["gap"])}
 
 
 def _bound_side_ok(P: _Scaled, obj: float, cert: dict, rel: float = 5e-7) -> bool:
@@ -889,9 +1089,10 @@ def _ls_dual(P: _Scaled, Y: np.ndarray, y: np.ndarray, mu: float,
     return y + dy
 
 
-def _polish(P: _Scaled, Y: np.ndarray, steps: int = 3, cg_iters: int = 100) -> np.ndarray:
+def _polish(P: _Scaled, Y: np.ndarray, steps: int = 5, cg_iters: int = 400) -> np.ndarray:
     """Gauss-Newton steps toward ``A(YY^T) = b``: the least-norm ``D`` with
-    ``J D = -r`` (``J D = A(Y D^T + D Y^T)``), ``D = -J^T (J J^T)^{-1} r`` by CG."""
+    ``J D = -r`` (``J D = A(Y D^T + D Y^T)``), ``D = -J^T (J J^T)^{-1} r`` by CG, with a
+    backtracking step length (the quadratic term ``A(D D^T)`` can undo a full step)."""
     A = P.A
 
     def JT(w: np.ndarray, Yc: np.ndarray) -> np.ndarray:
@@ -904,9 +1105,14 @@ def _polish(P: _Scaled, Y: np.ndarray, steps: int = 3, cg_iters: int = 100) -> n
             (A.m, A.m), dtype=float,
             matvec=lambda w, Yc=Yc: _a_of_ydt(A.rows, A.ii, A.jj, A.vals, Yc,
                                               np.ascontiguousarray(JT(w, Yc)), A.m))
-        w, _ = spla.cg(op, -r, maxiter=cg_iters, rtol=1e-3)
-        Yn = np.ascontiguousarray(Y + JT(w, Yc))
-        if np.linalg.norm(P.residual(Yn)) >= np.linalg.norm(r):
+        w, _ = spla.cg(op, -r, maxiter=cg_iters, rtol=1e-6)
+        D = JT(w, Yc)
+        nr = float(np.linalg.norm(r))
+        for a in (1.0, 0.5, 0.25, 0.125):
+            Yn = np.ascontiguousarray(Y + a * D)
+            if np.linalg.norm(P.residual(Yn)) < nr:
+                break
+        else:
             break
         Y = Yn
     return Y

@@ -200,3 +200,61 @@ def test_facial_reduction_option_on_a_slater_failing_model():
     assert val == pytest.approx(ref.value, rel=1e-4)
     with pytest.raises(ValueError, match="facial_reduction"):
         specopt.solve(prob, route="low_rank_sdp", facial_reduction="yes")
+
+
+def _disconnected_sde(n: int, sense: str = "max"):
+    """Two paths with fixed edge lengths and no edge between them: maximizing the trace is
+    unbounded (the two pieces drift apart), minimizing it is not."""
+    half = n // 2
+    pairs = np.array([(i, i + 1) for i in range(half - 1)]
+                     + [(i, i + 1) for i in range(half, n - 1)])
+    I, J = pairs[:, 0], pairs[:, 1]
+    K = cp.Variable((n, n), symmetric=True)
+    obj = cp.Maximize(cp.trace(K)) if sense == "max" else cp.Minimize(cp.trace(K))
+    return K, cp.Problem(obj, [K >> 0, cp.sum(K) == 0,
+                               K[I, I] + K[J, J] - 2 * K[I, J] == np.ones(len(pairs))])
+
+
+@pytest.mark.parametrize("method", ["ip", "bm"])
+def test_disconnected_sde_is_unbounded_and_model_untouched(method):
+    K, prob = _disconnected_sde(12)
+    specopt.solve(prob, route="low_rank_sdp", method=method, tol=1e-6)
+    assert prob.status == cp.UNBOUNDED
+    assert prob.value == np.inf
+    assert K.value is None
+    cert = specopt.certificate(prob)
+    assert cert.status == cp.UNBOUNDED
+    # Clarabel agrees (it reports the ray as inaccurate: no interior)
+    _, ref = _disconnected_sde(12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ref.solve(solver="CLARABEL")
+    assert ref.status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE)
+
+
+def test_disconnected_sde_minimized_is_solved_not_unbounded():
+    K, prob = _disconnected_sde(12, "min")
+    specopt.solve(prob, route="low_rank_sdp", tol=1e-6)
+    assert prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+    _, ref = _disconnected_sde(12, "min")
+    ref.solve(solver="CLARABEL")
+    assert prob.value == pytest.approx(ref.value, rel=1e-4, abs=1e-5)
+
+
+def test_recession_ray_needs_rows_that_vanish_on_it():
+    from specopt.solvers.low_rank_sdp import SparseRows, SymOp, recession_ray
+
+    n = 6
+    pairs = np.array([[0, 1], [1, 2], [3, 4], [4, 5]])
+    A = SparseRows.from_pairs(pairs, n)
+    C = SymOp.identity(n)
+    v = recession_ray(C, A, centered=True, sense="max")
+    assert v is not None and abs(v.sum()) < 1e-12
+    assert recession_ray(C, A, centered=True, sense="min") is None
+    # a fixed diagonal entry on each component blocks the drift (K_00 = 1 bounds that piece)
+    rows = SparseRows(np.r_[A.rows, 4, 5], np.r_[A.ii, 0, 3], np.r_[A.jj, 0, 3],
+                      np.r_[A.vals, 1.0, 1.0], 6, n)
+    assert recession_ray(C, rows, centered=False, sense="max") is None
+    # connected: no ray
+    A2 = SparseRows.from_pairs(np.r_[pairs, [[2, 3]]], n)
+    assert recession_ray(C, A2, centered=True, sense="max") is None

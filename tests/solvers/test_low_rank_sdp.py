@@ -53,11 +53,13 @@ def _row_matrix(A: SparseRows, r: int) -> np.ndarray:
     return M
 
 
-def test_maxcut_agrees_with_clarabel_and_certifies():
+@pytest.mark.parametrize("method", ["bm", "ip"])
+def test_maxcut_agrees_with_clarabel_and_certifies(method):
     L = _maxcut(30, 0) / 4
     A = SparseRows.from_entries(np.arange(30), np.arange(30), 30)
     b = np.ones(30)
-    res = solve_low_rank_sdp(L, A, b, sense="max", tol=1e-7, implied_trace_bound=30.0)
+    res = solve_low_rank_sdp(L, A, b, sense="max", tol=1e-7, implied_trace_bound=30.0,
+                             method=method)
     ref = _clarabel_value(L, A, b, "max")
     assert res.status == "optimal"
     assert res.objective == pytest.approx(ref, rel=1e-5)
@@ -67,7 +69,7 @@ def test_maxcut_agrees_with_clarabel_and_certifies():
     assert res.primal_residual <= 1e-7
     assert res.trace_bound_used == 30.0  # tr K = n from the fixed diagonal
     # without a trace bound the certificate needs the dual slack PSD to tolerance
-    res2 = solve_low_rank_sdp(L, A, b, sense="max", tol=1e-7)
+    res2 = solve_low_rank_sdp(L, A, b, sense="max", tol=1e-7, method=method)
     assert res2.status == "optimal" and res2.dual_infeasibility <= 1e-7
     assert res2.bound is None or res2.bound >= ref - 1e-6 * abs(ref)
 
@@ -76,7 +78,7 @@ def test_rank_grows_from_rank_one():
     L = _maxcut(30, 1) / 4
     A = SparseRows.from_entries(np.arange(30), np.arange(30), 30)
     res = solve_low_rank_sdp(L, A, np.ones(30), sense="max", rank=1, tol=1e-6,
-                             implied_trace_bound=30.0)
+                             implied_trace_bound=30.0, method="bm")
     ref = _clarabel_value(L, A, np.ones(30), "max")
     assert res.rank_growths >= 1 and res.rank > 1
     assert res.status == "optimal"
@@ -87,11 +89,11 @@ def test_warm_start_reduces_work():
     L = _maxcut(40, 2) / 4
     A = SparseRows.from_entries(np.arange(40), np.arange(40), 40)
     b = np.ones(40)
-    cold = solve_low_rank_sdp(L, A, b, sense="max", tol=1e-6)
+    cold = solve_low_rank_sdp(L, A, b, sense="max", tol=1e-6, method="bm")
     # a nearby problem (perturbed objective), cold and warm
     rng = np.random.default_rng(0)
     L2 = L + 0.01 * np.diag(rng.standard_normal(40))
-    cold2 = solve_low_rank_sdp(L2, A, b, sense="max", tol=1e-6)
+    cold2 = solve_low_rank_sdp(L2, A, b, sense="max", tol=1e-6, method="bm")
     warm2 = solve_low_rank_sdp(L2, A, b, sense="max", tol=1e-6, Y0=cold.Y, y0=cold.y,
                                sigma0=cold.sigma)
     assert warm2.status == cold2.status == "optimal"
@@ -110,8 +112,9 @@ def _spiral_sde(n: int, seed: int):
     return pairs, d2 / d2.mean()
 
 
+@pytest.mark.parametrize("method", ["bm", "ip"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_sde_agrees_with_clarabel(seed):
+def test_sde_agrees_with_clarabel(seed, method):
     n = 20
     pairs, d2 = _spiral_sde(n, seed)
     A = SparseRows.from_pairs(pairs, n)
@@ -119,7 +122,7 @@ def test_sde_agrees_with_clarabel(seed):
     assert len(p2) == len(pairs)
     T = graph_trace_bound(n, p2, dd)
     res = solve_low_rank_sdp(SymOp.identity(n), A, d2, sense="max", centered=True,
-                             implied_trace_bound=T, tol=1e-5)
+                             implied_trace_bound=T, tol=1e-5, method=method)
     ref = _clarabel_value(np.eye(n), A, d2, "max", centered=True)
     assert T >= ref  # the implied trace bound is valid
     assert res.objective == pytest.approx(ref, rel=1e-3)
@@ -134,7 +137,8 @@ def test_graph_trace_bound_needs_connectivity():
     assert graph_trace_bound(4, pairs, np.ones(2)) is None
 
 
-def test_trace_bound_constraint_and_certificate():
+@pytest.mark.parametrize("method", ["bm", "ip"])
+def test_trace_bound_constraint_and_certificate(method):
     # min <C, K> with C indefinite, tr K <= 2, one entry row: unbounded without the trace bound
     rng = np.random.default_rng(3)
     n = 12
@@ -142,7 +146,7 @@ def test_trace_bound_constraint_and_certificate():
     C = (G + G.T) / 2
     A = SparseRows.from_entries(np.array([0]), np.array([1]), n)
     b = np.array([0.1])
-    res = solve_low_rank_sdp(C, A, b, sense="min", trace_bound=2.0, tol=1e-6)
+    res = solve_low_rank_sdp(C, A, b, sense="min", trace_bound=2.0, tol=1e-6, method=method)
     ref = _clarabel_value(C, A, b, "min", trace=2.0)
     assert res.objective == pytest.approx(ref, rel=1e-4, abs=1e-5)
     assert res.bound <= ref + 1e-6  # a lower bound when minimizing
@@ -151,8 +155,8 @@ def test_trace_bound_constraint_and_certificate():
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(4, 10), st.integers(1, 12), st.integers(0, 10_000),
-       st.sampled_from(["min", "max"]), st.floats(1e-2, 1e2))
-def test_random_sparse_rows_agree_with_clarabel(n, m, seed, sense, scale):
+       st.sampled_from(["min", "max"]), st.floats(1e-2, 1e2), st.sampled_from(["bm", "ip"]))
+def test_random_sparse_rows_agree_with_clarabel(n, m, seed, sense, scale, method):
     """Random sparse rows, b from a strictly feasible PD point, badly scaled objective, with a
     trace bound (so min and max are both bounded)."""
     rng = np.random.default_rng(seed)
@@ -166,7 +170,8 @@ def test_random_sparse_rows_agree_with_clarabel(n, m, seed, sense, scale):
     b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
     C = scale * (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
     t = 2.0 * np.trace(K0)
-    res = solve_low_rank_sdp(C, A, b, sense=sense, trace_bound=t, tol=1e-6, max_iters=300)
+    res = solve_low_rank_sdp(C, A, b, sense=sense, trace_bound=t, tol=1e-6, max_iters=300,
+                             method=method)
     ref = _clarabel_value(C, A, b, sense, trace=t)
     tol = 1e-3 * max(1.0, abs(ref))
     assert res.objective == pytest.approx(ref, abs=tol)

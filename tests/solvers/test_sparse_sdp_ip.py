@@ -1,0 +1,251 @@
+"""The sparse-row interior point: row factors, Schur complement, agreement with Clarabel, and
+honest statuses on infeasible, capped and degenerate problems."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+import scipy.linalg as sla
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specopt.solvers.low_rank_sdp import SparseRows, SymOp, solve_low_rank_sdp
+from specopt.solvers.sparse_sdp_ip import (
+    _Space,
+    padded_factors,
+    row_factors,
+    schur_complement,
+    solve_sparse_sdp_ip,
+)
+
+
+def _row_matrix(A: SparseRows, r: int) -> np.ndarray:
+    M = np.zeros((A.n, A.n))
+    k = A.rows == r
+    np.add.at(M, (A.ii[k], A.jj[k]), A.vals[k])
+    return 0.5 * (M + M.T)
+
+
+def _mixed_rows(n: int, m: int, rng: np.random.Generator) -> SparseRows:
+    """Rows of every shape the factorization knows: distance, diagonal entry, off-diagonal entry
+    (either orientation), and generic rows of 2-4 entries with repeated / transposed pairs."""
+    rows, ii, jj, vals = [], [], [], []
+    for r in range(m):
+        kind = rng.integers(4)
+        i, j = rng.choice(n, 2, replace=False)
+        a = rng.uniform(0.5, 3.0) * rng.choice([-1.0, 1.0])
+        if kind == 0:
+            ent = [(i, i, a), (j, j, a), (i, j, -a), (j, i, -a)]
+        elif kind == 1:
+            ent = [(i, i, a)]
+        elif kind == 2:
+            ent = [(j, i, a)]
+        else:
+            k = rng.integers(2, 5)
+            ent = [(int(p), int(q), float(v)) for p, q, v in zip(
+                rng.integers(0, n, k), rng.integers(0, n, k), rng.standard_normal(k),
+                strict=True)]
+            ent.append(ent[0])  # a repeated pair
+        for p, q, v in ent:
+            rows.append(r)
+            ii.append(p)
+            jj.append(q)
+            vals.append(v)
+    return SparseRows(np.array(rows), np.array(ii), np.array(jj), np.array(vals), m, n)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 9), st.integers(1, 10), st.integers(0, 10_000))
+def test_row_factors_reconstruct_every_row(n, m, seed):
+    A = _mixed_rows(n, m, np.random.default_rng(seed))
+    F, w, O = row_factors(A.rows, A.ii, A.jj, A.vals, A.m, n)
+    Fd, Od = F.toarray(), O.toarray()
+    for r in range(m):
+        t = np.flatnonzero(Od[:, r])
+        rebuilt = (Fd[:, t] * w[t]) @ Fd[:, t].T
+        assert np.allclose(rebuilt, _row_matrix(A, r), atol=1e-12)
+    assert np.allclose(np.linalg.norm(Fd, axis=0), 1.0)  # unit factor columns
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(3, 8), st.integers(1, 8), st.integers(0, 10_000),
+       st.sampled_from(["plain", "centered", "face"]))
+def test_schur_complement_matches_the_dense_formula(n, m, seed, space):
+    """``M_rs = <A_r, X A_s Z>`` on the reduced space, against the dense trace formula."""
+    rng = np.random.default_rng(seed)
+    A = _mixed_rows(n, m, rng)
+    V = None
+    if space == "face":
+        V = np.linalg.qr(rng.standard_normal((n, max(1, n - 2))))[0]
+    S = _Space(n, space == "centered", V)
+    k = S.k
+    G, H = rng.standard_normal((k, k)), rng.standard_normal((k, k))
+    X, Z = G @ G.T + 0.1 * np.eye(k), H @ H.T + 0.1 * np.eye(k)
+    pf = padded_factors(*row_factors(A.rows, A.ii, A.jj, A.vals, A.m, n))
+    L = schur_complement(pf, S.lift(X), S.lift(Z), m)
+    assert np.all(np.triu(L, 1) == 0)
+    M = L + np.tril(L, -1).T
+    Ar = [S.reduce(_row_matrix(A, r)) for r in range(m)]
+    ref = np.array([[np.trace(Ar[a] @ X @ Ar[c] @ Z) for c in range(m)] for a in range(m)])
+    assert np.allclose(M, ref, atol=1e-9 * (1 + np.abs(ref).max()))
+
+
+def _clarabel(C, A, b, sense, centered=False, trace=None):
+    """Clarabel's value; centered problems as ``K = Q W Q^T`` (``Q`` a basis of ``1^perp``):
+    ``sum(K) == 0`` leaves no interior and Clarabel reports inaccurate solutions on it."""
+    n = A.n
+    if centered:
+        Q = sla.null_space(np.ones((1, n)))
+        W = cp.Variable((n - 1, n - 1), PSD=True)
+        K = Q @ W @ Q.T
+        cons = []
+    else:
+        K = cp.Variable((n, n), symmetric=True)
+        cons = [K >> 0]
+    cons.append(cp.hstack([cp.sum(cp.multiply(_row_matrix(A, r), K)) for r in range(A.m)]) == b)
+    if trace is not None:
+        cons.append(cp.trace(K) <= trace)
+    obj = cp.trace(C @ K)
+    p = cp.Problem(cp.Minimize(obj) if sense == "min" else cp.Maximize(obj), cons)
+    p.solve(solver="CLARABEL")
+    return p.status, p.value
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(4, 12), st.integers(1, 14), st.integers(0, 10_000),
+       st.sampled_from(["min", "max"]), st.booleans(), st.floats(1e-3, 1e3))
+def test_ip_agrees_with_clarabel(n, m, seed, sense, centered, scale):
+    """Random mixed rows, b from a strictly feasible point (centered when asked), badly scaled
+    objective, a trace bound (both senses bounded): certified and equal to Clarabel's value."""
+    rng = np.random.default_rng(seed)
+    A = _mixed_rows(n, m, rng)
+    G = rng.standard_normal((n, n))
+    K0 = G @ G.T / n + 0.1 * np.eye(n)
+    if centered:
+        P = np.eye(n) - 1.0 / n
+        K0 = P @ K0 @ P
+    b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
+    C = scale * (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
+    t = 2.0 * np.trace(K0)
+    st_ref, ref = _clarabel(C, A, b, sense, centered, t)
+    assert st_ref == cp.OPTIMAL
+    res = solve_low_rank_sdp(C, A, b, sense=sense, centered=centered, trace_bound=t, tol=1e-6,
+                             method="ip", max_iters=0)  # the IP alone, no BM continuation
+    tol = 1e-4 * max(1.0, abs(ref))
+    if res.status == "optimal":
+        assert res.objective == pytest.approx(ref, abs=tol)
+        assert res.gap <= 1e-6 and res.primal_residual <= 1e-6
+    # the bound is valid whatever the status
+    if res.bound is not None:
+        assert (res.bound <= ref + tol) if sense == "min" else (res.bound >= ref - tol)
+    if centered:
+        assert np.abs(res.Y.sum(axis=0)).max() <= 1e-8 * (1 + np.abs(res.Y).max())
+
+
+def test_ip_certifies_most_random_instances():
+    """Not just 'valid when optimal': the IP closes the certificate on well-posed instances."""
+    ok = 0
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        n, m = 10, 12
+        A = _mixed_rows(n, m, rng)
+        G = rng.standard_normal((n, n))
+        K0 = G @ G.T / n + 0.1 * np.eye(n)
+        b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
+        C = (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
+        res = solve_low_rank_sdp(C, A, b, trace_bound=2 * np.trace(K0), tol=1e-6, method="ip",
+                                 max_iters=0)
+        ok += res.status == "optimal"
+    assert ok >= 9
+
+
+@pytest.mark.parametrize("case", ["contradictory", "negative_distance"])
+def test_infeasible_rows_are_not_certified(case):
+    n = 6
+    if case == "contradictory":  # K_00 = 1 and K_00 = 2
+        A = SparseRows(np.array([0, 1]), np.array([0, 0]), np.array([0, 0]), np.ones(2), 2, n)
+        b = np.array([1.0, 2.0])
+    else:  # a squared distance of -1
+        A = SparseRows.from_pairs(np.array([[0, 1], [1, 2]]), n)
+        b = np.array([1.0, -1.0])
+    res = solve_low_rank_sdp(np.eye(n), A, b, sense="min", trace_bound=10.0, method="ip",
+                             max_iters=0, tol=1e-6)
+    assert res.status != "optimal"
+    assert res.primal_residual > 1e-3
+
+
+def test_capped_iterations_are_not_certified():
+    rng = np.random.default_rng(0)
+    n, m = 12, 15
+    A = _mixed_rows(n, m, rng)
+    G = rng.standard_normal((n, n))
+    K0 = G @ G.T / n + 0.1 * np.eye(n)
+    b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
+    C = (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
+    raw = solve_sparse_sdp_ip(C, A.rows, A.ii, A.jj, A.vals, b, trace_bound=30.0, max_iters=3)
+    assert not raw.converged and raw.iterations == 3
+    # the solver-level driver, capped the same way, does not claim optimality either
+    from specopt.solvers import sparse_sdp_ip
+
+    full = solve_low_rank_sdp(C, A, b, trace_bound=30.0, method="ip", max_iters=0, tol=1e-8)
+    assert full.status == "optimal"
+    orig = sparse_sdp_ip.solve_sparse_sdp_ip
+
+    def capped(*a, **k):
+        k["max_iters"] = 3
+        return orig(*a, **k)
+
+    sparse_sdp_ip.solve_sparse_sdp_ip = capped
+    try:
+        res = solve_low_rank_sdp(C, A, b, trace_bound=30.0, method="ip", max_iters=0, tol=1e-8)
+    finally:
+        sparse_sdp_ip.solve_sparse_sdp_ip = orig
+    assert res.status != "optimal"
+    # its bound is still a valid lower bound
+    assert res.bound is None or res.bound <= full.objective + 1e-6 * abs(full.objective)
+
+
+def test_tied_eigenvalues_maxcut_cycle():
+    """An even cycle's MaxCut SDP: every optimal K has tied eigenvalues (a degenerate face);
+    certified, equal to Clarabel's value (= number of edges)."""
+    n = 12
+    W = np.zeros((n, n))
+    for i in range(n):
+        W[i, (i + 1) % n] = W[(i + 1) % n, i] = 1.0
+    L = (np.diag(W.sum(1)) - W) / 4
+    A = SparseRows.from_entries(np.arange(n), np.arange(n), n)
+    res = solve_low_rank_sdp(SymOp(n, dense=L), A, np.ones(n), sense="max",
+                             implied_trace_bound=float(n), method="ip", tol=1e-7)
+    assert res.status == "optimal"
+    assert res.objective == pytest.approx(n, rel=1e-6)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(4, 10), st.integers(1, 12), st.integers(0, 10_000), st.booleans(),
+       st.sampled_from(["hkm", "nt"]))
+def test_both_directions_reach_clarabel_value(n, m, seed, centered, kind):
+    """The raw IP (no certificate layer) in both directions: converged, feasible, same value."""
+    rng = np.random.default_rng(seed)
+    A = _mixed_rows(n, m, rng)
+    G = rng.standard_normal((n, n))
+    K0 = G @ G.T / n + 0.1 * np.eye(n)
+    if centered:
+        P = np.eye(n) - 1.0 / n
+        K0 = P @ K0 @ P
+    b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
+    C = (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
+    t = 2.0 * np.trace(K0)
+    _, ref = _clarabel(C, A, b, "min", centered, t)
+    raw = solve_sparse_sdp_ip(C, A.rows, A.ii, A.jj, A.vals, b, centered=centered,
+                              trace_bound=t, tol=1e-6, direction_kind=kind)
+    K = raw.Y @ raw.Y.T
+    assert raw.converged  # strictly feasible, bounded: both directions must get there
+    assert np.sum(C * K) == pytest.approx(ref, abs=1e-5 * max(1.0, abs(ref)))
+    assert np.trace(K) <= t * (1 + 1e-7)
+
+
+def test_direction_kind_is_validated():
+    with pytest.raises(ValueError, match="direction_kind"):
+        solve_sparse_sdp_ip(np.eye(3), np.array([0]), np.array([0]), np.array([0]),
+                            np.ones(1), np.ones(1), direction_kind="xyz")
