@@ -98,8 +98,11 @@ def test_spectral_low_rank_same_stationary_point_as_clarabel(case):
     M, Xo, mask = _observed(*case)
     d = case[2]
     cl = SpectralMatrixCompletion(rank=d, solver="CLARABEL", max_iter=30).fit(Xo)
+    # engine steps to 1e-5 (Clarabel's are ~1e-8): at the default 1e-4 the recovery error of
+    # the ill-conditioned 10 x 10, 30 % member is 1.4e-3 (2.5e-5 at 1e-5), the cost the same
     lr = SpectralMatrixCompletion(rank=d, solver="LOW_RANK", max_iter=30,
-                                  trace_bound=cl.trace_bound_).fit(Xo)
+                                  trace_bound=cl.trace_bound_,
+                                  solver_options={"tol": 1e-5}).fit(Xo)
     c = lr.certificate_
     assert c.route == "low_rank_sdp" and c.status == "stationary_point"
     assert c.extra["converged"] and c.extra["inner_solves_accurate"] and c.extra["stationarity"][0]
@@ -109,8 +112,8 @@ def test_spectral_low_rank_same_stationary_point_as_clarabel(case):
     f_lr, f_cl = _spectral_cost(lr.kernel_, d), _spectral_cost(cl.kernel_, d)
     assert f_lr == pytest.approx(c.objective, rel=1e-8, abs=1e-8)
     assert abs(f_lr - f_cl) <= 1e-3 * (1 + abs(f_cl))
-    assert f_lr >= -tau * (1 + 10 * LOW_RANK_TOL)
-    assert np.trace(lr.kernel_) <= tau * (1 + 10 * LOW_RANK_TOL)
+    assert f_lr >= -tau * (1 + 1e-4)
+    assert np.trace(lr.kernel_) <= tau * (1 + 1e-4)
     err_lr, err_cl = -lr.score(M), -cl.score(M)
     assert err_lr <= max(10 * err_cl, 1e-3)
     hist = np.array(lr.history_["objective"])
@@ -128,9 +131,13 @@ def test_spectral_low_rank_leaves_the_balanced_saddle():
 
 def test_low_rank_capped_iterations_are_not_certified():
     M, Xo, mask = _observed(20, 20, 2, 0.5, 1)
-    nn = NuclearNormCompletion(solver="LOW_RANK", solver_options={"max_iters": 1}).fit(Xo)
+    # the factored method capped at one outer iteration; any method stopped at once by time
+    nn = NuclearNormCompletion(solver="LOW_RANK",
+                               solver_options={"max_iters": 1, "method": "bm"}).fit(Xo)
     assert nn.certificate_.status == "optimal_inaccurate"
     assert nn.certificate_.extra["engine_status"] == "inaccurate"
+    nn = NuclearNormCompletion(solver="LOW_RANK", solver_options={"time_limit": 0.0}).fit(Xo)
+    assert nn.certificate_.status == "optimal_inaccurate"
     sp = SpectralMatrixCompletion(rank=2, solver="LOW_RANK", max_iter=1).fit(Xo)
     assert sp.certificate_.status == "optimal_inaccurate"
     assert not sp.certificate_.extra["converged"]
