@@ -50,7 +50,7 @@ __all__ = ["LOW_RANK_MIN_ORDER", "NuclearNormCompletion", "SpectralMatrixComplet
 #: From this matrix order ``m + n`` on, both learners use the low-rank engine with
 #: ``solver=None`` (exact observations, ``C=None``); below it the conic solvers. Measured in
 #: ``benchmarks/completion.py --timing`` (docs/routes/low_rank_sdp.md, "Completion").
-LOW_RANK_MIN_ORDER = 80
+LOW_RANK_MIN_ORDER = 60
 #: The engine's interior-point stage (``method="auto"``) for the nuclear norm only up to this
 #: many observed entries, the factored method above: its dense steps cost O(rows^3). Measured
 #: (docs/routes/low_rank_sdp.md, "Completion"): the interior point 0.05-0.35 s vs 0.26-15 s at

@@ -160,7 +160,10 @@ def test_stationarity_test_detects_a_non_stationary_point():
     one = low_rank_mm(C0, beta, rows, b, Y0, trace_bound=tau, max_iters=1, inner_tol=1e-4)
     passed, measured, tol = mm_stationarity(C0, beta, rows, b, one, 1e-3, trace_bound=tau)
     assert not passed and measured > 1e-2
-    full = low_rank_mm(C0, beta, rows, b, one.Y, trace_bound=tau, max_iters=30, inner_tol=1e-4,
+    # converged from the (rescaled) nuclear-norm factor, as the learner does: stationary
+    F = NuclearNormCompletion(solver="LOW_RANK").fit(Xo).factor_
+    Ys = np.r_[np.sqrt(1.1) * F[:15], F[15:] / np.sqrt(1.1)]
+    full = low_rank_mm(C0, beta, rows, b, Ys, trace_bound=tau, max_iters=30, inner_tol=1e-4,
                        tol=1e-4, tol_K=1e-3)
     assert full.converged
     passed, measured, _ = mm_stationarity(C0, beta, rows, b, full, 1e-3, trace_bound=tau)
