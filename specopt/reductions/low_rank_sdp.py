@@ -54,11 +54,12 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
                "inner", "dense_threshold", "sigma0", "eig_k", "sigma_max", "method")
 
 #: ``route="auto"`` picks the low-rank engine for ``n >= PAYS_OFF_MIN_N`` (side of K).
-#: Measured in benchmarks/low_rank_sdp.py (SDE CVXPY model, 4 data sets x 2 seeds, same run,
-#: load 6-11): N = 50: the conic solvers are faster wherever both certify (digits 0.6-1.2 s vs
-#: SCS 0.45 s, Clarabel 2.5-3.6 s); N = 100: digits 1.0 / 1.4 s vs SCS 5.1 / 5.3 s, spokes 4.3 s
-#: vs SCS > 30 s; swiss roll / S-curve certify with no solver (docs/routes/low_rank_sdp.md).
-PAYS_OFF_MIN_N = 100
+#: Measured (SDE CVXPY models, specopt.solve route="low_rank_sdp" vs route="conic", same run,
+#: load ~6; scratch of benchmarks/low_rank_sdp.py): with the sparse-row interior point the engine
+#: is faster from the smallest sizes: N = 16: 0.014-0.045 s vs Clarabel 0.028-0.11 s; N = 24-48:
+#: 0.02-0.23 s vs SCS 0.08-37 s (digits, hubs-and-spokes, swiss roll). Below 20 both take
+#: milliseconds and Clarabel's answers are certified as they are.
+PAYS_OFF_MIN_N = 20
 #: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side; None: never
 #: by default (``inner="low_rank"`` opts in). Measured (load ~12): MVE on digits at N = 100 its
 #: steps were slower than SCS's warm-started steps (57-64 s vs 14 s), and an N = 400 fit did not

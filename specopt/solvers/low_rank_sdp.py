@@ -711,11 +711,13 @@ def solve_low_rank_sdp(
     it = 0
     cert = None
     bm_iters = max_iters
+    ip_best = None
     # (None: the time limit was reached before the interior point started)
     ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose,
                    callback) if _use_ip(method, n, P, face, Y0) else None
     if ip is not None:
         Y, y, mu, lam, cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
+        ip_best = (ip["score"], Y, y, mu, lam, cert)  # before any truncation below
         it = ip["iterations"]
         hist["ip"] = ip["history"]
         hist["gap"].append(cert["gap"])
@@ -725,6 +727,10 @@ def solve_low_rank_sdp(
         elif time_limit is not None and time.perf_counter() - t_start > time_limit:
             bm_iters = 0
         else:
+            if time_limit is None:
+                # the factored method rarely closes what the IP left open (degenerate SDEs):
+                # it gets 20x the IP's time, at least 20 s, unless the caller set a limit
+                time_limit = max(20.0, 20.0 * (time.perf_counter() - t_start))
             # continue with the factored method from the IP's point: its leading columns up to
             # the Barvinok-Pataki rank (an optimal K of rank r with r(r+1)/2 <= m + 1 exists),
             # the multipliers already close
@@ -738,9 +744,7 @@ def solve_low_rank_sdp(
 
     # the best certified-so-far point (max of relative residual and gap): returned when the
     # method ends uncertified on a worse one (penalty growth on degenerate problems can drift)
-    best = None
-    if cert is not None:
-        best = (max(hist["primal_residual"][-1], cert["gap"]), Y, y, mu, lam, cert)
+    best = ip_best
     first = it + 1
     for it in range(first, first + bm_iters):  # noqa: B020 (continues the IP's count)
         r_ = Y.shape[1]
@@ -851,6 +855,12 @@ def solve_low_rank_sdp(
         r_now = float(np.linalg.norm(P.residual(Y))) / (1.0 + bnorm)
         if best[0] < max(r_now, cert["gap"]):
             _, Y, y, mu, lam, cert = best
+        # the returned pair, certified as it is (same test as in the loop)
+        r_fin = float(np.linalg.norm(P.residual(Y))) / (1.0 + bnorm)
+        obj_fin = float(np.sum(P.C.matmat(Y) * Y))
+        cert = _certificate(P, y, mu, obj_fin, lam)
+        if r_fin <= tol and cert["ok"](tol) and _bound_side_ok(P, obj_fin, cert):
+            status = OPTIMAL
     # ---- back to user units ----
     y_user = y * P.row_scale * P.gamma * sgn
     Yu = Y * math.sqrt(P.kappa)
@@ -1021,6 +1031,15 @@ def _certify_point(P: _Scaled, Y: np.ndarray, y: np.ndarray, mu: float, tol: flo
             P, obj_, cert_)
 
     res, obj, cert, ok = measure(Y)
+    if not ok and res <= 100 * tol and cert["gap"] <= 100 * tol:
+        # the complementarity dual (LSQR from y) can close a gap the IP's y leaves open
+        y_ls = _ls_dual(P, Y, y, mu)
+        lamv_ls, _, err_ls = _min_eigs(P, y_ls, mu, eig_k, dense_threshold, rng)
+        lam_ls = float(lamv_ls[0]) - err_ls
+        cert_ls = _certificate(P, y_ls, mu, obj, lam_ls)
+        if cert_ls["gap"] < cert["gap"]:
+            y, lam = y_ls, lam_ls
+            res, obj, cert, ok = measure(Y)
     if not ok and res <= 100 * tol and cert["gap"] <= 100 * tol:
         Yp = _polish(P, Y)
         res_p, obj_p, cert_p, ok_p = measure(Yp)

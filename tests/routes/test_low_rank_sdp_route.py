@@ -127,9 +127,10 @@ def test_nonsymmetric_variable_refused():
 
 
 def test_auto_threshold():
-    _, small = _sde_problem(20, 0)
+    _, small = _sde_problem(PAYS_OFF_MIN_N - 1, 0)
     assert specopt.explain(small).auto_route == "conic"
-    assert 20 < PAYS_OFF_MIN_N
+    _, big = _sde_problem(PAYS_OFF_MIN_N, 0)
+    assert specopt.explain(big).auto_route == "low_rank_sdp"
 
 
 @pytest.mark.slow
