@@ -2,6 +2,13 @@
 
 Usage: ``python -m benchmarks.completion [--sizes 12 20 30] [--per-size 6] [--cap 120]``
 
+``--timing`` (``--sizes 10 20 40 80 160 --per-size 4 --cap 60 --name completion_timing``): time vs
+size of both learners with the low-rank engine, SCS and Clarabel (up to ``--scs-max-m`` /
+``--clarabel-max-m``) on the same members, exact observations (the noisy members are drawn
+without noise: the engine takes equality rows); one fresh process per member and solver, the
+first-call cost (numba cache load / CVXPY set-up: a tiny fit timed twice) reported separately.
+This measures the learners' size switch ``LOW_RANK_MIN_ORDER``.
+
 For every size m (the matrix is m x n, n = m or 3m/4) ``--per-size`` members are drawn; they vary
 (see :data:`DESIGN`, cycled with new seeds past its length):
 
@@ -242,14 +249,161 @@ SUMMARY_COLS = ["m", "members", "default_backend", "nn_err_median", "nn_err_wors
                 "default_fastest_sp", "first_call_overhead_s", "auto_routes", "load"]
 
 
+# --------------------------------------------------------------------------------------------
+# --timing: time vs size, low-rank engine vs SCS vs Clarabel (the learners' size switch)
+# --------------------------------------------------------------------------------------------
+#: exact observations only (the engine takes equality rows): the family's noisy members are
+#: drawn without noise here
+TIMING_METHODS = ("LOW_RANK", "SCS", "CLARABEL")
+
+
+def timing_member(m: int, i: int, method: str) -> None:
+    """Member ``i`` of size ``m`` with one solver, in this (fresh) process: a tiny fit twice
+    (first-call cost), then the nuclear norm and the spectral fit; one JSON line after each."""
+    from specopt.learn.completion import (
+        NuclearNormCompletion,
+        SpectralMatrixCompletion,
+        make_low_rank,
+    )
+
+    spec = dict(family_spec(i, m), noise=0.0)
+    M, Xo, mask = family_instance(spec)
+    out: dict = {"m": m, "i": i, "method": method, "spec": spec,
+                 "observed_entries": int(mask.sum()), "load_before": os.getloadavg()[0]}
+    Ms, masks = make_low_rank(6, 6, 1, 0.6, random_state=1)
+    tiny = np.where(masks, Ms, np.nan)
+    t0 = time.perf_counter()
+    SpectralMatrixCompletion(rank=1, solver=method).fit(tiny)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    SpectralMatrixCompletion(rank=1, solver=method).fit(tiny)
+    out["first_call_overhead_s"] = first - (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    nn = NuclearNormCompletion(solver=method).fit(Xo)
+    out.update(nn_s=time.perf_counter() - t0, nn_err=-nn.score(M), nn_status=nn.certificate_.status,
+               nn_obj=0.5 * float(np.trace(nn.kernel_)))
+    print(json.dumps(out, default=float), flush=True)
+    t0 = time.perf_counter()
+    sp = SpectralMatrixCompletion(rank=spec["rank"], solver=method).fit(Xo)
+    out.update(sp_s=time.perf_counter() - t0, sp_err=-sp.score(M), sp_status=sp.certificate_.status,
+               sp_obj=float(sp.certificate_.objective), sp_iters=sp.n_iter_,
+               sp_tau=sp.trace_bound_, load_after=os.getloadavg()[0])
+    print(json.dumps(out, default=float), flush=True)
+
+
+def _run_partial(args: list[str], cap: float) -> dict:
+    """Like ``run_json_subprocess`` but keeps the last JSON line printed before a timeout."""
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        proc = subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                              timeout=cap, env=env)
+        text, err = proc.stdout, None if proc.returncode == 0 else (
+            proc.stderr.strip().splitlines() or ["failed"])[-1][:200]
+    except subprocess.TimeoutExpired as exc:
+        text = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        err = f"timeout > {cap:.0f} s"
+    lines = [ln for ln in text.splitlines() if ln.startswith("{")]
+    out = json.loads(lines[-1]) if lines else {}
+    if err:
+        out["error"] = err
+    return out
+
+
+def timing_summary(records: list[dict], cap: float) -> list[dict]:
+    """Per size and method: median / worst time (a capped run counts as the cap: '>'), and the
+    conic / low-rank time ratios on the same members (median and worst = smallest)."""
+    rows = []
+    for m in sorted({r["m"] for r in records}):
+        at = [r for r in records if r["m"] == m]
+        lr = {r["i"]: r for r in at if r["method"] == "LOW_RANK"}
+        for method in TIMING_METHODS:
+            rs = [r for r in at if r["method"] == method]
+            if not rs:
+                continue
+            row: dict = {"m": m, "m+n": rs[0]["spec"]["m"] + rs[0]["spec"]["n"] if "spec" in rs[0]
+                         else None, "method": method, "members": len(rs)}
+            for key in ("nn", "sp"):
+                ts = [r.get(f"{key}_s", cap) for r in rs]
+                capped = sum(f"{key}_s" not in r for r in rs)
+                row[f"{key}_s_median"] = float(np.median(ts))
+                row[f"{key}_s_worst"] = float(max(ts)) if not capped else f"> {cap:.0f}"
+                row[f"{key}_certified"] = (
+                    f"{sum(r.get(f'{key}_status') in ('optimal', 'stationary_point') for r in rs)}"
+                    f"/{len(rs)}")
+                errs = [r[f"{key}_err"] for r in rs if f"{key}_err" in r]
+                row[f"{key}_err_median"] = float(np.median(errs)) if errs else None
+                row[f"{key}_err_worst"] = max(errs) if errs else None
+                if method != "LOW_RANK":
+                    ratios = [r.get(f"{key}_s", cap) / lr[r["i"]][f"{key}_s"] for r in rs
+                              if r["i"] in lr and f"{key}_s" in lr[r["i"]]]
+                    row[f"{key}_over_lr_median"], row[f"{key}_over_lr_worst"] = _ratio_stats(
+                        ratios, min)
+                    # objective agreement with the engine (relative), where both finished
+                    diffs = [abs(r[f"{key}_obj"] - lr[r["i"]][f"{key}_obj"]) /
+                             (1 + abs(r[f"{key}_obj"])) for r in rs
+                             if f"{key}_obj" in r and r["i"] in lr and f"{key}_obj" in lr[r["i"]]]
+                    row[f"{key}_obj_reldiff_worst"] = max(diffs) if diffs else None
+            row["first_call_s"] = float(np.median([r["first_call_overhead_s"] for r in rs
+                                                   if "first_call_overhead_s" in r] or [np.nan]))
+            row["load"] = float(np.median([r["load_before"] for r in rs if "load_before" in r]
+                                          or [np.nan]))
+            rows.append(row)
+    return rows
+
+
+TIMING_COLS = ["m", "m+n", "method", "members", "nn_s_median", "nn_s_worst", "nn_certified",
+               "nn_over_lr_median", "nn_over_lr_worst", "nn_obj_reldiff_worst", "sp_s_median",
+               "sp_s_worst", "sp_certified", "sp_over_lr_median", "sp_over_lr_worst",
+               "sp_obj_reldiff_worst", "sp_err_median", "sp_err_worst", "first_call_s", "load"]
+
+
+def timing_main(args: argparse.Namespace) -> None:
+    meta = {"sizes": args.sizes, "per_size": args.per_size, "cap_s": args.cap,
+            "design": DESIGN, "noise": "forced 0 (exact observations)",
+            "conic_max_m": {"SCS": args.scs_max_m, "CLARABEL": args.clarabel_max_m},
+            "load_start": os.getloadavg(),
+            "note": "2-core machine shared with other sessions; OMP/OPENBLAS_NUM_THREADS=1"}
+    records: list[dict] = []
+    limits = {"LOW_RANK": 10**9, "SCS": args.scs_max_m, "CLARABEL": args.clarabel_max_m}
+    for m in args.sizes:
+        for i in range(args.per_size):
+            for method in TIMING_METHODS:
+                if m > limits[method]:
+                    continue
+                r = _run_partial([str(Path(__file__).resolve()), "--timing-member", str(m),
+                                  str(i), method], args.cap)
+                r.update(m=m, i=i, method=method)
+                r.setdefault("spec", dict(family_spec(i, m), noise=0.0))
+                records.append(r)
+                print("#", json.dumps({k: v for k, v in r.items() if k != "spec"}), flush=True)
+                write_json(args.name, timing_summary(records, args.cap),
+                           {**meta, "records": records, "load_end": os.getloadavg()})
+    print("\n## time vs size: low-rank engine vs SCS vs Clarabel (same members, same run)\n")
+    print(markdown_table(timing_summary(records, args.cap), TIMING_COLS))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--member", nargs=2, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--timing-member", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--timing", action="store_true",
+                    help="time vs size: low-rank engine vs SCS vs Clarabel (exact observations)")
+    ap.add_argument("--scs-max-m", type=int, default=80)
+    ap.add_argument("--clarabel-max-m", type=int, default=30)
     ap.add_argument("--sizes", type=int, nargs="+", default=[12, 20, 30])
     ap.add_argument("--per-size", type=int, default=6)
     ap.add_argument("--cap", type=float, default=120.0, help="seconds per member")
     ap.add_argument("--name", default="completion")
     args = ap.parse_args()
+    if args.timing_member:
+        m, i, method = args.timing_member
+        timing_member(int(m), int(i), method)
+        return
+    if args.timing:
+        timing_main(args)
+        return
     if args.member:
         print(json.dumps(run_member(*args.member), default=float))
         return

@@ -16,6 +16,20 @@ Why ``tr K <= tau``: without a bound the spectral cost is unbounded below (addin
 ``Y`` lowers it by about ``t``). Every rank-d ``K`` with ``tr K = tau`` consistent with the data
 attains the bound's optimum ``-tau``, and such ``K`` exist for every ``tau >= 2 ||X||_*`` of a
 rank-d completion ``X``; ``tau = trace_scale * 2 * ||X_nn||_*`` (nuclear-norm solution) by default.
+
+Two solvers (``solver=``):
+
+* the low-rank SDP engine (:mod:`specopt.solvers.low_rank_sdp`, ``K = F F^T`` with ``F`` of
+  ``(m + n) x r``), ``solver="LOW_RANK"``, and the default (``solver=None``) from
+  ``m + n >= LOW_RANK_MIN_ORDER`` (measured: ``benchmarks/completion.py --timing``,
+  docs/routes/low_rank_sdp.md). The observations are the entry rows ``K[i, m + j] = M_ij``.
+  Nuclear norm: one engine solve of ``min tr(K) / 2``; spectral: ``low_rank_mm`` on
+  ``<I, K> - 2 sum_{i<=d} lambda_i(K)`` with the constraint ``tr K <= tau``, started from the
+  nuclear-norm factor, each step warm-started. Only exact observations (``C=None``): the
+  slackened form adds the inequality rows ``|X_ij - M_ij| <= s_ij``, which are not in the
+  engine's form (equality rows and one trace bound), so ``C`` keeps the conic path;
+* the conic path (Clarabel for ``m + n <= 30``, SCS above, or the ``solver`` named): CVXPY model
+  on the blocks ``Y, Z, X``, route ``"conic"`` / ``"iterated_sdp"``.
 """
 
 from __future__ import annotations
@@ -28,7 +42,23 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["NuclearNormCompletion", "SpectralMatrixCompletion", "make_low_rank"]
+from ._low_rank import LOW_RANK, LOW_RANK_TOL, use_low_rank
+
+__all__ = ["LOW_RANK_MIN_ORDER", "NuclearNormCompletion", "SpectralMatrixCompletion",
+           "make_low_rank"]
+
+#: From this matrix order ``m + n`` on, both learners use the low-rank engine with
+#: ``solver=None`` (exact observations, ``C=None``); below it the conic solvers. Measured in
+#: ``benchmarks/completion.py --timing`` (docs/routes/low_rank_sdp.md, "Completion").
+LOW_RANK_MIN_ORDER = 60
+#: The engine's interior-point stage (``method="auto"``) for the nuclear norm only up to this
+#: many observed entries, the factored method above: its dense steps cost O(rows^3). Measured
+#: (docs/routes/low_rank_sdp.md, "Completion"): the interior point 0.05-0.35 s vs 0.26-15 s at
+#: 348-855 entries, 5.4-10.4 s vs 0.46-0.53 s at 3182-3869 entries.
+_IP_MAX_OBSERVED = 1000
+#: The low-rank spectral fit starts from the nuclear-norm factor with its row blocks rescaled
+#: ``[a F_Y; F_Z / a]``, ``a^2 = _UNBALANCE`` (the same X; module docstring).
+_UNBALANCE = 1.1
 
 
 def make_low_rank(
@@ -58,6 +88,15 @@ def _check_partial(X: Any) -> tuple[np.ndarray, np.ndarray]:
     return X, mask
 
 
+def _entry_rows(M: np.ndarray, mask: np.ndarray):
+    """The observations as entry rows of the embedding: ``K[i, m + j] = M_ij``."""
+    from specopt.solvers.low_rank_sdp import SparseRows
+
+    m, n = M.shape
+    ii, jj = np.nonzero(mask)
+    return SparseRows.from_entries(ii, m + jj, m + n), M[ii, jj]
+
+
 class _CompletionBase(BaseEstimator):
     def _model(self, M: np.ndarray, mask: np.ndarray):
         m, n = M.shape
@@ -84,6 +123,42 @@ class _CompletionBase(BaseEstimator):
         opts = dict(self.solver_options or {})
         return (self.solver or ("CLARABEL" if size <= 30 else "SCS")).upper(), opts
 
+    def _use_low_rank(self, size: int, applicable: bool = True) -> bool:
+        """The engine with ``solver="LOW_RANK"`` (an error where it does not apply), or by
+        default from ``LOW_RANK_MIN_ORDER`` where it applies."""
+        use = use_low_rank(self.solver, size, LOW_RANK_MIN_ORDER, applicable)
+        if use and self.C is not None:
+            raise ValueError(
+                "solver='LOW_RANK' needs exact observations (C=None): the slackened form "
+                "|X_ij - M_ij| <= s_ij has inequality rows, not in the low-rank engine's form; "
+                "use a conic solver (solver=None, 'CLARABEL' or 'SCS') with C")
+        return use
+
+    def _low_rank_opts(self) -> dict:
+        opts = dict(self.solver_options or {})
+        opts.setdefault("tol", LOW_RANK_TOL)
+        return opts
+
+    def _nuclear_low_rank(self, M: np.ndarray, mask: np.ndarray, opts: dict):
+        """``min tr(K) / 2`` s.t. ``K[i, m + j] = M_ij`` (observed), one engine solve."""
+        from specopt.solvers.low_rank_sdp import SymOp, solve_low_rank_sdp
+
+        from ._base import finish_progress, progress_callback
+
+        m, n = M.shape
+        rows, b = _entry_rows(M, mask)
+        cb = progress_callback(self.verbose, "low_rank_sdp", f"{type(self).__name__}: nuclear "
+                               f"norm, {m} x {n}, {rows.m} observed", "iteration")
+        opts = dict(opts)
+        opts.setdefault("method", "auto" if rows.m <= _IP_MAX_OBSERVED else "bm")
+        res = solve_low_rank_sdp(SymOp.identity(m + n, 0.5), rows, b, sense="min",
+                                 callback=cb, **opts)
+        from ._low_rank import low_rank_certificate
+
+        cert = low_rank_certificate(res, "min")
+        finish_progress(cb, cert)
+        return rows, b, res, cert
+
     def predict(self, X: Any = None) -> np.ndarray:
         """The completed matrix (``X`` is ignored; completion is transductive)."""
         check_is_fitted(self, "completion_")
@@ -97,7 +172,14 @@ class _CompletionBase(BaseEstimator):
 
 
 class NuclearNormCompletion(_CompletionBase):
-    """Trace heuristic: ``min (tr Y + tr Z) / 2 (+ C sum s)`` over the PSD embedding."""
+    """Trace heuristic: ``min (tr Y + tr Z) / 2 (+ C sum s)`` over the PSD embedding.
+
+    ``solver``: ``None`` (the low-rank engine from ``m + n >= LOW_RANK_MIN_ORDER`` with exact
+    observations, else Clarabel / SCS by size), ``"LOW_RANK"``, or a conic solver name.
+    ``solver_options`` go to that solver (the engine: ``tol`` (default 1e-4), ``max_iters``,
+    ``time_limit``, ...). ``certificate_.status`` is ``optimal`` only when the solver's
+    certificate backs it (engine: relative primal residual and gap within ``tol``).
+    """
 
     def __init__(self, C: float | None = None, solver: str | None = None,
                  solver_options: dict | None = None, verbose: bool = False) -> None:
@@ -108,6 +190,19 @@ class NuclearNormCompletion(_CompletionBase):
 
     def fit(self, X: Any, y: Any = None) -> NuclearNormCompletion:
         M, mask = _check_partial(X)
+        if self._use_low_rank(sum(M.shape), self.C is None):
+            m = M.shape[0]
+            t0 = time.perf_counter()
+            _, _, res, cert = self._nuclear_low_rank(M, mask, self._low_rank_opts())
+            self.fit_time_ = time.perf_counter() - t0
+            F = res.Y
+            self.completion_ = F[:m] @ F[m:].T
+            self.kernel_ = F @ F.T
+            self.factor_ = F
+            self.nuclear_norm_ = float(np.linalg.svd(self.completion_, compute_uv=False).sum())
+            self.certificate_ = cert
+            self.mask_ = mask
+            return self
         Yv, Zv, Xv, K, cons, penalty = self._model(np.nan_to_num(M), mask)
         prob = cp.Problem(cp.Minimize(0.5 * cp.trace(K) + penalty), cons)
         solver, opts = self._solver(sum(M.shape))
@@ -121,6 +216,7 @@ class NuclearNormCompletion(_CompletionBase):
         self.completion_ = np.asarray(Xv.value)
         self.kernel_ = np.asarray(K.value)
         self.nuclear_norm_ = float(np.linalg.svd(self.completion_, compute_uv=False).sum())
+        self.certificate_ = specopt.certificate(prob)
         self.mask_ = mask
         return self
 
@@ -131,6 +227,17 @@ class SpectralMatrixCompletion(_CompletionBase):
     Iterated SDP (route ``"iterated_sdp"``) started from the nuclear-norm solution; each step
     solves ``min tr(K (I - 2 V_d V_d^T))`` with ``V_d`` the top-d eigenvectors of the last K.
     ``tau = trace_scale * 2 * ||X_nn||_*`` unless ``trace_bound`` is given (module docstring).
+
+    With the low-rank engine (``solver="LOW_RANK"``, or ``solver=None`` from
+    ``m + n >= LOW_RANK_MIN_ORDER`` with ``C=None`` and ``restarts=0``) the same steps run on the
+    factor (``low_rank_mm``), each solved to ``solver_options["tol"]`` (default 1e-4; the MM
+    stops when the relative objective change is ``<= max(tol, inner tol)`` and the relative
+    change of K ``<= max(1e-4, 10 inner tol)``: the steps are only that accurate). The status is
+    ``stationary_point`` only when the MM converged, every step was certified ``optimal`` by the
+    engine and the stationarity test passed (one more warm-started step at the returned point:
+    its proven lower bound on the majorizer is within ``10 inner tol`` of the cost, tied
+    eigenvalues included, see :func:`specopt.learn._low_rank.mm_stationarity`); otherwise
+    ``optimal_inaccurate``.
     """
 
     def __init__(
@@ -168,15 +275,16 @@ class SpectralMatrixCompletion(_CompletionBase):
         d = self.rank
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 1 <= d < m + n:
             raise ValueError(f"rank must be an integer in [1, {m + n - 1}], got {d!r}")
+        if self._use_low_rank(m + n, self.C is None and not self.restarts):
+            if self.restarts:
+                raise ValueError("restarts are not supported with the low-rank engine")
+            return self._fit_low_rank(X, M, mask)
         t0 = time.perf_counter()
-        base = NuclearNormCompletion(C=self.C, solver=self.solver,
+        # the conic path throughout (also its nuclear-norm start)
+        base = NuclearNormCompletion(C=self.C, solver=self._solver(m + n)[0],
                                      solver_options=self.solver_options,
                                      verbose=self.verbose).fit(X)
-        tau = self.trace_bound
-        if tau is None:
-            if not self.trace_scale >= 1:
-                raise ValueError(f"trace_scale must be >= 1, got {self.trace_scale!r}")
-            tau = self.trace_scale * 2.0 * base.nuclear_norm_
+        tau = self._tau(base.nuclear_norm_)
         Yv, Zv, Xv, K, cons, penalty = self._model(np.nan_to_num(M), mask)
         cons.append(cp.trace(K) <= tau)
         prob = cp.Problem(cp.Minimize(mve_cost(K, d) + penalty), cons)
@@ -196,5 +304,71 @@ class SpectralMatrixCompletion(_CompletionBase):
         self.certificate_ = cert
         self.history_ = cert.history
         self.n_iter_ = cert.iterations
+        self.mask_ = mask
+        return self
+
+    def _tau(self, nuclear_norm: float) -> float:
+        if self.trace_bound is not None:
+            if not self.trace_bound > 0:
+                raise ValueError(f"trace_bound must be positive, got {self.trace_bound!r}")
+            return float(self.trace_bound)
+        if not self.trace_scale >= 1:
+            raise ValueError(f"trace_scale must be >= 1, got {self.trace_scale!r}")
+        return float(self.trace_scale * 2.0 * nuclear_norm)
+
+    def _fit_low_rank(self, X: Any, M: np.ndarray, mask: np.ndarray) -> SpectralMatrixCompletion:
+        """Majorize-minimize on the factor from the nuclear-norm factor (class docstring)."""
+        from specopt.solvers.low_rank_sdp import SymOp, low_rank_mm
+
+        from ._base import finish_progress, progress_callback
+        from ._low_rank import mm_certificate, mm_stationarity
+
+        m, n = M.shape
+        d = self.rank
+        opts = self._low_rank_opts()
+        if "max_iters" in opts:
+            raise ValueError(
+                "solver_options['max_iters'] is ambiguous on the low-rank path: max_iter caps the "
+                "majorize-minimize steps; cap each engine solve with solver_options="
+                "{'time_limit': seconds}")
+        t0 = time.perf_counter()
+        base = NuclearNormCompletion(solver=LOW_RANK, solver_options=opts,
+                                     verbose=self.verbose).fit(X)
+        tau = self._tau(base.nuclear_norm_)
+        inner_tol = opts.pop("tol")
+        rows, b = _entry_rows(M, mask)
+        N = m + n
+        C0, beta = SymOp.identity(N), np.full(d, -2.0)
+        cb = progress_callback(self.verbose, "low_rank_sdp", f"SpectralMatrixCompletion: "
+                               f"{m} x {n}, {rows.m} observed, rank {d}", "MM step")
+        # the balanced nuclear-norm factor is a saddle of the cost (module docstring): start
+        # from the same X with the blocks rescaled [a F_Y; F_Z / a]
+        # from [a F_Y; F_Z / a]; F truncated to its numerical rank (an interior-point factor
+        # has full width with eigenvalues ~1e-9 of the largest: they only slow the steps)
+        U, sv, _ = np.linalg.svd(base.factor_, full_matrices=False)
+        keep = max(1, int(np.sum(sv**2 > 1e-8 * sv[0] ** 2))) if sv.size and sv[0] > 0 else 1
+        F0 = U[:, :keep] * sv[:keep]
+        a = np.sqrt(_UNBALANCE)
+        Y0 = np.r_[a * F0[:m], F0[m:] / a]
+        res = low_rank_mm(C0, beta, rows, b, Y0, trace_bound=tau,
+                          tol=max(float(self.tol), inner_tol),
+                          tol_K=max(1e-4, 10 * inner_tol), max_iters=self.max_iter,
+                          monotone_tol=max(1e-4, 10 * inner_tol), inner_tol=inner_tol,
+                          callback=cb, **opts)
+        stat = mm_stationarity(C0, beta, rows, b, res, max(10 * inner_tol, 1e-6),
+                               trace_bound=tau, seed=self.random_state or 0, **opts)
+        cert = mm_certificate(res, stat, trace_bound=tau, inner_tol=inner_tol,
+                              nuclear_norm_status=base.certificate_.status)
+        finish_progress(cb, cert)
+        self.fit_time_ = time.perf_counter() - t0
+        F = res.Y
+        self.completion_ = F[:m] @ F[m:].T
+        self.kernel_ = F @ F.T
+        self.factor_ = F
+        self.baseline_ = base
+        self.trace_bound_ = tau
+        self.certificate_ = cert
+        self.history_ = cert.history
+        self.n_iter_ = res.iterations
         self.mask_ = mask
         return self

@@ -35,6 +35,8 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree, sh
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from ._low_rank import LOW_RANK_TOL
+
 __all__ = [
     "KernelPCAEmbedding",
     "MinimumVolumeEmbedding",
@@ -62,7 +64,7 @@ LOW_RANK_MIN_N = 200
 #: (docs/routes/low_rank_sdp.md).
 MVE_LOW_RANK_MIN_N = 40
 #: Relative accuracy of each low-rank solve (primal residual and gap) in the learners.
-_LOW_RANK_TOL = 1e-4
+_LOW_RANK_TOL = LOW_RANK_TOL
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,10 +272,11 @@ class _EmbeddingBase(BaseEstimator):
         """Low-rank engine: ``solver="LOW_RANK"``, or by default from ``LOW_RANK_MIN_N`` points
         where measured to pay off (only for ``preserve="edges"``: the engine takes equality
         rows)."""
-        if self.solver is not None:
-            return str(self.solver).upper() == "LOW_RANK"
-        return (self._low_rank_by_default and n >= self._low_rank_min_n
-                and self.preserve == "edges")
+        from ._low_rank import use_low_rank
+
+        return use_low_rank(self.solver, n,
+                            self._low_rank_min_n if self._low_rank_by_default else None,
+                            self.preserve == "edges")
 
     def _low_rank_data(self, A: np.ndarray, C: np.ndarray):
         from specopt.solvers.low_rank_sdp import SparseRows, graph_trace_bound
@@ -391,7 +394,9 @@ class SemidefiniteEmbedding(_EmbeddingBase):
             res = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
                                      implied_trace_bound=T, Y0=Y0, callback=cb,
                                      **self._low_rank_opts())
-            cert = _low_rank_certificate(res, "max")
+            from ._low_rank import low_rank_certificate
+
+            cert = low_rank_certificate(res, "max")
             finish_progress(cb, cert)
             return res.Y @ res.Y.T, res.iterations, {"certificate_": cert, "factor_": res.Y}
         K, cons = sde_feasible_set(A, C, self.preserve)
@@ -413,6 +418,12 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
     ``init="sde"`` starts instead from the SDE kernel (``max tr K``, solved as the route's first
     step on the same compiled problem, then warm-started): fewer, cheaper steps on digits
     subsets, a possibly different stationary point (benchmarks/embedding.py).
+
+    From ``MVE_LOW_RANK_MIN_N`` points (``solver=None``), or with ``solver="LOW_RANK"``, the same
+    majorize-minimize steps run on the low-rank engine (``low_rank_mm``: each step the sparse-row
+    interior point, certified; ``solver_options`` go to it, e.g. ``time_limit``, ``method``).
+    ``certificate_.status`` is ``stationary_point`` only when the MM test passed and every step
+    was certified, else ``optimal_inaccurate``.
     """
 
     # MM steps on the low-rank engine (cold interior point per step, low_rank_mm method="auto")
@@ -511,44 +522,12 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
                           tol_K=max(float(np.sqrt(self.tol)), 1e-3), max_iters=self.max_iter,
                           monotone_tol=max(1e-4, 10 * inner_tol), inner_tol=inner_tol,
                           callback=cb, **opts)
-        from specopt.certificate import STATIONARY, Certificate
+        from ._low_rank import mm_certificate
 
-        last = res.inner[-1]
         # stationary only when the MM test passed and every step's subproblem was certified
-        cert = Certificate(
-            route="low_rank_sdp", backend="low_rank_sdp",
-            status=STATIONARY if res.stationary else cp.OPTIMAL_INACCURATE,
-            objective=res.objective, max_violation=max(r.max_abs_residual for r in res.inner[-1:]),
-            iterations=res.iterations, solve_time=sum(r.solve_time for r in res.inner),
-            history=res.history, is_global=False,
-            extra={"converged": res.converged, "stop_reason": res.stop_reason,
-                   "monotone": not res.monotone_violations,
-                   "monotone_violations": res.monotone_violations,
-                   "run_values": [res.objective], "inner_iterations": res.inner_iterations,
-                   "inner_status": [r.status for r in res.inner], "rank": last.rank,
-                   "inner_solves_accurate": res.inner_certified,
-                   "inner_methods": list(res.methods),
-                   "inner_summary": [(r.iterations, r.inner_iterations, r.rank, r.status,
-                                      round(r.solve_time, 2)) for r in res.inner]},
-        )
+        cert = mm_certificate(res, inner_methods=list(res.methods))
         finish_progress(cb, cert)
         info = {"certificate_": cert, "history_": cert.history, "objective_": res.objective,
                 "run_values_": [res.objective], "converged_": res.converged, "factor_": res.Y}
         return res.Y @ res.Y.T, res.iterations, info
 
-
-def _low_rank_certificate(res, sense: str):
-    """A :class:`specopt.certificate.Certificate` for one low-rank solve (learners)."""
-    import cvxpy as cp_
-
-    from specopt.certificate import Certificate
-
-    return Certificate(
-        route="low_rank_sdp", backend="low_rank_sdp",
-        status=cp_.OPTIMAL if res.status == "optimal" else cp_.OPTIMAL_INACCURATE,
-        objective=res.objective, bound=res.bound, gap=res.gap,
-        max_violation=res.max_abs_residual, iterations=res.iterations,
-        solve_time=res.solve_time, history=res.history, is_global=True,
-        extra={"rank": res.rank, "lambda_min": res.lambda_min,
-               "primal_residual": res.primal_residual, "inner_iterations": res.inner_iterations},
-    )

@@ -713,9 +713,10 @@ def solve_low_rank_sdp(
     cert = None
     bm_iters = max_iters
     ip_best = None
-    if _use_ip(method, n, P, face, Y0):
-        ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose,
-                       callback)
+    # (None: the time limit was reached before the interior point started)
+    ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose,
+                   callback) if _use_ip(method, n, P, face, Y0) else None
+    if ip is not None:
         Y, y, mu, lam, cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
         ip_best = (ip["score"], Y, y, mu, lam, cert)  # before any truncation below
         it = ip["iterations"]

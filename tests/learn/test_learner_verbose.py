@@ -48,6 +48,10 @@ CASES = [
      X_SPIRAL, "route low_rank_sdp", "MM step"),
     (NuclearNormCompletion, {}, M_PARTIAL, "route: conic", None),
     (SpectralMatrixCompletion, {"max_iter": 3}, M_PARTIAL, "route iterated_sdp", "MM step"),
+    (NuclearNormCompletion, {"solver": "LOW_RANK"}, M_PARTIAL, "route low_rank_sdp",
+     "iteration"),
+    (SpectralMatrixCompletion, {"max_iter": 3, "solver": "LOW_RANK"}, M_PARTIAL,
+     "route low_rank_sdp", "MM step"),
 ]
 
 
