@@ -157,3 +157,13 @@ def test_mve_low_rank_engine_close_to_conic(spokes):
                                 tol=1e-5).fit(X)
     assert lr.energy_ == pytest.approx(cl.energy_, abs=2e-3)
     assert lr.objective_ == pytest.approx(cl.objective_, rel=1e-3)
+
+
+def test_sde_engine_switch_both_sides():
+    from specopt.learn.embedding import LOW_RANK_MIN_N, SemidefiniteEmbedding
+
+    est = SemidefiniteEmbedding()
+    assert not est._use_low_rank(LOW_RANK_MIN_N - 1)
+    assert est._use_low_rank(LOW_RANK_MIN_N)
+    assert SemidefiniteEmbedding(solver="LOW_RANK")._use_low_rank(10)
+    assert not SemidefiniteEmbedding(solver="SCS")._use_low_rank(10 * LOW_RANK_MIN_N)
