@@ -1128,7 +1128,10 @@ def _polish(P: _Scaled, Y: np.ndarray, steps: int = 5, cg_iters: int = 400) -> n
             (A.m, A.m), dtype=float,
             matvec=lambda w, Yc=Yc: _a_of_ydt(A.rows, A.ii, A.jj, A.vals, Yc,
                                               np.ascontiguousarray(JT(w, Yc)), A.m))
-        w, _ = spla.cg(op, -r, maxiter=cg_iters, rtol=1e-6)
+        with np.errstate(divide="ignore", invalid="ignore"):  # singular J J^T (e.g. Y = 0)
+            w, _ = spla.cg(op, -r, maxiter=cg_iters, rtol=1e-6)
+        if not np.all(np.isfinite(w)):
+            break
         D = JT(w, Yc)
         nr = float(np.linalg.norm(r))
         for a in (1.0, 0.5, 0.25, 0.125):
