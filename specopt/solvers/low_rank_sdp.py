@@ -712,13 +712,15 @@ def solve_low_rank_sdp(
     it = 0
     cert = None
     bm_iters = max_iters
-    ip_best = None
+    # the best point so far by max(relative residual, gap): returned when the method ends
+    # uncertified on a worse one (penalty growth on degenerate problems can drift)
+    best = None
     # (None: the time limit was reached before the interior point started)
     ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose,
-                   callback) if _use_ip(method, n, P, face, Y0) else None
+                   callback) if _use_ip(method, n, P.m, Y0) else None
     if ip is not None:
         Y, y, mu, lam, cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
-        ip_best = (ip["score"], Y, y, mu, lam, cert)  # before any truncation below
+        best = (ip["score"], Y, y, mu, lam, cert)  # before any truncation below
         it = ip["iterations"]
         hist["ip"] = ip["history"]
         hist["gap"].append(cert["gap"])
@@ -738,14 +740,12 @@ def solve_low_rank_sdp(
             pataki = int(math.isqrt(2 * (P.m + 1))) + 2
             Y = np.ascontiguousarray(Y[:, : max(1, min(Y.shape[1], max_rank, pataki))])
             sigma = max(sigma, 1e3)
+
     def deadline(intermediate_result: Any = None) -> None:
         """Stop an inner solve at the time limit (scipy ends ``minimize`` on StopIteration)."""
         if time_limit is not None and time.perf_counter() - t_start > time_limit:
             raise StopIteration
 
-    # the best certified-so-far point (max of relative residual and gap): returned when the
-    # method ends uncertified on a worse one (penalty growth on degenerate problems can drift)
-    best = ip_best
     first = it + 1
     for it in range(first, first + bm_iters):  # noqa: B020 (continues the IP's count)
         r_ = Y.shape[1]
@@ -857,10 +857,8 @@ def solve_low_rank_sdp(
         if best[0] < max(r_now, cert["gap"]):
             _, Y, y, mu, lam, cert = best
         # the returned pair, certified as it is (same test as in the loop)
-        r_fin = float(np.linalg.norm(P.residual(Y))) / (1.0 + bnorm)
-        obj_fin = float(np.sum(P.C.matmat(Y) * Y))
-        cert = _certificate(P, y, mu, obj_fin, lam)
-        if r_fin <= tol and cert["ok"](tol) and _bound_side_ok(P, obj_fin, cert):
+        _, _, cert, ok = _measure(P, Y, y, mu, lam, tol)
+        if ok:
             status = OPTIMAL
     # ---- back to user units ----
     y_user = y * P.row_scale * P.gamma * sgn
@@ -971,10 +969,11 @@ IP_MAX_N = 1200
 IP_MAX_M = 8000
 
 
-def _use_ip(method: str, n: int, P: _Scaled, face: Any, Y0: Any) -> bool:
-    if method == "ip":
-        return True
-    return method == "auto" and Y0 is None and n <= IP_MAX_N and P.m <= IP_MAX_M
+def _use_ip(method: str, n: int, m: int, Y0: Any) -> bool:
+    """The interior point: asked for, or "auto" without a warm start within the size range
+    (the same rule as the majorize-minimize steps, :func:`mm_step_method`)."""
+    return method == "ip" or (method == "auto" and Y0 is None
+                              and mm_step_method("auto", n, m) == "ip")
 
 
 def _ip_stage(P: _Scaled, tol: float, time_limit: float | None, t_start: float,
@@ -992,13 +991,14 @@ def _ip_stage(P: _Scaled, tol: float, time_limit: float | None, t_start: float,
     from .sparse_sdp_ip import solve_sparse_sdp_ip
 
     best: dict | None = None
+    C_dense = P.C.to_dense()
     for kind in ("hkm", "nt"):
         left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
         if left is not None and left <= 0:
             if best is not None:
                 break
             left = 0.0  # out of time before the first direction: one IP step, not no point
-        ipr = solve_sparse_sdp_ip(P.C.to_dense(), P.A.rows, P.A.ii, P.A.jj, P.A.vals, P.b,
+        ipr = solve_sparse_sdp_ip(C_dense, P.A.rows, P.A.ii, P.A.jj, P.A.vals, P.b,
                                   centered=P.centered, trace_bound=P.t,
                                   tol=min(1e-7, 0.05 * tol), direction_kind=kind,
                                   time_limit=left, face=P.V, verbose=verbose,
@@ -1022,16 +1022,11 @@ def _certify_point(P: _Scaled, Y: np.ndarray, y: np.ndarray, mu: float, tol: flo
                    dense_threshold: int, eig_k: int, rng: np.random.Generator) -> dict:
     """The certificate of ``(Y, y, mu)`` (solver units), after a polish of ``Y`` when it is
     nearly feasible and the bound is close but the point is not yet certified."""
-    bnorm = float(np.linalg.norm(P.b))
     lamv, _, err = _min_eigs(P, y, mu, eig_k, dense_threshold, rng)
     lam = float(lamv[0]) - err
 
     def measure(Yc: np.ndarray) -> tuple[float, float, dict, bool]:
-        res_ = float(np.linalg.norm(P.residual(Yc))) / (1.0 + bnorm)
-        obj_ = float(np.sum(P.C.matmat(Yc) * Yc))
-        cert_ = _certificate(P, y, mu, obj_, lam)
-        return res_, obj_, cert_, res_ <= tol and cert_["ok"](tol) and _bound_side_ok(
-            P, obj_, cert_)
+        return _measure(P, Yc, y, mu, lam, tol)
 
     res, obj, cert, ok = measure(Y)
     if not ok and res <= 100 * tol and cert["gap"] <= 100 * tol:
@@ -1050,6 +1045,16 @@ def _certify_point(P: _Scaled, Y: np.ndarray, y: np.ndarray, mu: float, tol: flo
             Y, res, cert, ok = Yp, res_p, cert_p, ok_p
     return {"Y": Y, "y": y, "mu": mu, "lam": lam, "cert": cert, "res": res, "optimal": ok,
             "score": max(res, cert["gap"])}
+
+
+def _measure(P: _Scaled, Y: np.ndarray, y: np.ndarray, mu: float, lam: float,
+             tol: float) -> tuple[float, float, dict, bool]:
+    """``(relative residual, objective, certificate, certified)`` of the pair ``(Y, y)`` in
+    solver units, ``lam`` the dual slack's smallest eigenvalue at ``y`` (already computed)."""
+    res = float(np.linalg.norm(P.residual(Y))) / (1.0 + float(np.linalg.norm(P.b)))
+    obj = float(np.sum(P.C.matmat(Y) * Y))
+    cert = _certificate(P, y, mu, obj, lam)
+    return res, obj, cert, res <= tol and cert["ok"](tol) and _bound_side_ok(P, obj, cert)
 
 
 def _bound_side_ok(P: _Scaled, obj: float, cert: dict, rel: float = 5e-7) -> bool:
