@@ -27,6 +27,8 @@ import scipy.linalg as sla
 import scipy.linalg.blas as blas
 import scipy.sparse as sp
 
+from .sparse_sdp_ip import max_psd_step
+
 __all__ = ["SmallSDPSolution", "solve_small_sdp"]
 
 
@@ -47,10 +49,7 @@ def _sym(M: np.ndarray) -> np.ndarray:
 
 def _max_step(X: np.ndarray, dX: np.ndarray) -> float:
     """Largest a in (0, inf] with X + a dX PSD (X positive definite)."""
-    L = np.linalg.cholesky(X)
-    T = sla.solve_triangular(L, sla.solve_triangular(L, dX, lower=True).T, lower=True)
-    lam = np.linalg.eigvalsh(_sym(T))[0]
-    return np.inf if lam >= 0 else -1.0 / lam
+    return max_psd_step(np.linalg.cholesky(X), dX)
 
 
 def _max_step_lp(x: np.ndarray, dx: np.ndarray) -> float:

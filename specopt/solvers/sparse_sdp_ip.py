@@ -284,7 +284,7 @@ def _sym(M: np.ndarray) -> np.ndarray:
     return 0.5 * (M + M.T)
 
 
-def _max_step(L: np.ndarray, dX: np.ndarray, dense_max: int = 600) -> float:
+def max_psd_step(L: np.ndarray, dX: np.ndarray, dense_max: int = 600) -> float:
     """Largest a with ``X + a dX`` PSD, from the Cholesky factor ``L`` of ``X``: the smallest
     eigenvalue of ``L^-1 dX L^-T`` (dense subset ``eigh`` up to ``dense_max``; Lanczos on the
     operator above, ``O(n^2)`` per product instead of ``O(n^3)``; the caller checks the new
@@ -371,8 +371,8 @@ class _Newton:
         """Primal and dual step lengths (``frac`` of the way to the boundary, at most 1)."""
         lp_p = frac * _lp_step(self.s_t, dst) if self.has_t else 1.0
         lp_d = frac * _lp_step(self.z_t, dzt) if self.has_t else 1.0
-        return (min(1.0, frac * _max_step(self.Lx, dX), lp_p),
-                min(1.0, frac * _max_step(self.Lz, dZ), lp_d))
+        return (min(1.0, frac * max_psd_step(self.Lx, dX), lp_p),
+                min(1.0, frac * max_psd_step(self.Lz, dZ), lp_d))
 
 
 def solve_sparse_sdp_ip(
@@ -522,9 +522,9 @@ def solve_sparse_sdp_ip(
         except np.linalg.LinAlgError:
             break
 
-        nt = _Newton(A_op, At_op, cM, X, Zi, Lx, Lz, Rd, rp, rd_t, s_t, z_t, has_t, m,
-                     1e-3 * tol * nb, scaling)
-        direction, steps = nt.direction, nt.steps
+        newton = _Newton(A_op, At_op, cM, X, Zi, Lx, Lz, Rd, rp, rd_t, s_t, z_t, has_t, m,
+                         1e-3 * tol * nb, scaling)
+        direction, steps = newton.direction, newton.steps
         try:
             dX, dy, dZ, dst, dzt = direction(0.0, None, 0.0)
             ap, ad = steps(dX, dZ, dst, dzt, 1.0)
