@@ -55,6 +55,21 @@ def _mixed_rows(n: int, m: int, rng: np.random.Generator) -> SparseRows:
     return SparseRows(np.array(rows), np.array(ii), np.array(jj), np.array(vals), m, n)
 
 
+def _feasible_instance(n: int, m: int, seed: int, centered: bool = False, scale: float = 1.0):
+    """Mixed rows, ``b = A(K0)`` from a strictly feasible ``K0`` (on ``1^perp`` when centered),
+    a random symmetric objective times ``scale``: ``(A, b, C, K0)``."""
+    rng = np.random.default_rng(seed)
+    A = _mixed_rows(n, m, rng)
+    G = rng.standard_normal((n, n))
+    K0 = G @ G.T / n + 0.1 * np.eye(n)
+    if centered:
+        P = np.eye(n) - 1.0 / n
+        K0 = P @ K0 @ P
+    b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
+    C = scale * (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
+    return A, b, C, K0
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(3, 9), st.integers(1, 10), st.integers(0, 10_000))
 def test_row_factors_reconstruct_every_row(n, m, seed):
@@ -123,15 +138,7 @@ def _clarabel(C, A, b, sense, centered=False, trace=None):
 def test_ip_agrees_with_clarabel(n, m, seed, sense, centered, scale):
     """Random mixed rows, b from a strictly feasible point (centered when asked), badly scaled
     objective, a trace bound (both senses bounded): certified and equal to Clarabel's value."""
-    rng = np.random.default_rng(seed)
-    A = _mixed_rows(n, m, rng)
-    G = rng.standard_normal((n, n))
-    K0 = G @ G.T / n + 0.1 * np.eye(n)
-    if centered:
-        P = np.eye(n) - 1.0 / n
-        K0 = P @ K0 @ P
-    b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
-    C = scale * (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
+    A, b, C, K0 = _feasible_instance(n, m, seed, centered, scale)
     t = 2.0 * np.trace(K0)
     st_ref, ref = _clarabel(C, A, b, sense, centered, t)
     assert st_ref == cp.OPTIMAL
@@ -152,13 +159,7 @@ def test_ip_certifies_most_random_instances():
     """Not just 'valid when optimal': the IP closes the certificate on well-posed instances."""
     ok = 0
     for seed in range(10):
-        rng = np.random.default_rng(seed)
-        n, m = 10, 12
-        A = _mixed_rows(n, m, rng)
-        G = rng.standard_normal((n, n))
-        K0 = G @ G.T / n + 0.1 * np.eye(n)
-        b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
-        C = (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
+        A, b, C, K0 = _feasible_instance(10, 12, seed)
         res = solve_low_rank_sdp(C, A, b, trace_bound=2 * np.trace(K0), tol=1e-6, method="ip",
                                  max_iters=0)
         ok += res.status == "optimal"
@@ -180,14 +181,8 @@ def test_infeasible_rows_are_not_certified(case):
     assert res.primal_residual > 1e-3
 
 
-def test_capped_iterations_are_not_certified():
-    rng = np.random.default_rng(0)
-    n, m = 12, 15
-    A = _mixed_rows(n, m, rng)
-    G = rng.standard_normal((n, n))
-    K0 = G @ G.T / n + 0.1 * np.eye(n)
-    b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
-    C = (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
+def test_capped_iterations_are_not_certified(monkeypatch):
+    A, b, C, _ = _feasible_instance(12, 15, 0)
     raw = solve_sparse_sdp_ip(C, A.rows, A.ii, A.jj, A.vals, b, trace_bound=30.0, max_iters=3)
     assert not raw.converged and raw.iterations == 3
     # the solver-level driver, capped the same way, does not claim optimality either
@@ -196,16 +191,9 @@ def test_capped_iterations_are_not_certified():
     full = solve_low_rank_sdp(C, A, b, trace_bound=30.0, method="ip", max_iters=0, tol=1e-8)
     assert full.status == "optimal"
     orig = sparse_sdp_ip.solve_sparse_sdp_ip
-
-    def capped(*a, **k):
-        k["max_iters"] = 3
-        return orig(*a, **k)
-
-    sparse_sdp_ip.solve_sparse_sdp_ip = capped
-    try:
-        res = solve_low_rank_sdp(C, A, b, trace_bound=30.0, method="ip", max_iters=0, tol=1e-8)
-    finally:
-        sparse_sdp_ip.solve_sparse_sdp_ip = orig
+    monkeypatch.setattr(sparse_sdp_ip, "solve_sparse_sdp_ip",
+                        lambda *a, **k: orig(*a, **{**k, "max_iters": 3}))
+    res = solve_low_rank_sdp(C, A, b, trace_bound=30.0, method="ip", max_iters=0, tol=1e-8)
     assert res.status != "optimal"
     # its bound is still a valid lower bound
     assert res.bound is None or res.bound <= full.objective + 1e-6 * abs(full.objective)
@@ -231,15 +219,7 @@ def test_tied_eigenvalues_maxcut_cycle():
        st.sampled_from(["hkm", "nt"]))
 def test_both_directions_reach_clarabel_value(n, m, seed, centered, kind):
     """The raw IP (no certificate layer) in both directions: converged, feasible, same value."""
-    rng = np.random.default_rng(seed)
-    A = _mixed_rows(n, m, rng)
-    G = rng.standard_normal((n, n))
-    K0 = G @ G.T / n + 0.1 * np.eye(n)
-    if centered:
-        P = np.eye(n) - 1.0 / n
-        K0 = P @ K0 @ P
-    b = np.array([np.sum(_row_matrix(A, r) * K0) for r in range(m)])
-    C = (lambda H: (H + H.T) / 2)(rng.standard_normal((n, n)))
+    A, b, C, K0 = _feasible_instance(n, m, seed, centered)
     t = 2.0 * np.trace(K0)
     _, ref = _clarabel(C, A, b, "min", centered, t)
     raw = solve_sparse_sdp_ip(C, A.rows, A.ii, A.jj, A.vals, b, centered=centered,
