@@ -620,15 +620,8 @@ def solve_spectraplex_lp(
                 best_bound, y_best = bnd, ym
             keep = vals - mu > 1e-12 * max(1.0, abs(obj))
         v0 = vecs[:, 0]
-        gap = (best_bound - obj) / max(1.0, abs(obj))
-        hist["objective"].append(obj + offset)
-        hist["bound"].append(best_bound + offset)
-        hist["gap"].append(gap)
-        hist["columns"].append(master.U.shape[1])
-        hist["time"].append(time.perf_counter() - t0)
-        hist["lambda"].append(float(vals[0]))
-        if callback is not None:
-            callback(it, objective=obj + offset, bound=best_bound + offset, gap=gap)
+        gap = record_round(hist, it, obj, best_bound, offset, master.U.shape[1], float(vals[0]),
+                           t0, callback)
         if verbose:
             print(f"[mg] it {it:4d} obj {obj + offset:+.9e} bound {best_bound + offset:+.9e} "
                   f"gap {gap:.2e} cols {master.U.shape[1]}")
@@ -922,6 +915,21 @@ def _psd_block_master_clarabel(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, 
     return -float(sol.obj_val), W, max(alpha, 0.0), x[npairs + na:], y, float(mu)
 
 
+def record_round(hist: dict, it: int, obj: float, bound: float, offset: float, columns: int,
+                 lam: float, t0: float, callback, **extra: float) -> float:
+    """Append one master round to ``hist`` (objective, bound, gap, columns, time, lambda and any
+    ``extra`` series), call the progress ``callback``; return the relative gap
+    ``(bound - obj) / max(1, |obj|)`` (shared by the LP, row and cut masters)."""
+    gap = (bound - obj) / max(1.0, abs(obj))
+    for key, val in (("objective", obj + offset), ("bound", bound + offset), ("gap", gap),
+                     ("columns", columns), ("time", time.perf_counter() - t0), ("lambda", lam),
+                     *extra.items()):
+        hist[key].append(val)
+    if callback is not None:
+        callback(it, objective=obj + offset, bound=bound + offset, gap=gap)
+    return gap
+
+
 def iterate_factor(P, W, Ubar, thbar, alpha, t):
     """The iterate ``X = P W P^T + alpha Ubar diag(thbar) Ubar^T`` as ``Q diag(s2) Q^T``
     (weights below ``1e-12 max(t, max s2)`` dropped); also the eigenpairs ``(lw, Vw)`` of W."""
@@ -1066,15 +1074,7 @@ def _psd_block_loop(
         else:
             rc = vals - mu
         v0 = vecs[:, 0]
-        gap = (best_bound - obj) / max(1.0, abs(obj))
-        hist["objective"].append(obj + offset)
-        hist["bound"].append(best_bound + offset)
-        hist["gap"].append(gap)
-        hist["columns"].append(k)
-        hist["time"].append(time.perf_counter() - t0)
-        hist["lambda"].append(float(vals[0]))
-        if callback is not None:
-            callback(it, objective=obj + offset, bound=best_bound + offset, gap=gap)
+        gap = record_round(hist, it, obj, best_bound, offset, k, float(vals[0]), t0, callback)
         if verbose:
             print(f"[mg-psd] it {it:3d} obj {obj + offset:+.9e} bound {best_bound + offset:+.9e} "
                   f"gap {gap:.2e} k {k} rank {Q.shape[1]} rows {int(work.sum())}")

@@ -223,6 +223,7 @@ def solve_hinge_cuts(
         _top_eigs,
         iterate_factor,
         next_subspace,
+        record_round,
     )
 
     n, m = A.n, A.m
@@ -429,16 +430,8 @@ def solve_hinge_cuts(
                 best_mu = mu
         vecs = np.linalg.qr(np.hstack(vecs_all))[0] if len(vecs_all) > 1 else vecs_all[0]
         rc_all = np.einsum("ia,ij,ja->a", vecs, trip_m[0], vecs) - mu
-        gap = (best_bound - best_obj) / max(1.0, abs(best_obj))
-        hist["objective"].append(best_obj + offset)
-        hist["bound"].append(best_bound + offset)
-        hist["gap"].append(gap)
-        hist["columns"].append(k)
-        hist["time"].append(time.perf_counter() - t0)
-        hist["lambda"].append(float(vals_m[0]))
-        hist["cuts"].append(nc)
-        if callback is not None:
-            callback(it, objective=best_obj + offset, bound=best_bound + offset, gap=gap)
+        gap = record_round(hist, it, best_obj, best_bound, offset, k, float(vals_m[0]), t0,
+                           callback, cuts=nc)
         if verbose:
             print(f"[mg-cuts] it {it:3d} obj {best_obj + offset:+.9e} bound "
                   f"{best_bound + offset:+.9e} gap {gap:.2e} k {k} rank {Q.shape[1]} cuts {nc} "
