@@ -28,6 +28,7 @@ from . import ip_sparse
 from ._certificate import certify_point, measure, relative_residual
 from ._data import INACCURATE, OPTIMAL, LowRankSDPResult, Scaled, SparseRows, SymOp
 from .bm import BMOptions, BMState, run_bm
+from .bm_diag import diagonal_targets, run_bm_diag
 from .recession import feasibility_trace_cap, recession_ray
 
 __all__ = ["IP_MAX_M", "IP_MAX_N", "mm_step_method", "solve_low_rank_sdp"]
@@ -140,6 +141,9 @@ def solve_low_rank_sdp(
     if face is not None:  # rank(K) <= dim of the face
         max_rank = max(1, min(max_rank, face.dim))
     st = _start(P, Y0, y0, mu0, sigma0, rank, max_rank, rng)
+    d = diagonal_targets(P.A, P.b) if not centered and face is None else None
+    if d is not None:  # the rows fix the diagonal: tr K = sum(d) for every feasible K
+        P.t_cert = float(d.sum()) if P.t_cert is None else min(P.t_cert, float(d.sum()))
     bm_iters = max_iters
     if mm_step_method(method, n, P.m) == "ip" and (method == "ip" or Y0 is None):
         bm_iters, time_limit = _ip_then(P, st, tol, time_limit, t_start, dense_threshold, eig_k,
@@ -150,7 +154,10 @@ def solve_low_rank_sdp(
                      max_rank=max_rank, time_limit=time_limit, t_start=t_start, verbose=verbose,
                      callback=callback, objective_scale=objective_scale,
                      objective_offset=objective_offset)
-    run_bm(P, st, opts, rng)
+    if d is not None and trace_bound is None and method != "ip" and st.status != OPTIMAL:
+        run_bm_diag(P, d, st, opts, rng, r0=rank)
+    else:
+        run_bm(P, st, opts, rng)
     return _finish(P, C, st, tol, t_start)
 
 

@@ -167,7 +167,7 @@ def run_bm(P: Scaled, st: BMState, opts: BMOptions, rng: np.random.Generator) ->
         lamv, vecs, err, obj = _certify(P, st, obj, res, opts, rng)
         st.hist["time_inner"].append(t_eig - t_in)
         st.hist["time_eig"].append(time.perf_counter() - t_eig)
-        _record(P, st, obj, res, nit, opts)
+        record_iteration(P, st, obj, res, nit, opts)
         if _check_termination(P, st, res, obj, opts):
             break
         _grow_rank(P, st, lamv, vecs, err, res, inner_ok, opts)
@@ -244,7 +244,8 @@ def _certify(P: Scaled, st: BMState, obj: float, res: float, opts: BMOptions,
     return lamv, vecs, err, obj
 
 
-def _record(P: Scaled, st: BMState, obj: float, res: float, nit: int, opts: BMOptions) -> None:
+def record_iteration(P: Scaled, st: BMState, obj: float, res: float, nit: int,
+                     opts: BMOptions) -> None:
     """History, callback and the verbose line (in the caller's objective)."""
     h = st.hist
     h["objective"].append(P.user_objective(obj))
