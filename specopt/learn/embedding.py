@@ -284,7 +284,7 @@ class _EmbeddingBase(BaseEstimator):
                             self.preserve == "edges")
 
     def _low_rank_data(self, A: np.ndarray, C: np.ndarray):
-        from specopt.solvers.low_rank_sdp import SparseRows, graph_trace_bound
+        from specopt.solvers.sdp import SparseRows, graph_trace_bound
 
         if self.preserve != "edges":
             raise ValueError("solver='LOW_RANK' supports preserve='edges' only")
@@ -387,7 +387,7 @@ class SemidefiniteEmbedding(_EmbeddingBase):
         import specopt
 
         if self._use_low_rank(A.shape[0]):
-            from specopt.solvers.low_rank_sdp import SymOp, solve_low_rank_sdp
+            from specopt.solvers.sdp import SymOp, solve_low_rank_sdp
 
             from ._base import finish_progress, progress_callback
 
@@ -492,7 +492,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
 
     def _solve_low_rank(self, A, C):
         """MVE by majorize-minimize on the factor, each step warm-started (low_rank_mm)."""
-        from specopt.solvers.low_rank_sdp import (
+        from specopt.solvers.sdp import (
             SymOp,
             low_rank_mm,
             mm_step_method,

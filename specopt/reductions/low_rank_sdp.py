@@ -15,7 +15,7 @@ cached across a sweep): the objective's affine part gives ``C``, the equality ro
 maps give the COO rows (never a dense ``m x n^2`` array), ``is_centering`` the centering rows
 (``sum(K) == 0`` and ``K @ ones == 0`` alike; their map is built from the tree, not extracted by
 CVXPY) and ``trace_scale`` the trace bound. Solved by
-:func:`specopt.solvers.low_rank_sdp.solve_low_rank_sdp` (certificate there). A bound on
+:func:`specopt.solvers.sdp.solve_low_rank_sdp` (certificate there). A bound on
 ``tr K`` for the certificate comes from the trace constraint, from fixed diagonal entries, or,
 with centering, from edge-distance rows that connect all nodes (:func:`graph_trace_bound`).
 
@@ -23,7 +23,7 @@ Options (``specopt.solve(prob, route="low_rank_sdp", ...)``): ``tol`` (1e-5), ``
 ``max_rank``, ``max_iters``, ``inner_max_iters``, ``time_limit``, ``seed``, ``inner``,
 ``dense_threshold``, ``sigma_max``, ``warm_start`` (a previous ``extra["factor"]`` /
 ``extra["y"]`` pair as a tuple ``(Y, y)``), ``facial_reduction`` (False; True: restrict ``K`` to
-the face exposed by fixed-distance cliques, :mod:`specopt.solvers.facial_reduction`, with the
+the face exposed by fixed-distance cliques, :mod:`specopt.solvers.sdp.facial`, with the
 bound made valid for the original problem; measured no faster on swiss roll / S-curve, see
 docs/routes/low_rank_sdp.md).
 """
@@ -37,7 +37,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from ..solvers.low_rank_sdp import (
+from ..solvers.sdp import (
     OPTIMAL,
     UNBOUNDED,
     SparseRows,
@@ -310,7 +310,7 @@ class LowRankSDPRoute(Route):
 
 
 def _face(d: LRData, flag: Any) -> Any:
-    """The clique face (:func:`specopt.solvers.facial_reduction.clique_face`) when asked for and
+    """The clique face (:func:`specopt.solvers.sdp.facial.clique_face`) when asked for and
     the problem has edge-distance rows, centering and a trace bound for the certificate."""
     if flag not in (True, False):
         raise ValueError(f"facial_reduction must be True or False, got {flag!r}")
@@ -318,7 +318,7 @@ def _face(d: LRData, flag: Any) -> Any:
         return None
     if d.implied_trace_bound is None and d.trace_bound is None:
         return None
-    from ..solvers.facial_reduction import clique_face
+    from ..solvers.sdp.facial import clique_face
 
     pairs, d2 = distance_rows(d.A, d.b)
     return clique_face(d.n, pairs, d2, centered=True) if len(pairs) else None

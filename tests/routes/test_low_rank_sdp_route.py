@@ -250,7 +250,7 @@ def test_disconnected_sde_minimized_is_solved_not_unbounded():
 
 
 def test_recession_ray_needs_rows_that_vanish_on_it():
-    from specopt.solvers.low_rank_sdp import SparseRows, SymOp, recession_ray
+    from specopt.solvers.sdp import SparseRows, SymOp, recession_ray
 
     n = 6
     pairs = np.array([[0, 1], [1, 2], [3, 4], [4, 5]])
