@@ -42,6 +42,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from .._threads import limited
 from ._low_rank import LOW_RANK, LOW_RANK_TOL, use_low_rank
 
 __all__ = ["LOW_RANK_MIN_ORDER", "NuclearNormCompletion", "SpectralMatrixCompletion",
@@ -188,6 +189,7 @@ class NuclearNormCompletion(_CompletionBase):
         self.solver_options = solver_options
         self.verbose = verbose
 
+    @limited
     def fit(self, X: Any, y: Any = None) -> NuclearNormCompletion:
         M, mask = _check_partial(X)
         if self._use_low_rank(sum(M.shape), self.C is None):
@@ -266,6 +268,7 @@ class SpectralMatrixCompletion(_CompletionBase):
         self.solver_options = solver_options
         self.verbose = verbose
 
+    @limited
     def fit(self, X: Any, y: Any = None) -> SpectralMatrixCompletion:
         import specopt
         from specopt.atoms import mve_cost

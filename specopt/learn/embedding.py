@@ -35,6 +35,7 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree, sh
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from .._threads import limited
 from ._low_rank import LOW_RANK_TOL
 
 __all__ = [
@@ -320,6 +321,7 @@ class _EmbeddingBase(BaseEstimator):
             opts.setdefault("eps_rel", _LEARN_SCS_EPS)
         return solver, opts
 
+    @limited
     def fit(self, X: Any, y: Any = None) -> _EmbeddingBase:
         """Fit on data ``X`` (N x D), or on an adjacency matrix with ``connectivity="graph"``."""
         A, C = self._prepare(X)

@@ -40,6 +40,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
 
+from .._threads import limited
 from ..solvers.bregman import itml_kernel, itml_linear, itml_lowrank
 from ._base import MahalanobisMixin, finish_progress, progress_callback
 
@@ -242,6 +243,7 @@ class ITML(_MahalanobisMixin, BaseEstimator):
             raise ValueError("pairs contain NaN or infinity")
         return P
 
+    @limited
     def fit(self, pairs, y) -> ITML:
         P = self._pairs(pairs)
         sides = _sides(y)
@@ -315,6 +317,7 @@ class ITMLSupervised(_MahalanobisMixin, _SupervisedBase):
         self.random_state = random_state
         self.verbose = verbose
 
+    @limited
     def fit(self, X, y) -> ITMLSupervised:
         X = validate_data(self, X, reset=True)
         X, y, pairs, sides = self._constraints(X, y)
@@ -372,6 +375,7 @@ class KernelITML(_SupervisedBase):
             )
         return pairwise_kernels(A, B, metric=self.kernel, **(self.kernel_params or {}))
 
+    @limited
     def fit(self, X, y) -> KernelITML:
         X = validate_data(self, X, reset=True)
         X, y, pairs, sides = self._constraints(X, y)
@@ -512,6 +516,7 @@ class LowRankITML(_MahalanobisMixin, _SupervisedBase):
         self.random_state = random_state
         self.verbose = verbose
 
+    @limited
     def fit(self, X, y) -> LowRankITML:
         X = validate_data(self, X, reset=True)
         X, y, pairs, sides = self._constraints(X, y)

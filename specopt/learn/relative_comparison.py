@@ -32,6 +32,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
+from .._threads import limited
 from ..solvers.dual_cd import dual_cd
 from ._base import MahalanobisMixin, finish_progress, progress_callback
 
@@ -123,6 +124,7 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
             raise ValueError(f"triplet indices must lie in [0, {n})")
         return T
 
+    @limited
     def fit(self, X, triplets) -> RelativeComparisonMetric:
         """Fit from ``X`` (N, d) and integer ``triplets`` (n, 3): x_i closer to x_j than x_k."""
         X = check_array(X)

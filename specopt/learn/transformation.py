@@ -29,6 +29,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
 
+from .._threads import limited
 from ..solvers.extragradient import extragradient
 from ..solvers.transformation import (
     greedy_mixture,
@@ -244,6 +245,7 @@ class TransformationSVM(_TransformationBase):
         self.max_iter = max_iter
         self.conic_solver = conic_solver
 
+    @limited
     def fit(self, X, y) -> TransformationSVM:
         _check_choice("model", self.model, _MODELS)
         _check_choice("solver", self.solver, _SOLVERS)
@@ -312,6 +314,7 @@ class MultitaskTransformationSVM(_TransformationBase):
         self.max_iter = max_iter
         self.conic_solver = conic_solver
 
+    @limited
     def fit(self, Xs: Sequence, ys: Sequence) -> MultitaskTransformationSVM:
         _check_choice("model", self.model, ("matrix", "kernels"))
         _check_choice("solver", self.solver, _SOLVERS)
