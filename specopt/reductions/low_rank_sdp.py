@@ -44,12 +44,12 @@ from ..solvers.sdp import (
     UNBOUNDED,
     SparseRows,
     SymOp,
-    _adjoint_sparse,
     distance_rows,
     graph_trace_bound,
     mm_step_method,
     solve_low_rank_sdp,
 )
+from ..solvers.sdp._kernels import adjoint_sparse
 from .analysis import short, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
@@ -368,7 +368,7 @@ def farkas_check(d: LRData, z: np.ndarray) -> tuple[bool, float, float]:
     bound ``tr K <= T`` (the trace constraint or the bound implied by the rows); without one
     ``lambda_min >= -FARKAS_EIG_TOL`` (rounding) and ``b^T z < 0`` is required.
     """
-    S = _adjoint_sparse(d.A, np.asarray(z, float)).toarray()
+    S = adjoint_sparse(d.A, np.asarray(z, float)).toarray()
     nrm = float(np.linalg.norm(S))
     if not nrm > 0 or not np.all(np.isfinite(S)):
         return False, math.nan, math.nan
