@@ -716,8 +716,13 @@ def solve_low_rank_sdp(
     # uncertified on a worse one (penalty growth on degenerate problems can drift)
     best = None
     # (None: the time limit was reached before the interior point started)
+    ip_steps = iter(range(1, 1 << 30))  # IP steps numbered across the HKM and NT runs
+
+    def ip_callback(_it: int, objective: float, **kw: Any) -> None:  # in user units
+        callback(next(ip_steps), objective=objective * P.gamma * P.kappa * sgn, **kw)
+
     ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose,
-                   callback) if _use_ip(method, n, P.m, Y0) else None
+                   callback and ip_callback) if _use_ip(method, n, P.m, Y0) else None
     if ip is not None:
         Y, y, mu, lam, cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
         best = (ip["score"], Y, y, mu, lam, cert)  # before any truncation below
