@@ -179,15 +179,32 @@ def test_certificate_plot_on_every_route(tmp_path, make, route, unit, opts):
     assert title.count(route) == 1 and cert.status in title
 
 
-def test_compare_table_plot_saves(tmp_path):
+def test_compare_table_plot_shows_every_row_on_a_linear_axis(tmp_path):
     mpl = pytest.importorskip("matplotlib")
     mpl.use("Agg")
     pytest.importorskip("sklearn")
-    table = specopt.compare(build("itml", 60).problem, backends=("CLARABEL", "specopt"))
+    ex = build("itml", 60)
+    table = specopt.compare(ex.problem, backends=("CLARABEL", "NOPE", "specopt",
+                                                  "specopt:dual_cd"), name=ex.description)
     ax = table.plot()
     target = tmp_path / "table.png"
     ax.figure.savefig(target)
-    assert target.stat().st_size > 1000 and len(ax.patches) == 2
+    assert target.stat().st_size > 1000
+    assert ax.get_xscale() == "linear" and ax.get_xlim()[0] == 0.0  # bars start at zero
+    ran = [r for r in table.rows if r.total_time is not None]
+    assert len(ax.patches) == len(ran) == 2
+    # every row is a labelled row; the ones that did not run say why
+    assert len(ax.get_yticks()) == len(table.rows) == 4
+    texts = [t.get_text() for t in ax.texts]
+    assert any("unavailable" in t for t in texts) and any("not applicable" in t for t in texts)
+    assert not any("not applicable: not applicable" in t for t in texts)
+    for r in ran:  # each bar carries its value and status
+        assert any(r.status in t and f"{r.total_time * 1e3:.3g} ms" in t for t in texts)
+    assert ex.description[:40] in ax.get_title()
+    # the labels sit inside the axes, below the title
+    renderer = ax.figure.canvas.get_renderer()
+    title_box = ax.title.get_window_extent(renderer)
+    assert all(t.get_window_extent(renderer).y1 <= title_box.y0 for t in ax.texts)
 
 
 def test_transformation_svm_verbose_prints_rounds(capfd):
