@@ -10,6 +10,7 @@ run (smallest ``gap + violation`` among runs whose status is optimal).
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,6 +135,7 @@ class CompareTable:
         top = max(times, default=1.0)
         scale, unit = (1e3, "ms") if top < 1.0 else (1.0, "s")
         ypos = list(range(len(rows)))[::-1]  # first row on top
+        longest = 0
         for y, r in zip(ypos, rows, strict=True):
             if r.total_time is None:
                 why = r.note if r.note.startswith(r.status) else f"{r.status}: {r.note}"
@@ -146,18 +148,24 @@ class CompareTable:
             label = f"  {r.total_time * scale:.3g} {unit}  {r.status}"
             if r.gap is not None:
                 label += f", gap {r.gap:.0e}"
+            if r.bound_contradicted:
+                label += "; bound contradicted"
+            longest = max(longest, len(label))
             ax.text(r.total_time * scale, y, label, va="center", ha="left", fontsize=8)
         ax.set_yticks(ypos, [r.backend if r.route in (None, "auto") or r.backend != "specopt"
                              else f"specopt\n(route {r.route})" for r in rows])
         ax.set_ylim(-0.6, len(rows) - 0.4)
-        ax.set_xlim(0.0, 1.75 * top * scale)  # room for the labels right of the longest bar
+        # room for the labels right of the bars (about 90 characters span the axes)
+        ax.set_xlim(0.0, top * scale / max(0.3, 1.0 - (longest + 4) / 90))
         ax.set_xlabel(f"total time (compile + solve) [{unit}]")
-        ax.legend(handles=[Patch(color="C0", label="certified optimal"),
-                           Patch(color="C1", label="ran, not certified optimal")],
-                  loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / (1 + len(rows))),
+        handles = [Patch(color=c, label=lab) for c, lab, shown in (
+            ("C0", "certified optimal", any(r.certified for r in rows)),
+            ("C1", "ran, not certified optimal",
+             any(r.total_time is not None and not r.certified for r in rows))) if shown]
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / (1 + len(rows))),
                   ncol=2, fontsize=8, frameon=False)
         title = "specopt.compare" + (f": {self.name}" if self.name else "")
-        ax.set_title(title if len(title) <= 90 else title[:87] + "...", fontsize=10)
+        ax.set_title(textwrap.fill(title, 80), fontsize=10)
         return ax
 
     def __str__(self) -> str:
