@@ -162,8 +162,8 @@ class CompareTable:
             ("C0", "certified optimal", any(r.certified for r in rows)),
             ("C1", "ran, not certified optimal",
              any(r.total_time is not None and not r.certified for r in rows))) if shown]
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.6 / (1 + len(rows))),
-                  ncol=2, fontsize=8, frameon=False)
+        ax.legend(handles=handles, loc="upper center", ncol=2, fontsize=8, frameon=False,
+                  bbox_to_anchor=(0.5, -0.12 - 0.6 / (1 + len(rows))))
         title = "specopt.compare" + (f": {self.name}" if self.name else "")
         ax.set_title(textwrap.fill(title, 80), fontsize=10)
         return ax
