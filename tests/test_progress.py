@@ -40,10 +40,10 @@ def _shifted(name: str, size: int, flip: bool) -> cp.Problem:
 
 #: (case id, problem builder, route, unit, solve options): one per iterative route
 ROUTE_CASES = [
-    ("bregman", lambda: _shifted("itml", 120, flip=False), "bregman", "sweep",
+    ("bregman", lambda: _shifted("itml", 120, flip=False), "bregman", "iter",
      {"method": "cyclic"}),
-    ("bregman-newton", lambda: build("itml", 120).problem, "bregman", "sweep", {}),
-    ("dual_cd", lambda: _shifted("relcomp", 1200, flip=True), "dual_cd", "pass", {}),
+    ("bregman-newton", lambda: build("itml", 120).problem, "bregman", "iter", {}),
+    ("dual_cd", lambda: _shifted("relcomp", 1200, flip=True), "dual_cd", "iter", {}),
     ("matrix_generation", lambda: _shifted("metric", 60, flip=True), "matrix_generation",
      "round", {}),
     ("iterated_sdp", lambda: _shifted("mve", 10, flip=True), "iterated_sdp", "MM step",
@@ -115,13 +115,24 @@ def test_learners_pass_verbose_on(capfd):
 
     from specopt.learn import ITMLSupervised, RelativeComparisonMetric
 
+    def last_row_is_the_summary(out, unit):
+        rows = _rows(out, unit)
+        summary = float(re.search(r"^\s*objective: (\S+)$", out, re.M).group(1))
+        assert float(rows[-1][1]) == pytest.approx(summary, rel=1e-5)
+        return rows
+
     X, y = load_iris(return_X_y=True)
     ITMLSupervised(random_state=0, verbose=True).fit(X, y)
     out = capfd.readouterr().out
     assert "route bregman" in out and "Summary" in out
+    # the dual Newton method prints one line per step, not one line for all of them
+    steps = int(re.search(r"^\s*sweeps: (\d+)$", out, re.M).group(1))
+    assert len(last_row_is_the_summary(out, "sweep")) == steps > 1
     RelativeComparisonMetric(random_state=0, verbose=True).fit_supervised(X, y)
     out = capfd.readouterr().out
     assert "route dual_cd" in out and "Summary" in out
+    rows = last_row_is_the_summary(out, "pass")
+    assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))  # no "pass 0" line
     ITMLSupervised(random_state=0).fit(X, y)
     assert capfd.readouterr().out == ""
 
@@ -134,7 +145,10 @@ def test_solver_histories_have_time_stamps():
     seen = []
     res = dual_cd(np.eye(5), Z, 1.0, callback=lambda it, **kw: seen.append((it, kw)))
     t = res.history["time"]
-    assert len(t) == len(res.history["pass"]) == len(seen) and np.all(np.diff(t) >= 0)
+    assert len(t) == len(res.history["pass"]) and np.all(np.diff(t) >= 0)
+    # one progress call per Newton candidate and per check, numbered on, the last is the result
+    its = [it for it, _ in seen]
+    assert len(seen) >= len(t) and its == sorted(set(its))
     assert seen[-1][1]["gap"] == pytest.approx(res.rel_gap)
 
 

@@ -338,7 +338,7 @@ class BregmanRoute(Route):
         def user(v: float) -> float:  # the solver's objective -> the user's
             return data.c1 * v + data.offset
 
-        cb = progress_for(verbose, self.name, match.reason, unit="sweep", transform=user)
+        cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
         res = itml_linear(data.V, data.bounds, data.delta, data.W0, data.gamma, callback=cb,
                           **opts)
         elapsed = time.perf_counter() - t0

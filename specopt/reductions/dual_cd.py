@@ -359,7 +359,7 @@ class DualCDRoute(Route):
         def user(v: float) -> float:  # the solver's minimization form -> the user's objective
             return data.sense * (v + data.offset)
 
-        cb = progress_for(verbose, self.name, match.reason, unit="pass", transform=user)
+        cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
         res = dual_cd(data.L, data.Z, data.C, nonneg=data.mask, callback=cb, **opts)
         elapsed = time.perf_counter() - t0
         w = data.w
