@@ -39,6 +39,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
+from .._progress import progress_for, user_history
 from ..solvers.sdp import (
     OPTIMAL,
     UNBOUNDED,
@@ -287,6 +288,11 @@ class LowRankSDPRoute(Route):
             raise TypeError(f"unknown option(s) for route 'low_rank_sdp': {', '.join(opts)}")
         if warm is not None and not isinstance(warm, bool):
             kw["Y0"], kw["y0"] = warm[0], warm[1]
+
+        def user(v: float) -> float:  # the solver's objective -> the user's
+            return v + d.offset
+
+        cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
         t0 = time.perf_counter()
         limit = kw.get("time_limit")
         # small n: a first run on a short budget, then (uncertified) the status checks, then
@@ -295,7 +301,7 @@ class LowRankSDPRoute(Route):
         run = dict(kw, time_limit=FIRST_BUDGET) if budgeted else kw
         res = solve_low_rank_sdp(d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                                  implied_trace_bound=d.implied_trace_bound, centered=d.centered,
-                                 face=face, verbose=verbose, **run)
+                                 face=face, callback=cb, **run)
         if res.status not in (OPTIMAL, UNBOUNDED) and face is None:
             left = None if limit is None else limit - (time.perf_counter() - t0)
             decided = _decide_status(d, res, kw, left, verbose)
@@ -307,13 +313,14 @@ class LowRankSDPRoute(Route):
                 res = solve_low_rank_sdp(
                     d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                     implied_trace_bound=d.implied_trace_bound, centered=d.centered, face=face,
-                    verbose=verbose, **dict(kw, time_limit=left))
+                    callback=cb, **dict(kw, time_limit=left))
                 res.solve_time = time.perf_counter() - t0
+        history = user_history(res.history, user)
         if res.status == UNBOUNDED:  # a recession ray and a feasible point (solver docstring)
             return RouteResult(status=cp.UNBOUNDED, primal={},
                                objective=np.inf if d.sense == "max" else -np.inf,
                                backend="low_rank_sdp", solve_time=res.solve_time,
-                               history=res.history,
+                               history=history,
                                extra={"ray": res.ray, "engine_status": res.status})
         Kval = res.Y @ res.Y.T
         status = cp.OPTIMAL if res.status == OPTIMAL else cp.OPTIMAL_INACCURATE
@@ -328,7 +335,7 @@ class LowRankSDPRoute(Route):
             iterations=res.iterations,
             setup_time=0.0,
             solve_time=res.solve_time,
-            history=res.history,
+            history=history,
             extra={"rank": res.rank, "lambda_min": res.lambda_min,
                    "primal_residual": res.primal_residual, "factor": res.Y, "y": res.y,
                    "inner_iterations": res.inner_iterations, "rank_growths": res.rank_growths,

@@ -16,6 +16,7 @@ recession ray (:mod:`specopt.solvers.sdp.recession`) and a feasible point.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -146,8 +147,16 @@ def solve_low_rank_sdp(
         P.t_cert = float(d.sum()) if P.t_cert is None else min(P.t_cert, float(d.sum()))
     bm_iters = max_iters
     if mm_step_method(method, n, P.m) == "ip" and (method == "ip" or Y0 is None):
+        ip_cb = None
+        if callback is not None:  # IP steps numbered across HKM and NT, in the caller's units
+            steps = itertools.count(1)
+
+            def ip_cb(_it: int, objective: float, **kw: Any) -> None:
+                shown = objective_scale * objective * P.gamma * P.kappa * P.sense
+                callback(next(steps), objective=shown + objective_offset, **kw)
+
         bm_iters, time_limit = _ip_then(P, st, tol, time_limit, t_start, dense_threshold, eig_k,
-                                        rng, verbose, callback, max_rank, max_iters)
+                                        rng, verbose, ip_cb, max_rank, max_iters)
     opts = BMOptions(tol=tol, max_iters=bm_iters, inner_max_iters=inner_max_iters, inner=inner,
                      newton_max_iters=newton_max_iters, sigma_factor=sigma_factor,
                      sigma_max=sigma_max, eig_k=eig_k, dense_threshold=dense_threshold,
