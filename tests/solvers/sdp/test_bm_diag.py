@@ -22,12 +22,16 @@ from specopt.solvers.sdp.bm_diag import diagonal_targets
 
 
 def _graph(n: int, p: float, seed: int, signed: bool = False) -> sp.csr_array:
-    """A weighted graph's matrix ``C`` (zero diagonal), weights in (0.5, 2) or of both signs."""
+    """The max-cut matrix ``L / 4`` of a random graph (edge probability ``p``), weights in
+    (0.5, 2), or of both signs."""
     rng = np.random.default_rng(seed)
-    W = np.triu((rng.random((n, n)) < p) * rng.uniform(0.5, 2.0, (n, n)), 1)
-    if signed:
-        W *= rng.choice([-1.0, 1.0], size=(n, n))
-    return sp.csr_array(W + W.T)
+    m = rng.binomial(n * (n - 1) // 2, p)
+    i, j = rng.integers(0, n, m), rng.integers(0, n, m)
+    keep = i != j
+    w = rng.uniform(0.5, 2.0, m) * (rng.choice([-1.0, 1.0], m) if signed else 1.0)
+    W = sp.coo_array((w[keep], (i[keep], j[keep])), shape=(n, n)).tocsr()
+    W = W + W.T
+    return sp.csr_array(sp.diags_array(np.asarray(W.sum(axis=1)).ravel()) - W) / 4.0
 
 
 def _clarabel(C: np.ndarray, d: np.ndarray) -> float:
@@ -126,7 +130,7 @@ def test_capped_and_timed_runs_are_not_certified():
 @pytest.mark.slow
 def test_time_limit_honoured_at_scale():
     n = 6000
-    C = _graph(n, 6.0 / n, 2)
+    C = _graph(n, 6.0 / n, 2, signed=True)
     A = SparseRows.from_entries(np.arange(n), np.arange(n), n)
     solve_sdp(C[:50, :50], SparseRows.from_entries(np.arange(50), np.arange(50), 50),
               np.ones(50), sense="max", method="bm")  # compile apart
