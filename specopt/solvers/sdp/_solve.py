@@ -40,6 +40,10 @@ __all__ = ["IP_MAX_M", "IP_MAX_N", "mm_step_method", "solve_low_rank_sdp"]
 #: per step vs factored 0.3-8.4 s (each certified to 1e-4); N = 400: 2.0 s vs 30+ s.
 IP_MAX_N = 1200
 IP_MAX_M = 8000
+#: rows that fix the diagonal (max-cut) go to the sphere method (:mod:`specopt.solvers.sdp.bm_diag`)
+#: from this ``n`` on under ``method="auto"`` (benchmarks/sdp_engine.py: maxG11, n = 800: 2.9 s
+#: against the interior point's 16.8 s; maxG51, n = 1000: 2.7 s against 31 s, load ~12)
+DIAG_MIN_N = 100
 
 
 def mm_step_method(method: str, n: int, m: int) -> str:
@@ -130,7 +134,8 @@ def solve_low_rank_sdp(
     C, b = _validate(C, A, b, sense, method, inner, trace_bound, face)
     n = A.n
     sgn = 1.0 if sense == "min" else -1.0
-    if trace_bound is None and implied_trace_bound is None and face is None:
+    fixed_diag = diagonal_targets(A, b) is not None  # tr K fixed: a bounded feasible set
+    if trace_bound is None and implied_trace_bound is None and face is None and not fixed_diag:
         v = recession_ray(C, A, centered, sense)
         if v is not None:
             return _unbounded(C, A, b, v, sense=sense, centered=centered, tol=tol,
@@ -141,12 +146,17 @@ def solve_low_rank_sdp(
     max_rank = n if max_rank is None else max(1, min(int(max_rank), n))
     if face is not None:  # rank(K) <= dim of the face
         max_rank = max(1, min(max_rank, face.dim))
-    st = _start(P, Y0, y0, mu0, sigma0, rank, max_rank, rng)
     d = diagonal_targets(P.A, P.b) if not centered and face is None else None
     if d is not None:  # the rows fix the diagonal: tr K = sum(d) for every feasible K
         P.t_cert = float(d.sum()) if P.t_cert is None else min(P.t_cert, float(d.sum()))
+    use_diag = d is not None and trace_bound is None and (
+        method == "bm" or (method == "auto" and n >= DIAG_MIN_N))
+    if use_diag and rank is None and Y0 is None:
+        rank = min(max_rank, max(8, math.isqrt(2 * n) // 3 + 1))
+    st = _start(P, Y0, y0, mu0, sigma0, rank, max_rank, rng)
     bm_iters = max_iters
-    if mm_step_method(method, n, P.m) == "ip" and (method == "ip" or Y0 is None):
+    if not use_diag and mm_step_method(method, n, P.m) == "ip" and (
+            method == "ip" or Y0 is None):
         ip_cb = None
         if callback is not None:  # IP steps numbered across HKM and NT, in the caller's units
             steps = itertools.count(1)
@@ -163,7 +173,7 @@ def solve_low_rank_sdp(
                      max_rank=max_rank, time_limit=time_limit, t_start=t_start, verbose=verbose,
                      callback=callback, objective_scale=objective_scale,
                      objective_offset=objective_offset)
-    if d is not None and trace_bound is None and method != "ip" and st.status != OPTIMAL:
+    if use_diag:
         run_bm_diag(P, d, st, opts, rng, r0=rank)
     else:
         run_bm(P, st, opts, rng)
