@@ -255,3 +255,19 @@ def test_trace_init_starts_from_sde_and_scs_options():
     with pytest.raises(ValueError, match="init must be"):
         specopt.solve(cp.Problem(cp.Minimize(mve_cost(K, 2)), cons), route="iterated_sdp",
                       solver=SOLVER, init="sde")
+
+
+def test_unknown_solver_name_raises_on_every_route():
+    """solver="CLARABLE" raises CVXPY's SolverError naming the installed solvers, on a
+    non-convex (iterated SDP) problem as on a convex one."""
+    K, cons, _ = sde_problem(6, 0)
+    nonconvex = cp.Problem(cp.Minimize(mve_cost(K, 2)), cons)
+    convex = cp.Problem(cp.Maximize(cp.trace(K)), cons)
+    for prob in (nonconvex, convex):
+        with pytest.raises(cp.error.SolverError, match="CLARABLE is not installed.*CLARABEL"):
+            specopt.solve(prob, solver="CLARABLE")
+        with pytest.raises(cp.error.SolverError, match="CLARABLE"):
+            prob.solve(method="specopt", solver="clarable")
+        assert prob.status is None  # nothing written into the model
+    assert specopt.solve(convex, solver="clarabel") == pytest.approx(
+        convex.solve(solver="CLARABEL"), rel=1e-6)
