@@ -19,6 +19,7 @@ import numpy as np
 
 from . import _cvxpy_compat as compat
 from . import gate
+from ._solver_names import check_solver_name
 from ._threads import check_threads, limit_threads, problem_size
 from .certificate import STATIONARY, Certificate, relative_gap
 from .reductions import Match, Route, RouteResult, get_route, routes_in_order
@@ -219,6 +220,7 @@ def _run_route(
 ) -> tuple[RouteResult, Certificate]:
     check_problem(problem)
     check_numeric_options(opts)
+    check_solver_name(solver)
     t0 = time.perf_counter()
     chosen, match = choose_route(problem, route)
     result, checks = _solve_and_check(problem, chosen, match, solver, verbose, opts)

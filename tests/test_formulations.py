@@ -857,3 +857,114 @@ def test_centering_map_read_from_the_tree_equals_cvxpy_extraction(spelling):
     assert tree is not None and tree.size == ref.size
     assert abs(tree.coef(K) - ref.coef(K)).max() == 0 and not np.any(tree.offset - ref.offset)
     assert _centering_map(K @ np.arange(n) == 0) is None and _centering_map(cp.sum(K) == 1) is None
+
+
+# --------------------------------------------------------------------------------------------
+# User-written MVE / eigengap / linear_spectral models (issue 21): kNN distance rows, centering
+# spelled two ways, non-shrink rows, normNuc as the trace, maximize forms; default options
+# --------------------------------------------------------------------------------------------
+N_U = 10
+
+
+def _knn_rows(K, seed=2, k=3):
+    """Squared-distance rows of a kNN graph of a noisy 3-D helix (plus the chain, connected)."""
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.uniform(0, 3 * np.pi, N_U))
+    X = np.c_[np.cos(t), np.sin(t), 0.3 * t] + 0.05 * rng.standard_normal((N_U, 3))
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    edges = {(i, i + 1) for i in range(N_U - 1)}
+    for i in range(N_U):
+        for j in np.argsort(D[i])[1:k + 1]:
+            edges.add((min(i, j), max(i, j)))
+    rows = [K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i, j in sorted(edges)]
+    return rows, D, edges
+
+
+def _user_mve_models():
+    d = 2
+
+    def sym():
+        return cp.Variable((N_U, N_U), symmetric=True)
+
+    def atom_sum():
+        K = sym()
+        return cp.Problem(cp.Minimize(mve_cost(K, d)), [K >> 0, cp.sum(K) == 0, *_knn_rows(K)[0]])
+
+    def rows_maximize():
+        K = sym()
+        return cp.Problem(cp.Maximize(2 * cp.lambda_sum_largest(K, d) - cp.trace(K)),
+                          [K >> 0, K @ np.ones(N_U) == 0, *_knn_rows(K)[0]])
+
+    def nuclear_norm():
+        K = sym()
+        return cp.Problem(cp.Minimize(cp.normNuc(K) - 2 * cp.lambda_sum_largest(K, d)),
+                          [K >> 0, cp.sum(K) == 0, *_knn_rows(K)[0]])
+
+    def psd_attribute():
+        K = cp.Variable((N_U, N_U), PSD=True)
+        return cp.Problem(cp.Minimize(linear_spectral(K, np.r_[-np.ones(d), np.ones(N_U - d)])),
+                          [cp.sum(K, axis=0) == 0, *_knn_rows(K)[0]])
+
+    return [atom_sum, rows_maximize, nuclear_norm, psd_attribute]
+
+
+def _other_user_models():
+    def issue_alpha():
+        K = cp.Variable((N_U, N_U), symmetric=True)
+        alpha = np.r_[-2.0, -1.0, np.ones(N_U - 2)]
+        return cp.Problem(cp.Minimize(linear_spectral(K, alpha)),
+                          [K >> 0, K @ np.ones(N_U) == 0, *_knn_rows(K)[0]])
+
+    def nonshrink():
+        K = cp.Variable((N_U, N_U), symmetric=True)
+        rows, D, edges = _knn_rows(K)
+        extra = [K[i, i] + K[j, j] - 2 * K[i, j] >= D[i, j]
+                 for i in range(N_U) for j in range(i + 2, N_U, 3) if (i, j) not in edges]
+        return cp.Problem(cp.Minimize(mve_cost(K, 2)), [K >> 0, cp.sum(K) == 0, *rows, *extra])
+
+    def eigengap_knn():
+        K = cp.Variable((N_U, N_U), symmetric=True)
+        return cp.Problem(cp.Maximize(eigengap(K, 2)), [K >> 0, cp.sum(K) == 0, *_knn_rows(K)[0]])
+
+    return [issue_alpha, nonshrink, eigengap_knn]
+
+
+def test_user_written_mve_spellings_certify_with_defaults():
+    """Four spellings of one MVE: each stationary_point with default options, the same value,
+    the same backend (normNuc(K) of a PSD K is the trace in the subproblem)."""
+    values, backends = [], set()
+    for make in _user_mve_models():
+        prob = make()
+        val = specopt.solve(prob)
+        cert = specopt.certificate(prob)
+        assert cert.status == specopt.STATIONARY, (make.__name__, cert.gate_reasons)
+        assert cert.extra["stop_reason"] == "stationary"
+        sense = 1 if isinstance(prob.objective, cp.Minimize) else -1
+        values.append(sense * val)
+        backends.add(cert.backend)
+    assert max(values) - min(values) <= 1e-4 * max(1.0, abs(min(values))), values
+    assert len(backends) == 1, backends
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_other_user_written_models_certify_with_defaults(index):
+    """The issue's alpha (-2, -1, 1, ...) with row centering, extra non-shrink rows and a
+    kNN eigengap: stationary_point with default options; the value is not improved by one more
+    linearized step (checked independently in test_iterated_sdp_route)."""
+    make = _other_user_models()[index]
+    prob = make()
+    specopt.solve(prob)
+    cert = specopt.certificate(prob)
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    assert cert.extra["stationarity"][0]
+
+
+def test_user_mve_agrees_across_inner_methods():
+    """Same start, same tolerance: the conic inner path and the SDP engine reach the same
+    stationary value."""
+    vals = {}
+    for inner in ("conic", "low_rank"):
+        prob = _user_mve_models()[0]()
+        vals[inner] = specopt.solve(prob, inner=inner, init="relaxation")
+        assert specopt.certificate(prob).status == specopt.STATIONARY, inner
+    assert vals["conic"] == pytest.approx(vals["low_rank"], rel=1e-3), vals
