@@ -6,6 +6,11 @@ once per round / sweep check / pass. :class:`Progress` is such a callable. It pr
 (``=`` rules, ``specopt`` and the version, ``(specopt) <time>: ...`` lines like CVXPY's
 ``(CVXPY) ...``), then a table line every ``every`` calls (and always for the first call), and
 ``finish(certificate)`` prints the summary.
+
+Solvers work in their own units (a minimization form, a dropped constant, a scaling): a route
+passes ``transform``, the map from the solver's objective to the user's (e.g.
+``lambda v: sense * (v + offset)``), so that the printed objective and bound are the ones the
+certificate reports; :func:`user_history` applies the same map to a solver's history.
 """
 
 from __future__ import annotations
@@ -49,11 +54,16 @@ class Progress:
     unit : what one iteration is ("round", "sweep", "pass", "MM step").
     every : print every this many calls (the first call is always printed).
     stream : where to print (``sys.stdout`` by default, looked up at print time).
+    transform : maps the solver's objective / bound values to the user's objective and sign
+        (None: the identity). With a transform and both values known, the printed gap is
+        recomputed as the certificate's ``|objective - bound| / max(1, |objective|)``.
     """
 
     def __init__(self, route: str, what: str = "", unit: str = "iteration", every: int = 1,
-                 stream: TextIO | None = None) -> None:
+                 stream: TextIO | None = None,
+                 transform: Callable[[float], float] | None = None) -> None:
         self.route = route
+        self.transform = transform
         self.what = what
         self.unit = unit
         self.every = max(1, int(every))
@@ -98,6 +108,19 @@ class Progress:
         self._print(f"{it:>8}  {_num(objective)}  {_num(bound)}  {_small(gap)}  "
                     f"{_small(violation)}  {elapsed:8.2f}")
         self.lines += 1
+        self._printed = objective
+
+    def _result_line(self, cert: Any) -> None:
+        """A ``result`` line with the returned point's values when they are not the last
+        printed ones (routes that return the best iterate, or polish the last one)."""
+        obj = getattr(cert, "objective", None)
+        if not isinstance(obj, (int, float)) or not math.isfinite(obj) or not self.lines:
+            return
+        last = getattr(self, "_printed", None)
+        if isinstance(last, (int, float)) and abs(last - obj) <= 1e-9 * max(1.0, abs(obj)):
+            return
+        self._line("result", obj, getattr(cert, "bound", None), getattr(cert, "gap", None),
+                   getattr(cert, "relative_violation", None), time.perf_counter() - self.t0)
 
     # -- the callback -------------------------------------------------------------------
     def __call__(self, iteration: int, objective: float | None = None,
@@ -106,6 +129,12 @@ class Progress:
         """Called by a solver once per round; prints every ``every``-th call."""
         self.header()
         elapsed = time.perf_counter() - self.t0
+        if self.transform is not None:
+            objective, bound = _mapped(self.transform, objective), _mapped(self.transform, bound)
+            if objective is not None and bound is not None:
+                from .certificate import relative_gap
+
+                gap = relative_gap(objective, bound)
         row = (int(iteration), objective, bound, gap, violation, elapsed)
         if self.calls % self.every == 0:
             self._line(*row)
@@ -120,6 +149,7 @@ class Progress:
         if self._last is not None:
             self._line(*self._last)
             self._last = None
+        self._result_line(certificate)
         self._print("-" * _WIDTH)
         self._print("Summary".center(_WIDTH))
         self._print("-" * _WIDTH)
@@ -129,17 +159,40 @@ class Progress:
             self.log(f"finished after {time.perf_counter() - self.t0:.2f} s")
 
 
+def _mapped(transform: Callable[[float], float], value: Any) -> float | None:
+    return None if value is None else float(transform(float(value)))
+
+
+#: history keys that hold objective values (and bounds on them) in the solver's units
+VALUE_KEYS = ("objective", "primal", "upper", "bound", "dual", "lower")
+
+
+def user_history(history: dict[str, list], transform: Callable[[float], float] | None
+                 ) -> dict[str, list]:
+    """A copy of a solver's ``history`` with its objective / bound series (:data:`VALUE_KEYS`)
+    mapped by ``transform`` to the user's objective and sign (the other series unchanged)."""
+    out = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in history.items()}
+    if transform is not None:
+        for k in VALUE_KEYS:
+            if k in out and isinstance(out[k], list):
+                out[k] = [_mapped(transform, v) for v in out[k]]
+    return out
+
+
 _current = threading.local()
 
 
 def progress_for(verbose: bool | Progress | Callable | None, route: str, what: str = "",
-                 unit: str = "iteration", every: int = 1) -> Callable | None:
+                 unit: str = "iteration", every: int = 1,
+                 transform: Callable[[float], float] | None = None) -> Callable | None:
     """The callback a route hands to its solver: None unless ``verbose``; an existing
     :class:`Progress` (or any callable) is passed through. The printer is remembered (per
-    thread) so that ``specopt.solve`` can print the summary with the certificate."""
+    thread) so that ``specopt.solve`` can print the summary with the certificate.
+    ``transform`` maps the solver's objective values to the user's (:class:`Progress`)."""
     if verbose is None or verbose is False:
         return None
-    cb = verbose if callable(verbose) else Progress(route, what, unit, every)
+    cb = verbose if callable(verbose) else Progress(route, what, unit, every,
+                                                    transform=transform)
     if isinstance(cb, Progress):
         cb.header()
     _current.progress = cb

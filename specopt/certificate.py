@@ -84,11 +84,16 @@ class Certificate:
         return d
 
     def plot(self, ax=None):
-        """Objective and bound against time (left axis), relative gap on a log axis (right).
+        """Objective and bound against time since the start (top), relative gap on a log axis
+        (bottom panel; on a twin axis when you pass ``ax``).
 
         Uses ``history["time"]`` with ``"objective"`` (or ``"primal"`` / ``"upper"``) and
-        ``"bound"`` (or ``"dual"`` / ``"lower"``), and ``"gap"``; without time stamps the x axis
-        is the iteration. Returns the matplotlib ``Axes`` (nothing is shown or saved by itself)::
+        ``"bound"`` (or ``"dual"`` / ``"lower"``); the gap is ``|objective - bound| /
+        max(1, |objective|)`` where both are recorded, else ``history["gap"]``. Without time
+        stamps the x axis is the iteration. A one-shot solve (the conic route, an interior point
+        that recorded no trace) is drawn as a single point at its total time with its gap; a
+        non-convex route without a bound shows the relative change of its objective instead of a
+        gap. Returns the values' matplotlib ``Axes`` (nothing is shown or saved by itself)::
 
             ax = specopt.certificate(prob).plot()
             ax.figure.savefig("certificate.png", dpi=150, bbox_inches="tight")
@@ -103,42 +108,101 @@ class Certificate:
         h = self.history or {}
 
         def first(*keys):
-            return next((np.asarray(h[k], float) for k in keys if len(h.get(k, ()))), None)
+            return next((np.asarray(h[k], float) for k in keys
+                         if isinstance(h.get(k), (list, tuple, np.ndarray)) and len(h[k])), None)
 
         obj = first("objective", "primal", "upper")
         bnd = first("bound", "dual", "lower")
-        gap = first("gap")
-        if obj is None and bnd is None:
-            raise ValueError(f"route {self.route!r} recorded no objective/bound history to plot")
-        n = len(obj if obj is not None else bnd)
-        if self.route == "dual_cd" and obj is not None and gap is not None and len(gap) == n:
-            # dual_cd records the absolute gap P - D at each check (and D every pass)
-            bnd = obj - gap
-            gap = gap / np.maximum(1.0, np.abs(obj))
+        n = len(obj) if obj is not None else (len(bnd) if bnd is not None else 0)
+        if bnd is not None and len(bnd) != n:
+            bnd = None
+        gap_label = "relative gap"
+        if obj is not None and bnd is not None:
+            gap = np.abs(obj - bnd) / np.maximum(1.0, np.abs(obj))
+        else:
+            gap = first("gap")
+            if gap is None and obj is not None and self.bound is None:
+                gap, gap_label = first("rel_change_objective"), "rel. change of objective"
+            if gap is not None and len(gap) != n:
+                gap = None
         t = first("time")
-        if t is not None and len(t) == n:
-            x, xlabel = t, "time [s]"
+        if n == 0:  # one-shot solve: the returned point only
+            obj = None if self.objective is None else np.array([self.objective], float)
+            bnd = None if self.bound is None else np.array([self.bound], float)
+            gap = None if self.gap is None else np.array([self.gap], float)
+            x = np.array([self.total_time or self.solve_time or 0.0], float)
+            xlabel = "time since start [s]"
+        elif t is not None and len(t) == n:
+            x, xlabel = t, "time since start [s]"
         else:
             x, xlabel = np.arange(1, n + 1), "iteration"
-        if ax is None:
-            _, ax = plt.subplots(figsize=(6, 3.5))
+        panels = ax is None  # two panels of our own, else a twin axis on the caller's
+        if panels:
+            fig, (ax, gax) = plt.subplots(2, 1, sharex=True, figsize=(6.4, 4.8),
+                                          gridspec_kw={"height_ratios": [2, 1]},
+                                          layout="constrained")
+        else:
+            gax = ax.twinx()
+        style = {"ms": 7} if len(x) == 1 else {"ms": 3}
+
+        def final(v):
+            return f"{v[-1]:.7g}" if v is not None and np.isfinite(v[-1]) else "-"
+
         if obj is not None:
-            ax.plot(x[: len(obj)], obj, "o-", ms=3, label="objective")
-        if bnd is not None and len(bnd) == n:
+            ax.plot(x, obj, "o-", color="C0", zorder=2, label=f"objective (final {final(obj)})",
+                    **style)
+        if bnd is not None:
             ok = np.isfinite(bnd)
-            ax.plot(x[ok], bnd[ok], "s--", ms=3, label="bound")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("value")
-        if gap is not None and len(gap) == n:
-            g = np.abs(gap)
-            ok = np.isfinite(g) & (g > 0)
-            if ok.any():
-                ax2 = ax.twinx()
-                ax2.semilogy(x[ok], g[ok], "C2:", label="relative gap")
-                ax2.set_ylabel("relative gap")
-                ax2.legend(loc="upper center", fontsize=8)
-        ax.legend(loc="upper right", fontsize=8)
-        ax.set_title(f"{self.route} ({self.backend}): {self.status}")
+            ax.plot(x[ok], bnd[ok], "s--", color="C1", mfc="none", zorder=1,
+                    label=f"bound (final {final(bnd)})", **style)
+        if obj is None and bnd is None:
+            ax.text(0.5, 0.5, "no objective recorded", ha="center", va="center",
+                    transform=ax.transAxes)
+        ax.set_ylabel("objective")
+        ok = np.zeros(0, bool) if gap is None else np.isfinite(gap) & (gap > 0)
+        if ok.any():
+            gax.semilogy(x[ok], gap[ok], "^:", color="C2",
+                         label=f"{gap_label} (final {gap[ok][-1]:.1e})", **style)
+        elif gap is not None and np.any(gap == 0):
+            gax.text(0.5, 0.5, f"{gap_label}: 0", ha="center", va="center",
+                     transform=gax.transAxes)
+        else:
+            gax.text(0.5, 0.5, "no bound: no gap (non-convex route)" if not self.is_global
+                     else "no gap recorded", ha="center", va="center", transform=gax.transAxes)
+        gax.set_ylabel(gap_label)
+        for a in (ax, gax):
+            for axis in (a.xaxis, a.yaxis):
+                fmt = axis.get_major_formatter()
+                if hasattr(fmt, "set_useOffset"):
+                    fmt.set_useOffset(False)
+        if len(x) == 1:  # a single point: from the start to past it
+            ax.set_xlim(0.0, 1.5 * max(float(x[0]), 1e-3))
+        elif xlabel.startswith("time") and x[0] <= 0.25 * x[-1]:  # from 0 unless that squashes
+            ax.set_xlim(0.0, None)
+        # differences below solver accuracy are not drawn as a spread (the gap panel shows them)
+        vals = np.concatenate([v[np.isfinite(v)] for v in (obj, bnd) if v is not None] or
+                              [np.zeros(0)])
+        if vals.size:
+            lo, hi = float(vals.min()), float(vals.max())
+            half = max(0.5 * (hi - lo), 5e-4 * max(1.0, abs(vals[-1])))
+            mid = 0.5 * (lo + hi)
+            ax.set_ylim(mid - 1.1 * half, mid + 1.1 * half)
+        (gax if panels else ax).set_xlabel(xlabel)
+        # legends outside the data area: they never cover a curve
+        handles = [hh for a in (ax, gax) for hh in a.get_legend_handles_labels()[0]]
+        labels = [lab for a in (ax, gax) for lab in a.get_legend_handles_labels()[1]]
+        backend = "" if self.backend in (None, "", self.route) else f" on {self.backend}"
+        title = f"specopt route {self.route}{backend}: {self.status}"
+        if panels:  # legend between the title and the top panel
+            if handles:
+                ax.legend(handles, labels, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2,
+                          fontsize=8, frameon=False, borderaxespad=0.2)
+            ax.figure.suptitle(title, fontsize=11)
+        else:  # the caller's axes: legend to the right of the twin axis
+            if handles:
+                ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.15, 1.0),
+                          fontsize=8, frameon=False)
+            ax.set_title(title, fontsize=11)
         return ax
 
     def __str__(self) -> str:

@@ -10,9 +10,6 @@ import time
 
 DEMO_BACKENDS = ("CLARABEL", "SCS", "MOSEK", "specopt")
 DEMO_EXAMPLE = "relcomp"
-#: size of the small copy of the example solved once before the table, so that one-off costs
-#: (numba kernels loaded or compiled, CVXPY's first canonicalization) do not land in one row
-WARM_UP_SIZE = 200
 
 
 def _info() -> int:
@@ -39,9 +36,17 @@ def _info() -> int:
     return 0
 
 
+def _times(spec, other) -> str:
+    """``"N.Nx faster/slower than <other> (t s total)"``, from the two rows' total [s]."""
+    ratio = other.total_time / max(spec.total_time, 1e-9)
+    word = f"{ratio:.1f}x faster" if ratio >= 1 else f"{1 / ratio:.1f}x slower"
+    return f"{word} than {other.backend} ({other.total_time:.2f} s total)"
+
+
 def _conclusion(table, explanation=None) -> str:
     """The verdict, computed from the table's own columns (status, objective, rel. diff, gap,
-    total [s]); with ``explanation`` (``specopt.explain``) the reason auto chose its route."""
+    total [s]) and nothing else; with ``explanation`` (``specopt.explain``) why auto chose its
+    route, checked against the rows (a speed claim the rows contradict is said to be so)."""
     spec = next((r for r in table.rows if r.backend == "specopt"), None)
     best = table.best
     if best is None:
@@ -51,9 +56,8 @@ def _conclusion(table, explanation=None) -> str:
             f"No certified optimum (non-convex or failed runs); best point from {best.backend}: "
             f"objective {best.objective:.6g} ({best.status})."
         )
-    lines = [f"Best certified run: {best.backend} (objective {best.objective:.6g}, "
-             f"gap {best.gap:.1e})." if best.gap is not None else
-             f"Best certified run: {best.backend} (objective {best.objective:.6g})."]
+    lines = [f"Best certified run: {best.backend} (objective {best.objective:.6g}"
+             + (f", gap {best.gap:.1e})." if best.gap is not None else ").")]
     if spec is None or spec.total_time is None or spec.rel_diff is None:
         return lines[0]
     generic = [r for r in table.rows if not r.backend.startswith("specopt")
@@ -64,23 +68,39 @@ def _conclusion(table, explanation=None) -> str:
     line = (f"specopt (auto -> route {spec.route}, {certified}) "
             f"{'agrees with it' if agrees else 'differs from it'} "
             f"(rel. diff {spec.rel_diff:.1e}) in {spec.total_time:.2f} s total")
-    if fastest is not None:
-        ratio = fastest.total_time / max(spec.total_time, 1e-9)
-        if spec.route is not None and spec.route.startswith("conic"):
-            line += (f"; it used the generic route itself, so the comparison with "
-                     f"{fastest.backend} ({fastest.total_time:.2f} s) measures the same method")
-        elif ratio >= 1:
-            line += (f": {ratio:.1f}x faster than the fastest generic solver "
-                     f"({fastest.backend}, {fastest.total_time:.2f} s total)")
-        else:
-            line += (f": {1 / ratio:.1f}x slower than the fastest generic solver "
-                     f"({fastest.backend}, {fastest.total_time:.2f} s total)")
+    conic = spec.route is not None and spec.route.startswith("conic")
+    if conic:  # auto ran a generic solver itself: say which, and compare with that row
+        used = spec.certificate.backend if spec.certificate is not None else None
+        same = next((r for r in table.rows if used and r.backend.upper() == used.upper()
+                     and r.total_time is not None), None)
+        line += f"; auto used the generic conic route on {used or 'a conic solver'}"
+        if same is not None:
+            extra = ("the extra time is specopt's analysis and checks"
+                     if spec.total_time > same.total_time else
+                     "the times differ by run-to-run variation, not by method")
+            line += (f", the same solver as the {same.backend} row ({same.total_time:.2f} s "
+                     f"total): {extra}")
+        elif fastest is not None:
+            line += f": {_times(spec, fastest)}"
+    elif fastest is not None:
+        line += f": {_times(spec, fastest)}"
     lines.append(line + ".")
-    if explanation is not None and explanation.auto_route is not None:
-        v = explanation.verdict(explanation.auto_route)
-        why = v.pays_off_reason if v.route != "conic" else v.reason
-        lines.append(f"Why auto chose {v.route}: {v.reason}" +
-                     (f"; {why}" if why and why != v.reason else "") + ".")
+    auto = None if explanation is None else explanation.auto_route
+    if auto is not None and auto == (spec.route.split("/")[0] if spec.route else None):
+        v = explanation.verdict(auto)
+        why = f"Why auto chose {v.route}: {v.reason}"
+        claim = v.pays_off_reason if v.route != "conic" else ""
+        slower = (fastest is not None and not conic
+                  and fastest.total_time < spec.total_time)
+        if claim and claim != v.reason and slower:
+            why += (f"; its size rule expected it to pay off ({claim}), which this run does "
+                    f"not bear out ({_times(spec, fastest)})")
+        elif claim and claim != v.reason:
+            why += f"; {claim}"
+        lines.append(why + ".")
+    elif auto is not None:
+        lines.append(f"auto chose {auto}, but the answer came from route {spec.route} "
+                     "(the verification gate retried).")
     return "\n".join(lines)
 
 
@@ -94,39 +114,41 @@ def _print_footnotes(table) -> None:
             print(f"[{k}] {note}")
 
 
-def _warm_up(name: str, backends: tuple[str, ...], route: str | None) -> float:
-    """Solve a small copy of the example once with every backend (and with ``route``, the one
-    auto picks for the full size, which auto may not pick for the small copy); returns the
-    seconds spent."""
+def _warm_up(name: str, size: int, backends: tuple[str, ...], route: str | None) -> float:
+    """Solve a small copy of the example (``size``) once with every backend (and with ``route``,
+    the one auto picks for the full size, which auto may not pick for the small copy); returns
+    the seconds spent."""
     import specopt
     from specopt.examples import build
 
     t0 = time.perf_counter()
     extra = (f"specopt:{route}",) if route and route != "conic" else ()
-    specopt.compare(build(name, WARM_UP_SIZE).problem, backends=backends + extra)
+    specopt.compare(build(name, size).problem, backends=backends + extra)
     return time.perf_counter() - t0
 
 
 def _run_compare(name: str, size: int | None, backends: tuple[str, ...],
-                 plot: str | None = None, warm_up: bool = False) -> int:
+                 plot: str | None = None, warm_up: bool = True) -> int:
     import specopt
-    from specopt.examples import build
+    from specopt.examples import WARM_UP_SIZES, build
 
     t_start = time.perf_counter()
     example = build(name, size)
     explanation = specopt.explain(example.problem)
+    small = WARM_UP_SIZES[name] if size is None else min(size, WARM_UP_SIZES[name])
     if warm_up:
-        first = _warm_up(name, backends, explanation.auto_route)
+        first = _warm_up(name, small, backends, explanation.auto_route)
     print(f"# {example.description}\n")
-    table = specopt.compare(example.problem, backends=backends)
+    table = specopt.compare(example.problem, backends=backends, name=example.description)
     print(table.to_markdown())
     _print_footnotes(table)
     print()
     print(_conclusion(table, explanation))
     if warm_up:
-        print(f"(Before the table, every backend solved a {WARM_UP_SIZE}-triplet copy once, "
-              f"{first:.2f} s, so one-off costs such as loading numba kernels are in no row; "
-              f"whole run {time.perf_counter() - t_start:.1f} s.)")
+        print(f"(Before the table, every backend solved a small copy (--size {small}) once, "
+              f"{first:.2f} s, so one-off costs such as loading numba kernels and CVXPY's "
+              f"first canonicalization are in no row; whole run "
+              f"{time.perf_counter() - t_start:.1f} s.)")
     if plot:
         ax = table.plot()
         ax.figure.savefig(plot, dpi=120, bbox_inches="tight")
@@ -185,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "info":
         return _info()
     if args.command == "demo":
-        return _run_compare(DEMO_EXAMPLE, args.size, DEMO_BACKENDS, args.plot, warm_up=True)
+        return _run_compare(DEMO_EXAMPLE, args.size, DEMO_BACKENDS, args.plot)
     backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
     return _run_compare(args.example, args.size, backends, args.plot)
 

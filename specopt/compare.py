@@ -10,6 +10,7 @@ run (smallest ``gap + violation`` among runs whose status is optimal).
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,10 +83,13 @@ def _fmt(value: Any) -> str:
 
 @dataclass
 class CompareTable:
-    """Result of :func:`compare`: ``rows``, ``best`` (the row whose values the variables hold)."""
+    """Result of :func:`compare`: ``rows``, ``best`` (the row whose values the variables hold),
+    ``name`` (what was solved)."""
 
     rows: list[CompareRow]
     best: CompareRow | None
+    #: what was solved, for titles (``compare(..., name=...)``; default: a short description)
+    name: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,7 +110,9 @@ class CompareTable:
         return next(r for r in self.rows if r.backend == backend)
 
     def plot(self, ax=None):
-        """Bar chart of total time per backend, annotated with status and gap (matplotlib).
+        """Horizontal bars of total time per backend on a linear axis, each labelled with its
+        time, status and gap; rows that did not run (unavailable, not applicable, failed) are
+        labelled rows without a bar. The title names the problem (``name``).
 
         Returns the matplotlib ``Axes``; nothing is shown or saved by itself. From a script::
 
@@ -117,22 +123,49 @@ class CompareTable:
         """
         try:
             import matplotlib.pyplot as plt
+            from matplotlib.patches import Patch
         except ImportError as exc:  # pragma: no cover - optional extra
             raise ImportError("compare(...).plot() needs matplotlib: pip install 'specopt[plot]'")\
                 from exc
+        rows = self.rows
         if ax is None:
-            _, ax = plt.subplots(figsize=(6, 3))
-        ran = [r for r in self.rows if r.total_time is not None]
-        names = [r.backend for r in ran]
-        times = [r.total_time for r in ran]
-        bars = ax.bar(names, times, color=["C0" if r.certified else "C1" for r in ran])
-        for bar, r in zip(bars, ran, strict=True):
-            label = r.status if r.gap is None else f"{r.status}\ngap {r.gap:.1e}"
-            ax.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                        ha="center", va="bottom", fontsize=7)
-        ax.set_ylabel("total time [s]")
-        ax.set_yscale("log")
-        ax.set_title("specopt.compare (blue: certified optimal)")
+            _, ax = plt.subplots(figsize=(7.5, 1.2 + 0.5 * max(1, len(rows))),
+                                 layout="constrained")
+        times = [r.total_time for r in rows if r.total_time is not None]
+        top = max(times, default=1.0)
+        scale, unit = (1e3, "ms") if top < 1.0 else (1.0, "s")
+        ypos = list(range(len(rows)))[::-1]  # first row on top
+        longest = 0
+        for y, r in zip(ypos, rows, strict=True):
+            if r.total_time is None:
+                why = r.note if r.note.startswith(r.status) else f"{r.status}: {r.note}"
+                why = why if len(why) <= 70 else why[:67] + "..."
+                ax.text(0.0, y, "  " + (why or r.status), va="center", ha="left", fontsize=8,
+                        color="0.35", style="italic")
+                continue
+            color = "C0" if r.certified else "C1"
+            ax.barh(y, r.total_time * scale, height=0.6, color=color)
+            label = f"  {r.total_time * scale:.3g} {unit}  {r.status}"
+            if r.gap is not None:
+                label += f", gap {r.gap:.0e}"
+            if r.bound_contradicted:
+                label += "; bound contradicted"
+            longest = max(longest, len(label))
+            ax.text(r.total_time * scale, y, label, va="center", ha="left", fontsize=8)
+        ax.set_yticks(ypos, [r.backend if r.route in (None, "auto") or r.backend != "specopt"
+                             else f"specopt\n(route {r.route})" for r in rows])
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        # room for the labels right of the bars (about 90 characters span the axes)
+        ax.set_xlim(0.0, top * scale / max(0.3, 1.0 - (longest + 4) / 90))
+        ax.set_xlabel(f"total time (compile + solve) [{unit}]")
+        handles = [Patch(color=c, label=lab) for c, lab, shown in (
+            ("C0", "certified optimal", any(r.certified for r in rows)),
+            ("C1", "ran, not certified optimal",
+             any(r.total_time is not None and not r.certified for r in rows))) if shown]
+        ax.legend(handles=handles, loc="upper center", ncol=2, fontsize=8, frameon=False,
+                  bbox_to_anchor=(0.5, -0.12 - 0.6 / (1 + len(rows))))
+        title = "specopt.compare" + (f": {self.name}" if self.name else "")
+        ax.set_title(textwrap.fill(title, 80), fontsize=10)
         return ax
 
     def __str__(self) -> str:
@@ -185,7 +218,8 @@ def footnotes(table: CompareTable) -> list[str]:
             out.append(f"{r.backend}: stationary_point = a local solution of a non-convex "
                        "problem (monotone objective trace, no global bound).")
         elif r.status in (NOT_APPLICABLE, "unavailable", "failed"):
-            out.append(f"{r.backend}: {r.status}: {r.note}")
+            note = r.note[len(r.status):].lstrip(": ") if r.note.startswith(r.status) else r.note
+            out.append(f"{r.backend}: {r.status}: {note}")
         else:
             out.append(f"{r.backend}: status {r.status} (no optimal solution certified).")
     return out
@@ -231,24 +265,36 @@ def _parse_backend(name: str) -> tuple[str, str | None]:
     return "conic", name.upper()
 
 
+def describe(problem: cp.Problem) -> str:
+    """A short name of ``problem`` for titles: sense, variables (shapes), constraints."""
+    sense = "minimize" if isinstance(problem.objective, cp.Minimize) else "maximize"
+    shapes = ", ".join(f"{v.name()} {'x'.join(map(str, v.shape)) or 'scalar'}"
+                       for v in problem.variables()[:3])
+    more = ", ..." if len(problem.variables()) > 3 else ""
+    return f"{sense} over {shapes}{more}; {len(problem.constraints)} constraints"
+
+
 def compare(
     problem: cp.Problem,
     backends: Iterable[str] = ("CLARABEL", "SCS", "MOSEK", "specopt"),
+    *,
+    name: str | None = None,
     **opts: Any,
 ) -> CompareTable:
     """Solve ``problem`` with each backend and tabulate status, objective, gap, violation, times.
 
     ``backends`` holds CVXPY solver names (run through the conic route), ``"specopt"`` (route
-    ``"auto"``) and ``"specopt:<route>"``. ``opts`` go to every solve. Never raises for a
-    backend that is unavailable or fails; its row says why.
+    ``"auto"``) and ``"specopt:<route>"``. ``name`` says what the problem is (plot titles;
+    default: :func:`describe`). ``opts`` go to every solve. Never raises for a backend that is
+    unavailable or fails; its row says why.
     """
     rows: list[CompareRow] = []
-    for name in backends:
-        route, solver = _parse_backend(name)
+    for backend in backends:
+        route, solver = _parse_backend(backend)
         if solver is not None:
             usable, why = backend_status(solver)
             if not usable:
-                rows.append(CompareRow(name, route, "unavailable", note=why))
+                rows.append(CompareRow(backend, route, "unavailable", note=why))
                 continue
         # a fresh Problem over the same variables and constraints per backend: CVXPY caches
         # compiled data on the Problem object, which would credit later rows with earlier compiles
@@ -258,17 +304,17 @@ def compare(
             result, cert = run_route(fresh, route=route, solver=solver, retry=solver is None,
                                      **opts)
         except RouteMismatch as exc:  # the backend's route does not apply: say so in words
-            rows.append(CompareRow(name, route if route != "auto" else None, NOT_APPLICABLE,
+            rows.append(CompareRow(backend, route if route != "auto" else None, NOT_APPLICABLE,
                                    note=_not_applicable_note(route, str(exc))))
             continue
         except Exception as exc:  # a failing backend is a row, not an exception
             msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            rows.append(CompareRow(name, route if route != "auto" else None, "failed",
+            rows.append(CompareRow(backend, route if route != "auto" else None, "failed",
                                    note=f"{type(exc).__name__}: {msg[:160]}"))
             continue
         rows.append(
             CompareRow(
-                backend=name,
+                backend=backend,
                 route=cert.route if solver is None else f"conic/{cert.backend}",
                 status=cert.status,
                 objective=cert.objective,
@@ -298,7 +344,7 @@ def compare(
         best = min(present, key=lambda r: r.max_violation or 0.0) if present else None
     if best is not None and best._result is not None and best.certificate is not None:
         apply_result(problem, best._result, best.certificate)
-    return CompareTable(rows, best)
+    return CompareTable(rows, best, describe(problem) if name is None else name)
 
 
 __all__ = ["GENERIC_BACKENDS", "CompareRow", "CompareTable", "compare"]

@@ -169,6 +169,13 @@ EXAMPLES: dict[str, Callable[..., Example]] = {
 }
 
 
+#: ``--size`` of the small copy of each example that ``specopt demo`` / ``compare`` solve once
+#: with every backend before the table, so that one-off costs (numba kernels loaded or compiled,
+#: CVXPY's first canonicalization) land in no row
+WARM_UP_SIZES: dict[str, int] = {"relcomp": 200, "metric": 20, "itml": 30, "spectral": 6,
+                                 "mve": 8}
+
+
 #: What ``specopt --help`` says about each example: problem, data, what ``--size`` counts, default.
 EXAMPLE_HELP: dict[str, str] = {
     "relcomp": "metric learning from relative comparisons (a QP with hinge losses) on digits "

@@ -134,3 +134,114 @@ def test_readme_python_snippets_run(tmp_path, monkeypatch):
     assert specopt.certificate(namespace["itml"]).max_violation < 1e-5
     assert namespace["table"].best is not None
     assert (tmp_path / "compare.png").stat().st_size > 1000
+
+
+# ---- conclusions computed from the rows they summarize (in-process, small sizes) ----------
+
+def _claims_hold(text: str, table) -> None:
+    """Every "N.Nx faster/slower than B (t s total)" and "in t s total" in ``text`` is what the
+    table's total [s] column says."""
+    spec = next(r for r in table.rows if r.backend == "specopt")
+    for ratio, word, other, secs in re.findall(
+            r"([0-9.]+)x (faster|slower) than (\S+) \(([0-9.]+) s total\)", text):
+        ratio = float(ratio)
+        row = table.row(other)
+        assert abs(row.total_time - float(secs)) <= 0.006
+        true = row.total_time / spec.total_time
+        assert (word == "faster") == (true >= 1), (text, true)
+        assert ratio == pytest.approx(true if true >= 1 else 1 / true, abs=0.051)
+    m = re.search(r"in ([0-9.]+) s total", text)
+    if m:
+        assert abs(float(m.group(1)) - spec.total_time) <= 0.006
+
+
+@pytest.mark.parametrize(("name", "size"), [("relcomp", 300), ("metric", 20), ("itml", 30),
+                                            ("spectral", 6), ("mve", 8)])
+def test_each_example_conclusion_matches_its_rows(name, size):
+    pytest.importorskip("sklearn")
+    import specopt
+    from specopt.cli import _conclusion
+    from specopt.compare import footnotes
+    from specopt.examples import build
+
+    ex = build(name, size)
+    table = specopt.compare(ex.problem, backends=("CLARABEL", "SCS", "specopt"),
+                            name=ex.description)
+    text = _conclusion(table, specopt.explain(ex.problem))
+    spec = table.row("specopt")
+    assert "not applicable: not applicable" not in "\n".join(footnotes(table))
+    _claims_hold(text, table)
+    if table.best is None or not table.best.certified:
+        assert text.startswith("No ")
+        return
+    assert f"Best certified run: {table.best.backend} " in text
+    assert f"route {spec.route}," in text
+    agrees = spec.rel_diff <= 1e-5
+    assert ("agrees with it" in text) == agrees and ("differs from it" in text) != agrees
+    if spec.route == "conic":  # the same solver as a row: no speed-up claimed over it
+        used = spec.certificate.backend
+        assert f"on {used}" in text and "x faster" not in text
+        assert f"the same solver as the {used} row" in text
+    if "Why auto chose" in text:
+        assert f"Why auto chose {spec.route}:" in text
+
+
+def _row(backend, route, total, status="optimal", objective=1.0, cert_backend=None):
+    from specopt.certificate import Certificate
+    from specopt.compare import CompareRow
+
+    cert = Certificate(route=route, backend=cert_backend or backend, status=status,
+                       objective=objective, bound=objective, gap=0.0)
+    return CompareRow(backend, route, status, objective=objective, rel_diff=0.0, gap=0.0,
+                      max_violation=0.0, total_time=total, certificate=cert)
+
+
+class _Explanation:
+    """An explain() stand-in: auto picks ``route`` with these reasons."""
+
+    def __init__(self, route, reason, pays_off_reason):
+        from specopt.solve import RouteVerdict
+
+        self.auto_route = route
+        self._v = RouteVerdict(route, True, reason, True, True, pays_off_reason)
+
+    def verdict(self, route):
+        assert route == self.auto_route
+        return self._v
+
+
+def test_conclusion_does_not_repeat_a_speed_claim_the_rows_contradict():
+    from specopt.cli import _conclusion
+    from specopt.compare import CompareTable
+
+    rows = [_row("CLARABEL", "conic/CLARABEL", 0.015), _row("specopt", "bregman", 0.975)]
+    table = CompareTable(rows, rows[0])
+    why = _Explanation("bregman", "ITML problem", "measured 2.1x-218x faster than Clarabel")
+    text = _conclusion(table, why)
+    _claims_hold(text, table)
+    assert "65.0x slower than CLARABEL" in text
+    assert "does not bear out" in text  # the size rule's claim is reported as contradicted
+    faster = [_row("CLARABEL", "conic/CLARABEL", 0.975), _row("specopt", "bregman", 0.015)]
+    text = _conclusion(CompareTable(faster, faster[1]), why)
+    assert "65.0x faster than CLARABEL" in text and "does not bear out" not in text
+    assert "measured 2.1x-218x faster" in text
+
+
+def test_conclusion_when_auto_used_a_conic_solver():
+    from specopt.cli import _conclusion
+    from specopt.compare import CompareTable
+
+    rows = [_row("CLARABEL", "conic/CLARABEL", 0.20), _row("SCS", "conic/SCS", 0.10),
+            _row("specopt", "conic", 0.22, cert_backend="CLARABEL")]
+    text = _conclusion(CompareTable(rows, rows[0]),
+                       _Explanation("conic", "the problem is DCP", ""))
+    assert "on CLARABEL, the same solver as the CLARABEL row (0.20 s total)" in text
+    assert "SCS" not in text  # no comparison with a different solver as if it were the same
+    assert "Why auto chose conic: the problem is DCP." in text
+
+
+def test_every_compare_example_warms_up():
+    pytest.importorskip("sklearn")
+    out = run_cli("compare", "spectral", "--size", "5", "--backends", "CLARABEL,specopt")
+    assert out.returncode == 0, out.stderr
+    assert "Before the table, every backend solved a small copy (--size 5) once" in out.stdout

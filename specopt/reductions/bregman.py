@@ -32,7 +32,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._progress import progress_for
+from .._progress import progress_for, user_history
 from ..solvers._jit import numba_loaded
 from ..solvers.bregman import NEWTON_MAX_CONSTRAINTS, itml_linear
 from ..validate import check_options
@@ -335,11 +335,14 @@ class BregmanRoute(Route):
             raise RouteMismatch("no ITML data: call recognize first")
         check_options('bregman', opts, _ROUTE_OPTS)
         t0 = time.perf_counter()
-        cb = progress_for(verbose, self.name, match.reason, unit="sweep")
+        def user(v: float) -> float:  # the solver's objective -> the user's
+            return data.c1 * v + data.offset
+
+        cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
         res = itml_linear(data.V, data.bounds, data.delta, data.W0, data.gamma, callback=cb,
                           **opts)
         elapsed = time.perf_counter() - t0
-        history = {k: list(v) for k, v in res.history.items()}
+        history = user_history(res.history, user)
         extra = {"sweeps": res.iterations, "gamma": data.gamma, "form": "linear"}
         if res.status == "infeasible":
             extra["farkas_ray"] = res.extra.get("farkas_ray")
@@ -365,8 +368,7 @@ class BregmanRoute(Route):
         for cid, shape, sl in data.rows:
             lam = data.c1 * res.lam[sl]
             dual[cid] = lam.reshape(shape, order="F") if shape else float(lam[0])
-        objective = data.c1 * res.primal + data.offset
-        bound = data.c1 * res.dual + data.offset
+        objective, bound = user(res.primal), user(res.dual)
         status = cp.OPTIMAL if res.status == "optimal" else cp.OPTIMAL_INACCURATE
         extra.update(relative_violation=res.max_violation, lam=res.lam)
         return RouteResult(

@@ -35,7 +35,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._progress import progress_for
+from .._progress import progress_for, user_history
 from ..solvers.dual_cd import dual_cd
 from ..validate import check_options
 from .analysis import HingeTerm, QuadTerm, affine_maps, dense_value, try_analyze
@@ -355,7 +355,11 @@ class DualCDRoute(Route):
             raise RouteMismatch("no dual_cd data: call recognize first")
         check_options('dual_cd', opts, _ROUTE_OPTS)
         t0 = time.perf_counter()
-        cb = progress_for(verbose, self.name, match.reason, unit="pass")
+
+        def user(v: float) -> float:  # the solver's minimization form -> the user's objective
+            return data.sense * (v + data.offset)
+
+        cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
         res = dual_cd(data.L, data.Z, data.C, nonneg=data.mask, callback=cb, **opts)
         elapsed = time.perf_counter() - t0
         w = data.w
@@ -378,8 +382,11 @@ class DualCDRoute(Route):
                 sel = kind == code
                 vals[sel] = source[idx[sel]] / scale[sel]
             dual[cid] = vals.reshape(shape, order="F") if shape else float(vals[0])
-        objective = data.sense * (res.primal + data.offset)
-        bound = data.sense * (res.dual + data.offset)
+        objective, bound = user(res.primal), user(res.dual)
+        history = user_history(res.history, user)
+        # the bound at each check (``gap`` is the absolute P - D there), in the user's sign
+        history["bound"] = [user(p - g) for p, g in zip(res.history.get("primal", []),
+                                                        res.history.get("gap", []), strict=True)]
         return RouteResult(
             status=cp.OPTIMAL if res.converged else cp.OPTIMAL_INACCURATE,
             primal=primal,
@@ -391,7 +398,7 @@ class DualCDRoute(Route):
             iterations=res.iterations,
             setup_time=res.setup_time,
             solve_time=elapsed,
-            history={k: list(v) for k, v in res.history.items()},
+            history=history,
             extra={"passes": res.iterations, "rel_gap": res.rel_gap, "n": data.Z.shape[0],
                    "m": data.Z.shape[1], "polish": res.n_polish, "method": res.method},
         )

@@ -15,7 +15,7 @@ cached across a sweep): the objective's affine part gives ``C``, the equality ro
 maps give the COO rows (never a dense ``m x n^2`` array), ``is_centering`` the centering rows
 (``sum(K) == 0`` and ``K @ ones == 0`` alike; their map is built from the tree, not extracted by
 CVXPY) and ``trace_scale`` the trace bound. Solved by
-:func:`specopt.solvers.low_rank_sdp.solve_low_rank_sdp` (certificate there). A bound on
+:func:`specopt.solvers.sdp.solve_low_rank_sdp` (certificate there). A bound on
 ``tr K`` for the certificate comes from the trace constraint, from fixed diagonal entries, or,
 with centering, from edge-distance rows that connect all nodes (:func:`graph_trace_bound`).
 
@@ -23,7 +23,7 @@ Options (``specopt.solve(prob, route="low_rank_sdp", ...)``): ``tol`` (1e-5), ``
 ``max_rank``, ``max_iters``, ``inner_max_iters``, ``time_limit``, ``seed``, ``inner``,
 ``dense_threshold``, ``sigma_max``, ``warm_start`` (a previous ``extra["factor"]`` /
 ``extra["y"]`` pair as a tuple ``(Y, y)``), ``facial_reduction`` (False; True: restrict ``K`` to
-the face exposed by fixed-distance cliques, :mod:`specopt.solvers.facial_reduction`, with the
+the face exposed by fixed-distance cliques, :mod:`specopt.solvers.sdp.facial`, with the
 bound made valid for the original problem; measured no faster on swiss roll / S-curve, see
 docs/routes/low_rank_sdp.md).
 """
@@ -39,17 +39,18 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from ..solvers.low_rank_sdp import (
+from .._progress import progress_for, user_history
+from ..solvers.sdp import (
     OPTIMAL,
     UNBOUNDED,
     SparseRows,
     SymOp,
-    _adjoint_sparse,
     distance_rows,
     graph_trace_bound,
     mm_step_method,
     solve_low_rank_sdp,
 )
+from ..solvers.sdp._kernels import adjoint_sparse
 from .analysis import short, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
@@ -287,6 +288,11 @@ class LowRankSDPRoute(Route):
             raise TypeError(f"unknown option(s) for route 'low_rank_sdp': {', '.join(opts)}")
         if warm is not None and not isinstance(warm, bool):
             kw["Y0"], kw["y0"] = warm[0], warm[1]
+
+        def user(v: float) -> float:  # the solver's objective -> the user's
+            return v + d.offset
+
+        cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
         t0 = time.perf_counter()
         limit = kw.get("time_limit")
         # small n: a first run on a short budget, then (uncertified) the status checks, then
@@ -295,7 +301,7 @@ class LowRankSDPRoute(Route):
         run = dict(kw, time_limit=FIRST_BUDGET) if budgeted else kw
         res = solve_low_rank_sdp(d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                                  implied_trace_bound=d.implied_trace_bound, centered=d.centered,
-                                 face=face, verbose=verbose, **run)
+                                 face=face, callback=cb, **run)
         if res.status not in (OPTIMAL, UNBOUNDED) and face is None:
             left = None if limit is None else limit - (time.perf_counter() - t0)
             decided = _decide_status(d, res, kw, left, verbose)
@@ -307,7 +313,7 @@ class LowRankSDPRoute(Route):
                 res = solve_low_rank_sdp(
                     d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                     implied_trace_bound=d.implied_trace_bound, centered=d.centered, face=face,
-                    verbose=verbose, **dict(kw, time_limit=left))
+                    callback=cb, **dict(kw, time_limit=left))
                 res.solve_time = time.perf_counter() - t0
                 if res.status not in (OPTIMAL, UNBOUNDED):  # the longer run's multipliers
                     left = None if limit is None else limit - (time.perf_counter() - t0)
@@ -315,11 +321,12 @@ class LowRankSDPRoute(Route):
                     if decided is not None:
                         decided.solve_time = time.perf_counter() - t0
                         return decided
+        history = user_history(res.history, user)
         if res.status == UNBOUNDED:  # a recession ray and a feasible point (solver docstring)
             return RouteResult(status=cp.UNBOUNDED, primal={},
                                objective=np.inf if d.sense == "max" else -np.inf,
                                backend="low_rank_sdp", solve_time=res.solve_time,
-                               history=res.history,
+                               history=history,
                                extra={"ray": res.ray, "engine_status": res.status})
         Kval = res.Y @ res.Y.T
         status = cp.OPTIMAL if res.status == OPTIMAL else cp.OPTIMAL_INACCURATE
@@ -334,7 +341,7 @@ class LowRankSDPRoute(Route):
             iterations=res.iterations,
             setup_time=0.0,
             solve_time=res.solve_time,
-            history=res.history,
+            history=history,
             extra={"rank": res.rank, "lambda_min": res.lambda_min,
                    "primal_residual": res.primal_residual, "factor": res.Y, "y": res.y,
                    "inner_iterations": res.inner_iterations, "rank_growths": res.rank_growths,
@@ -383,7 +390,7 @@ def route_duals(d: LRData, y: np.ndarray, mu: float) -> dict[int, Any]:
     n = d.n
     if n > PSD_DUAL_MAX_N:
         return dual
-    Z = s * (_adjoint_sparse(d.A, y).toarray() if d.A.m else np.zeros((n, n)))
+    Z = s * (adjoint_sparse(d.A, y).toarray() if d.A.m else np.zeros((n, n)))
     Z -= s * d.C.to_dense()
     Z[np.diag_indices(n)] += mu
     Z = 0.5 * (Z + Z.T)
@@ -445,7 +452,7 @@ def farkas_check(d: LRData, z: np.ndarray) -> tuple[bool, float, float]:
     bound ``tr K <= T`` (the trace constraint or the bound implied by the rows); without one
     ``lambda_min >= -FARKAS_EIG_TOL`` (rounding) and ``b^T z < 0`` is required.
     """
-    S = _adjoint_sparse(d.A, np.asarray(z, float)).toarray()
+    S = adjoint_sparse(d.A, np.asarray(z, float)).toarray()
     nrm = float(np.linalg.norm(S))
     if not nrm > 0 or not np.all(np.isfinite(S)):
         return False, math.nan, math.nan
@@ -532,7 +539,7 @@ def _decide_status(d: LRData, res: Any, kw: dict, left: float | None,
 
 
 def _face(d: LRData, flag: Any) -> Any:
-    """The clique face (:func:`specopt.solvers.facial_reduction.clique_face`) when asked for and
+    """The clique face (:func:`specopt.solvers.sdp.facial.clique_face`) when asked for and
     the problem has edge-distance rows, centering and a trace bound for the certificate."""
     if flag not in (True, False):
         raise ValueError(f"facial_reduction must be True or False, got {flag!r}")
@@ -540,7 +547,7 @@ def _face(d: LRData, flag: Any) -> Any:
         return None
     if d.implied_trace_bound is None and d.trace_bound is None:
         return None
-    from ..solvers.facial_reduction import clique_face
+    from ..solvers.sdp.facial import clique_face
 
     pairs, d2 = distance_rows(d.A, d.b)
     return clique_face(d.n, pairs, d2, centered=True) if len(pairs) else None

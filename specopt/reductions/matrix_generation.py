@@ -35,7 +35,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._progress import progress_for
+from .._progress import progress_for, user_history
 from ..solvers._dask_rows import DaskRowOperator, is_dask_array
 from ..solvers.matrix_generation import (
     DenseOperator,
@@ -405,12 +405,15 @@ class MatrixGenerationRoute(Route):
         kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, **opts}
         t0 = time.perf_counter()
 
+        def user(v: float) -> float:  # the solver's maximization form -> the user's objective
+            return data.sense * v
+
+        cb = progress_for(verbose, self.name, match.reason, unit="round", transform=user)
+
         def run(kw):
             return solve_spectraplex_lp(
                 data.A, data.C, data.G, data.c, data.lb, data.ub, data.zlb, data.zub,
-                trace=data.trace, trace_eq=data.trace_eq, offset=data.offset,
-                callback=progress_for(verbose, self.name, match.reason, unit="round"),
-                **kw,
+                trace=data.trace, trace_eq=data.trace_eq, offset=data.offset, callback=cb, **kw,
             )
 
         try:
@@ -441,12 +444,9 @@ class MatrixGenerationRoute(Route):
         for v in data.zvars:
             primal[v.id] = res.z[data.zslices[v.id]].reshape(v.shape, order="F")
         dual = self._duals(data, res)
-        objective = s * res.objective
-        bound = s * res.bound
+        objective, bound = user(res.objective), user(res.bound)
         status = cp.OPTIMAL if res.status == "optimal" else cp.OPTIMAL_INACCURATE
-        hist = {k: list(v) for k, v in res.history.items()}
-        hist["objective"] = [s * v for v in hist["objective"]]
-        hist["bound"] = [s * v for v in hist["bound"]]
+        hist = user_history(res.history, user)
         return RouteResult(
             status=status,
             primal=primal,

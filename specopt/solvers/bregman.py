@@ -513,7 +513,8 @@ class _Loop:
 # --------------------------------------------------------------------------------------------
 # Projected Newton on the dual (slack form, gamma < inf)
 # --------------------------------------------------------------------------------------------
-def _dual_newton(VL, xi0, delta, gamma, lam, tol, max_iter=300, time_limit=None):
+def _dual_newton(VL, xi0, delta, gamma, lam, tol, max_iter=300, time_limit=None,
+                 on_step=None):
     """Projected Newton (Bertsekas 1982) for the concave dual of the slack problem::
 
         max_{lam >= 0}  g(lam) = log det S(lam) + gamma sum_c log(1 - delta_c lam_c xi0_c / gamma),
@@ -528,7 +529,8 @@ def _dual_newton(VL, xi0, delta, gamma, lam, tol, max_iter=300, time_limit=None)
 
     ``lam`` is updated in place. Stops when the relative violation and the complementarity
     |sum lam grad| / max(1, |g|) are <= tol (the caller certifies), at ``max_iter``, at the time
-    limit, or when the line search stalls. Returns (iterations, converged flag).
+    limit, or when the line search stalls. Returns (iterations, converged flag). ``on_step(k)``
+    (if given) is called after the k-th accepted step (``lam`` holds its multipliers).
     """
     m, d = VL.shape
 
@@ -590,6 +592,8 @@ def _dual_newton(VL, xi0, delta, gamma, lam, tol, max_iter=300, time_limit=None)
             return it - 1, False
         lam[:] = trial
         g, aux = gt, auxt
+        if on_step is not None:
+            on_step(it)
     return max_iter, False
 
 
@@ -733,10 +737,7 @@ def itml_linear(
                 return r
         return None
 
-    t0 = time.perf_counter()
-    newton_its, nt_status = 0, None
-    if use_newton and mk:
-        newton_its, _ = _dual_newton(VL, x0k, dk, gamma, lam, tol, time_limit=time_limit)
+    def newton_point() -> tuple[float, float, float, float]:
         # the iterate of these multipliers: W = L0 S^{-1} L0^T, 1/xi = 1/xi0 - delta lam / gamma
         S = np.eye(d) + (VL.T * (dk * lam)) @ VL
         Li = sla.solve_triangular(np.linalg.cholesky(S), L0.T, lower=True, check_finite=False)
@@ -744,17 +745,28 @@ def itml_linear(
         xi[:] = x0k / (1.0 - dk * lam * x0k / gamma)
         viol, _ = violation()
         primal, dual = certificate()
-        gap = abs(primal - dual) / max(1.0, abs(primal))
-        nt_status = (primal, dual, gap, viol)
+        return primal, dual, abs(primal - dual) / max(1.0, abs(primal)), viol
+
+    def newton_step(k: int) -> None:  # progress: one line per Newton step (verbose only)
+        p, dv, g, v = newton_point()
+        callback(k, objective=p, bound=dv, gap=g, violation=v)
+
+    t0 = time.perf_counter()
+    newton_its, nt_status = 0, None
+    if use_newton and mk:
+        newton_its, _ = _dual_newton(VL, x0k, dk, gamma, lam, tol, time_limit=time_limit,
+                                     on_step=callback and newton_step)
+        nt_status = newton_point()
     left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
+    # sweeps after Newton steps are numbered on from them (iterations = Newton steps + sweeps)
     loop = _Loop(tol, max_sweeps, left, check_every, sweep_work=4.0 * mk * d * d,
-                 callback=callback)
+                 callback=callback and (lambda k, **kw: callback(newton_its + k, **kw)))
     if nt_status is not None:
         for k, v in zip(("sweep", "dual", "primal", "gap", "max_violation"),
                         (0, nt_status[1], nt_status[0], nt_status[2], nt_status[3]), strict=True):
             loop.hist[k].append(float(v))
         loop.hist["time"].append(time.perf_counter() - t0)
-        if callback is not None:
+        if callback is not None and newton_its == 0:  # else the last step printed it
             callback(0, objective=nt_status[0], bound=nt_status[1], gap=nt_status[2],
                      violation=nt_status[3])
     if mk == 0:

@@ -345,10 +345,17 @@ def dual_cd(
     hist: dict[str, list[float]] = {"dual": [], "primal": [], "gap": [], "pass": []}
     best_w, best_P, n_polish = None, np.inf, 0
     warm = None
+    first = 0  # progress lines after the Newton path's candidates are numbered on from them
     if newton:
         t_n = time.perf_counter()
-        out = _newton_first(Lr, Z, Cv, mask, R, tol, time_limit)
+        def candidate(k: int, P: float, D: float) -> None:  # progress: one line per candidate
+            callback(k, objective=P, bound=D, gap=(P - D) / max(1.0, P), violation=0.0,
+                     time=time.perf_counter() - t0)
+
+        out = _newton_first(Lr, Z, Cv, mask, R, tol, time_limit,
+                            on_step=callback and candidate)
         best_w, best_P, warm, D, n_polish = out
+        first = n_polish
         hist["dual"].append(D)
         hist["primal"].append(best_P)
         hist["gap"].append(best_P - D)
@@ -357,7 +364,7 @@ def dual_cd(
         rel = (best_P - D) / max(1.0, best_P)
         if verbose:
             print(f"newton  P={best_P:.10g}  D={D:.10g}  rel.gap={rel:.3e}  candidates={n_polish}")
-        if callback is not None:
+        if callback is not None and n_polish == 0:  # else the last candidate printed it
             callback(0, objective=best_P, bound=D, gap=rel, violation=0.0,
                      time=time.perf_counter() - t0)
         out_of_time = time_limit is not None and time.perf_counter() - t_n > time_limit
@@ -441,7 +448,7 @@ def dual_cd(
         hist.setdefault("time", []).append(time.perf_counter() - t0)
         rel = (best_P - D) / max(1.0, best_P)
         if callback is not None:
-            callback(passes, objective=best_P, bound=D, gap=rel, violation=0.0)
+            callback(first + passes, objective=best_P, bound=D, gap=rel, violation=0.0)
         if verbose:
             print(f"pass {passes:5d}  P={best_P:.10g}  D={D:.10g}  rel.gap={rel:.3e}"
                   f"  active={n_act}/{n}  polish={n_polish}")
@@ -474,7 +481,8 @@ def dual_cd(
     )
 
 
-def _newton_first(L, Z, C, mask, R, tol, time_limit, mu0=1e-1, mu_min=1e-9, band=2.0):
+def _newton_first(L, Z, C, mask, R, tol, time_limit, mu0=1e-1, mu_min=1e-9, band=2.0,
+                  on_step=None):
     """numpy-only primal path, certified on ALL rows.
 
     For mu = mu0, mu0/10, ..., mu_min: projected Newton (:func:`_huber_newton`, warm-started) on
@@ -489,7 +497,8 @@ def _newton_first(L, Z, C, mask, R, tol, time_limit, mu0=1e-1, mu_min=1e-9, band
     relative gap <= tol.
 
     Returns ``(w, P, (lam, t), D, n_candidates)``: the best primal point and value, the best
-    dual point and its value (a lower bound on the optimum).
+    dual point and its value (a lower bound on the optimum). ``on_step(k, P, D)`` (if given)
+    is called after the k-th candidate with the best values so far.
     """
     n, m = Z.shape
     t0 = time.perf_counter()
@@ -511,6 +520,8 @@ def _newton_first(L, Z, C, mask, R, tol, time_limit, mu0=1e-1, mu_min=1e-9, band
         Dk = float(lam_k.sum() - 0.5 * u @ u)
         if Dk > best_D:
             best_lam, best_t, best_D = lam_k, t_k, Dk
+        if on_step is not None:
+            on_step(k, best_P, best_D)
         return (best_P - best_D) / max(1.0, best_P) <= tol
 
     act = None  # rows of the smoothed problem (None: all)
