@@ -4,17 +4,18 @@ Usage: python benchmarks/sdplib.py [--problems theta1 'mcp1*' ...] [--backends s
        scs] [--cap 60] [--clarabel-max-n 150] [--scs-max-n 1000] [--data DIR] [--out sdplib]
 
 Each file of ``--data`` (default ``../shared/data/sdplib``, the GPL data is read there, never
-copied) is read with :func:`specopt.read_sdpa` (SDPA's dual form ``max <F0, Y>``, whose optimum is
-SDPLIB's published value, same sign; SDPA-primal-infeasible ``infp*`` is ``unbounded`` here,
+copied) is read with :func:`specopt.read_sdpa` (SDPA's dual form ``max <F0, Y>``, whose optimum
+is SDPLIB's published value, same sign; SDPA-primal-infeasible ``infp*`` is ``unbounded`` here,
 ``infd*`` ``infeasible``). Every (problem, backend) runs in its own subprocess with a wall-clock
 cap ``--cap`` (a capped run reports ``timeout``). Backends: ``specopt`` (``prob.solve(method=
 "specopt")``, route auto; status, certified gap and route from its certificate), ``clarabel``
-(CVXPY defaults) and ``scs`` (``eps = 1e-5``, i.e. ``eps_abs = eps_rel = 1e-5``). The generic
-solvers are skipped above the PSD order they cannot hold: Clarabel factors a KKT system whose PSD
-part is dense, ``(n(n+1)/2)^2`` entries for an ``n x n`` block (1.0 GB at n = 150, 7.9 GB at
-n = 250, on a shared 23 GB machine; mcp100 already takes ~50 s), so it is skipped above
-``--clarabel-max-n`` (150); SCS does one eigendecomposition of each block per iteration (~0.5 s at
-n = 1000 on one thread, thousands of iterations), skipped above ``--scs-max-n`` (1000).
+(CVXPY defaults), ``scs`` (``eps = 1e-5``, i.e. ``eps_abs = eps_rel = 1e-5``) and, on request,
+``lowrank`` (route ``low_rank_sdp`` forced: the measurements behind ``auto``'s threshold). The
+generic solvers are skipped above the PSD order they cannot hold: Clarabel factors a KKT system
+whose PSD part is dense, ``(n(n+1)/2)^2`` entries for an ``n x n`` block (1.0 GB at n = 150, 7.9
+GB at n = 250, on a shared 23 GB machine; mcp100 already takes ~50 s), so it is skipped above
+``--clarabel-max-n`` (150); SCS does one eigendecomposition of each block per iteration (~0.5 s
+at n = 1000 on one thread, thousands of iterations), skipped above ``--scs-max-n`` (1000).
 
 Columns: problem, n (largest block), m, backend, status, value, rel_err
 ``|value - published| / max(1, |published|)`` (maxG51 = 4.006255e+03 and qap10 = -1.093e+03,
@@ -127,6 +128,8 @@ def child(path: str, backend: str) -> None:
     try:
         if backend == "specopt":
             prob.solve(method="specopt")
+        elif backend == "lowrank":  # the engine forced (single-block problems): thresholds
+            prob.solve(method="specopt", route="low_rank_sdp")
         elif backend == "clarabel":
             prob.solve(solver=cp.CLARABEL)
         elif backend == "scs":
@@ -135,12 +138,14 @@ def child(path: str, backend: str) -> None:
             raise ValueError(f"unknown backend {backend}")
     except cp.error.SolverError as exc:
         out.update(status="solver_error", error=str(exc)[:200])
+    except ValueError as exc:  # the forced route does not apply (RouteMismatch)
+        out.update(status="n/a", error=str(exc)[:200])
     out["time"] = time.perf_counter() - t0
     if "status" not in out:
         out["status"] = prob.status
         v = prob.value
         out["value"] = None if v is None or not abs(v) < float("inf") else float(v)
-    if backend == "specopt":
+    if backend in ("specopt", "lowrank") and out["status"] != "n/a":
         cert = specopt.certificate(prob)
         out.update(route=cert.route, engine=cert.backend, gap=cert.gap,
                    gate=list(cert.gate_reasons)[:2])
@@ -213,16 +218,17 @@ def fmt(x: float | None) -> str:
 def summarize(rows: list[dict], backends: list[str]) -> dict:
     counts = []
     for b in backends:
-        rs = [r for r in rows if r["backend"] == b and not r["status"].startswith("skipped")]
-        cert = sum(1 for r in rs if b == "specopt" and r["status"] in
-                   ("optimal", "infeasible", "unbounded"))
-        counts.append({"backend": b, "run": len(rs), "certified": cert if b == "specopt" else None,
+        rs = [r for r in rows if r["backend"] == b and not r["status"].startswith("skipped")
+              and r["status"] != "n/a"]
+        cert = sum(1 for r in rs if r["status"] in ("optimal", "infeasible", "unbounded"))
+        mine = b in ("specopt", "lowrank")
+        counts.append({"backend": b, "run": len(rs), "certified": cert if mine else None,
                        "correct": sum(1 for r in rs if r.get("correct"))})
     ratios, only_s, only_g = [], 0, 0
     for prob in sorted({r["problem"] for r in rows}):
         mine = [r for r in rows if r["problem"] == prob]
         s = next((r for r in mine if r["backend"] == "specopt"), None)
-        gen = [r for r in mine if r["backend"] != "specopt" and r.get("correct")]
+        gen = [r for r in mine if r["backend"] in ("clarabel", "scs") and r.get("correct")]
         if s is None:
             continue
         if s.get("correct") and gen:

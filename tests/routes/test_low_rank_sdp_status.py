@@ -104,3 +104,121 @@ def test_bounded_variant_is_solved_not_misclassified():
     specopt.solve(bounded, route="low_rank_sdp")
     assert bounded.status == cp.OPTIMAL
     assert bounded.value == pytest.approx(30.0, rel=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# Duals of every constraint the route reads
+# --------------------------------------------------------------------------------------------
+def _lagrangian_change(prob: cp.Problem, K: cp.Variable, Kr: np.ndarray) -> tuple[float, float]:
+    """``L(Kr) - L(0)`` for CVXPY's Lagrangian with the problem's dual values (zero for every
+    ``Kr`` exactly when stationarity holds), and the size of its terms."""
+    def lag(Kv: np.ndarray) -> tuple[float, float]:
+        K.value = Kv
+        f = float(prob.objective.expr.value)
+        total, size = (f if isinstance(prob.objective, cp.Minimize) else -f), abs(f)
+        for con in prob.constraints:
+            if isinstance(con, cp.constraints.PSD):
+                t = -float(np.sum(con.dual_value * con.args[0].value))
+            else:
+                g = np.asarray(con.args[0].value - con.args[1].value, dtype=float)
+                t = float(np.sum(np.asarray(con.dual_value) * g))
+            total += t
+            size = max(size, abs(t))
+        return total, size
+
+    (l1, s1), (l0, s0) = lag(Kr), lag(np.zeros_like(Kr))
+    return l1 - l0, max(s1, s0)
+
+
+def _sym(rng: np.random.Generator, n: int) -> np.ndarray:
+    G = rng.standard_normal((n, n))
+    return G + G.T
+
+
+def _check_duals(prob: cp.Problem, K: cp.Variable, tol: float) -> None:
+    Kopt = K.value.copy()
+    psd = next(c for c in prob.constraints if isinstance(c, cp.constraints.PSD))
+    Z = psd.dual_value
+    assert Z is not None and np.linalg.eigvalsh(Z)[0] >= -1e-9 * np.linalg.norm(Z)
+    # complementarity <Z, K> = 0 and stationarity L(K) - L(0) = 0 along random directions
+    assert abs(np.sum(Z * Kopt)) <= tol * (1 + np.linalg.norm(Z) * np.linalg.norm(Kopt))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        change, size = _lagrangian_change(prob, K, _sym(rng, K.shape[0]))
+        assert abs(change) <= tol * (1 + size)
+    K.value = Kopt
+
+
+def test_maxcut_psd_dual_matches_clarabel():
+    rng = np.random.default_rng(1)
+    n = 25
+    W = np.triu(rng.random((n, n)) < 0.3, 1).astype(float)
+    W = W + W.T
+    L = np.diag(W.sum(1)) - W
+
+    def model():
+        K = cp.Variable((n, n), symmetric=True)
+        return K, cp.Problem(cp.Maximize(cp.trace(L @ K) / 4), [K >> 0, cp.diag(K) == 1])
+
+    K, prob = model()
+    specopt.solve(prob, route="low_rank_sdp", tol=1e-8)
+    assert prob.status == cp.OPTIMAL
+    _check_duals(prob, K, 1e-6)
+    _, ref = model()
+    ref.solve(solver=cp.CLARABEL)
+    Z, Zref = prob.constraints[0].dual_value, ref.constraints[0].dual_value
+    np.testing.assert_allclose(Z, Zref, atol=1e-4 * np.abs(Zref).max())
+    np.testing.assert_allclose(prob.constraints[1].dual_value, ref.constraints[1].dual_value,
+                               atol=1e-4 * np.abs(ref.constraints[1].dual_value).max())
+
+
+def _sde(spelling: str, sense=cp.Maximize):
+    rng = np.random.default_rng(3)
+    n = 22
+    X = rng.standard_normal((n, 3))
+    pairs = np.array([(i, i + 1) for i in range(n - 1)] + [(i, i + 2) for i in range(n - 2)]
+                     + [(i, i + 3) for i in range(0, n - 3, 2)])
+    I, J = pairs[:, 0], pairs[:, 1]
+    d2 = np.sum((X[I] - X[J]) ** 2, axis=1)
+    K = cp.Variable((n, n), symmetric=True)
+    center = {"sum": cp.sum(K) == 0, "rows": K @ np.ones(n) == 0,
+              "scaled": 2 * cp.sum(K) == 0}[spelling]
+    return K, cp.Problem(sense(cp.trace(K)), [K >> 0, center, K[I, I] + K[J, J] - 2 * K[I, J]
+                                               == d2])
+
+
+@pytest.mark.parametrize("spelling", ["sum", "rows", "scaled"])
+def test_centering_duals_satisfy_kkt_and_agree_with_clarabel(spelling):
+    K, prob = _sde(spelling)
+    specopt.solve(prob, route="low_rank_sdp", tol=1e-7)
+    assert prob.status == cp.OPTIMAL
+    assert prob.constraints[1].dual_value is not None
+    _check_duals(prob, K, 1e-5)
+    K2, ref = _sde(spelling)
+    ref.solve(solver=cp.CLARABEL)
+    assert prob.value == pytest.approx(ref.value, rel=1e-5)
+    # dual objective b^T nu (CVXPY's sign: max -> the optimum) agrees with Clarabel's
+    b = np.asarray(prob.constraints[2].args[1].value)
+    assert float(b @ prob.constraints[2].dual_value) == pytest.approx(
+        float(b @ ref.constraints[2].dual_value), rel=1e-4)
+
+
+@pytest.mark.parametrize("sense", [cp.Maximize, cp.Minimize])
+def test_trace_bound_dual_matches_clarabel(sense):
+    rng = np.random.default_rng(4)
+    n = 24
+    C = _sym(rng, n)
+
+    def model():
+        K = cp.Variable((n, n), symmetric=True)
+        return K, cp.Problem(sense(cp.trace(C @ K)),
+                             [K >> 0, cp.trace(K) <= 2, K[0, 1] == 0.05])
+
+    K, prob = model()
+    specopt.solve(prob, route="low_rank_sdp", tol=1e-8)
+    assert prob.status == cp.OPTIMAL
+    _check_duals(prob, K, 1e-6)
+    _, ref = model()
+    ref.solve(solver=cp.CLARABEL)
+    for c, r in zip(prob.constraints[1:], ref.constraints[1:], strict=True):
+        assert float(c.dual_value) == pytest.approx(float(r.dual_value), rel=1e-4, abs=1e-6)

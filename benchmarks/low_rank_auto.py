@@ -1,0 +1,155 @@
+"""``route="auto"``'s threshold for the low_rank_sdp route: the engine vs Clarabel and SCS.
+
+Usage: python benchmarks/low_rank_auto.py [--families sde maxcut theta completion] [--sizes 20 30
+       50 80 120 200 300] [--seeds 0] [--cap 60] [--clarabel-max-n 120] [--out low_rank_auto]
+
+Families (CVXPY models as a user writes them, one symmetric ``K``): ``sde`` (maximize tr K,
+``K >> 0``, ``sum(K) == 0``, squared k-NN distances of a swiss roll, k = 6, as rows
+``K[I, I] + K[J, J] - 2 K[I, J] == d2``), ``maxcut`` (maximize ``tr(L K) / 4``, ``diag(K) == 1``,
+G(n, 0.1)), ``theta`` (Lovasz theta of G(n, 0.2): maximize ``sum(K)``, ``tr K == 1``,
+``K[I, J] == 0`` on the edges), ``completion`` (nuclear-norm completion of a rank-2 ``p x p``
+matrix, 40% observed, as ``minimize tr K`` with ``K[i, p + j] == M_ij`` on the observed entries,
+``n = 2p``). Backends, each (instance, backend) in its own subprocess with the wall-clock cap:
+``engine`` (``specopt.solve(route="low_rank_sdp")``, tol 1e-5: status after the gate),
+``clarabel`` (CVXPY, defaults; skipped above ``--clarabel-max-n``: dense KKT of side n(n+1)/2),
+``scs`` (CVXPY, ``eps = 1e-5``). Time is the solve call, CVXPY's compile included. Prints the
+table (per family and n: median / worst over seeds) and writes JSON with the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks._common import markdown_table, run_json_subprocess, write_json  # noqa: E402
+
+
+def model(family: str, n: int, seed: int):
+    """The CVXPY problem of one instance."""
+    import cvxpy as cp
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    if family == "sde":
+        from scipy.sparse.csgraph import connected_components
+        from sklearn.datasets import make_swiss_roll
+        from sklearn.neighbors import kneighbors_graph
+
+        X, _ = make_swiss_roll(n, random_state=seed)
+        k = 6
+        while True:
+            G = kneighbors_graph(X, k)
+            G = ((G + G.T) > 0).astype(float)
+            if connected_components(G)[0] == 1:
+                break
+            k += 1
+        I, J = np.nonzero(np.triu(G.toarray(), 1))
+        d2 = np.sum((X[I] - X[J]) ** 2, axis=1)
+        d2 /= d2.mean()
+        K = cp.Variable((n, n), symmetric=True)
+        return cp.Problem(cp.Maximize(cp.trace(K)),
+                          [K >> 0, cp.sum(K) == 0, K[I, I] + K[J, J] - 2 * K[I, J] == d2])
+    if family == "maxcut":
+        W = np.triu(rng.random((n, n)) < 0.1, 1).astype(float)
+        W = W + W.T
+        L = np.diag(W.sum(1)) - W
+        K = cp.Variable((n, n), symmetric=True)
+        return cp.Problem(cp.Maximize(cp.trace(L @ K) / 4), [K >> 0, cp.diag(K) == 1])
+    if family == "theta":
+        I, J = np.nonzero(np.triu(rng.random((n, n)) < 0.2, 1))
+        K = cp.Variable((n, n), symmetric=True)
+        return cp.Problem(cp.Maximize(cp.sum(K)), [K >> 0, cp.trace(K) == 1, K[I, J] == 0])
+    if family == "completion":
+        p = n // 2
+        M = rng.standard_normal((p, 2)) @ rng.standard_normal((2, p))
+        I, J = np.nonzero(rng.random((p, p)) < 0.4)
+        K = cp.Variable((2 * p, 2 * p), symmetric=True)
+        return cp.Problem(cp.Minimize(cp.trace(K)), [K >> 0, K[I, p + J] == M[I, J]])
+    raise ValueError(f"unknown family {family}")
+
+
+def child(family: str, n: int, seed: int, backend: str) -> None:
+    import cvxpy as cp
+
+    import specopt
+
+    prob = model(family, n, seed)
+    t0 = time.perf_counter()
+    if backend == "engine":
+        specopt.solve(prob, route="low_rank_sdp")
+    elif backend == "clarabel":
+        prob.solve(solver=cp.CLARABEL)
+    elif backend == "scs":
+        prob.solve(solver=cp.SCS, eps=1e-5)
+    else:
+        raise ValueError(backend)
+    out = {"time": time.perf_counter() - t0, "status": prob.status, "value": prob.value}
+    print(json.dumps(out, default=float))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--families", nargs="*", default=["sde", "maxcut", "theta", "completion"])
+    ap.add_argument("--sizes", nargs="*", type=int, default=[20, 30, 50, 80, 120, 200, 300])
+    ap.add_argument("--seeds", nargs="*", type=int, default=[0])
+    ap.add_argument("--backends", nargs="*", default=["engine", "clarabel", "scs"])
+    ap.add_argument("--cap", type=float, default=60.0)
+    ap.add_argument("--clarabel-max-n", type=int, default=120)
+    ap.add_argument("--out", default="low_rank_auto")
+    ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        f, n, s, b = args.child
+        child(f, int(n), int(s), b)
+        return
+    rows = []
+    load0 = os.getloadavg()
+    for fam in args.families:
+        for n in args.sizes:
+            for seed in args.seeds:
+                for b in args.backends:
+                    row = {"family": fam, "n": n, "seed": seed, "backend": b}
+                    if b == "clarabel" and n > args.clarabel_max_n:
+                        row["status"] = "skipped"
+                    else:
+                        res = run_json_subprocess([str(Path(__file__).resolve()), "--child", fam,
+                                                   str(n), str(seed), b], args.cap, ROOT)
+                        if "error" in res:
+                            row.update(status="timeout" if "timeout" in res["error"] else
+                                       "error", time=res.get("time"), error=res["error"])
+                        else:
+                            row.update(res)
+                    row["load"] = os.getloadavg()[0]
+                    rows.append(row)
+                    print(json.dumps(row, default=float), flush=True)
+    table = []
+    for fam in args.families:
+        for n in args.sizes:
+            line = {"family": fam, "n": n}
+            for b in args.backends:
+                ts = [r["time"] for r in rows if r["family"] == fam and r["n"] == n
+                      and r["backend"] == b and r.get("status") == "optimal"]
+                st = {r.get("status") for r in rows if r["family"] == fam and r["n"] == n
+                      and r["backend"] == b}
+                line[b] = (f"{statistics.median(ts):.3g} / {max(ts):.3g}" if ts
+                           else "/".join(sorted(str(s) for s in st)))
+            table.append(line)
+    write_json(args.out, rows, {"cap_s": args.cap, "load_start": load0,
+                                "load_end": os.getloadavg()})
+    print(markdown_table(table, ["family", "n", *args.backends]))
+    print(f"\ntimes (s, median / worst over seeds, status optimal only); load {load0[0]:.1f} -> "
+          f"{os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
