@@ -95,12 +95,11 @@ def project_soc(v: np.ndarray) -> np.ndarray:
 
 def correct_exp_dual(v: np.ndarray) -> np.ndarray:
     """A point of the dual exponential cone ``{(u, v, w): u < 0, -u e^(v/u) <= e w}`` closure
-    near ``v``: raise ``w`` (u < 0), or set ``u`` to 0 and clip ``v, w`` at 0 (u >= 0)."""
+    near ``v``: raise ``w`` (u < 0), or set ``u`` to 0 and clip ``v, w`` at 0 (u >= 0, or the
+    needed ``w`` beyond floating point)."""
     u, vv, w = (float(x) for x in v)
-    if u < 0:
-        with np.errstate(over="ignore"):
-            need = -u * math.exp(min(vv / u - 1.0, 700.0))
-        return np.array([u, vv, max(w, need)])
+    if u < 0 and vv / u - 1.0 < 700.0:  # else e^(v/u) overflows: the u = 0 face instead
+        return np.array([u, vv, max(w, -u * math.exp(vv / u - 1.0))])
     return np.array([0.0, max(vv, 0.0), max(w, 0.0)])
 
 
