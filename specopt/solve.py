@@ -330,6 +330,9 @@ def _solve_and_check(
         # infeasible / unbounded: a status, never values
         result.primal = {}
         checks: dict[str, gate.Check] = {}
+        own = (result.extra or {}).get("status_check")  # the route's measured certificate
+        if own is not None:
+            checks[own[0]] = gate.Check(bool(own[1]), own[2], own[3])
         if result.status == cp.INFEASIBLE:
             # the claim is cross-checked: a feasibility solve must not find a point
             verdict = gate.feasibility_probe(problem)

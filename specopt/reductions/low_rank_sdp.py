@@ -30,6 +30,8 @@ docs/routes/low_rank_sdp.md).
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +44,7 @@ from ..solvers.low_rank_sdp import (
     UNBOUNDED,
     SparseRows,
     SymOp,
+    _adjoint_sparse,
     distance_rows,
     graph_trace_bound,
     mm_step_method,
@@ -69,6 +72,23 @@ PAYS_OFF_MIN_N = 20
 #: Clarabel's dense KKT side n(n+1)/2 passes 300): SCS 3.2 / 17.1 s vs 3.7 / 2.6 s; n = 41: SCS
 #: 10.3 s vs 2.7 s (digits). So the engine takes over where SCS would (n = 24): no cliff there.
 ITERATED_MIN_N: int | None = 24
+
+#: Status checks (infeasible / unbounded) when the engine ends uncertified. Up to
+#: ``FIRST_BUDGET_MAX_N`` the engine first runs at most ``FIRST_BUDGET`` seconds: a feasible
+#: problem of that size is certified well within it (the interior point: 0.01-0.3 s at n <= 60,
+#: SDE / theta / max-cut, load ~6), an infeasible one does not stall for minutes (SDPLIB infp1/2,
+#: infd1/2, n = 30: 24-200 s before); then the checks; then, undecided, the rest of the time.
+FIRST_BUDGET = 2.0
+FIRST_BUDGET_MAX_N = 60
+#: A Farkas vector ``z`` (``A^*(z)`` PSD on the feasible face, ``b^T z < 0``) is accepted with
+#: ``lambda_min(A^*(z)) >= -FARKAS_EIG_TOL ||A^*(z)||_F`` (no trace bound known) and
+#: ``b^T z <= -FARKAS_MARGIN ||b|| ||z||`` (both scaled to ``||A^*(z)||_F = 1``; farkas_check).
+FARKAS_EIG_TOL = 1e-12
+FARKAS_MARGIN = 1e-9
+#: The recession-direction problem (``max <C, D>`` s.t. ``A(D) = 0``, ``tr D <= 1``) is solved to
+#: this tolerance; a ray is accepted with ``sgn <C, D> >= RAY_GAIN ||C||_F``.
+RAY_TOL = 1e-7
+RAY_GAIN = 1e-6
 
 
 @dataclass
@@ -267,9 +287,34 @@ class LowRankSDPRoute(Route):
             raise TypeError(f"unknown option(s) for route 'low_rank_sdp': {', '.join(opts)}")
         if warm is not None and not isinstance(warm, bool):
             kw["Y0"], kw["y0"] = warm[0], warm[1]
+        t0 = time.perf_counter()
+        limit = kw.get("time_limit")
+        # small n: a first run on a short budget, then (uncertified) the status checks, then
+        # the rest of the time (see FIRST_BUDGET)
+        budgeted = d.n <= FIRST_BUDGET_MAX_N and (limit is None or limit > FIRST_BUDGET)
+        run = dict(kw, time_limit=FIRST_BUDGET) if budgeted else kw
         res = solve_low_rank_sdp(d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                                  implied_trace_bound=d.implied_trace_bound, centered=d.centered,
-                                 face=face, verbose=verbose, **kw)
+                                 face=face, verbose=verbose, **run)
+        if res.status not in (OPTIMAL, UNBOUNDED) and face is None:
+            left = None if limit is None else limit - (time.perf_counter() - t0)
+            decided = _decide_status(d, res, kw, left, verbose)
+            if decided is not None:
+                decided.solve_time = time.perf_counter() - t0
+                return decided
+            left = None if limit is None else limit - (time.perf_counter() - t0)
+            if budgeted and res.solve_time >= 0.9 * FIRST_BUDGET and (left is None or left > 0):
+                res = solve_low_rank_sdp(
+                    d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
+                    implied_trace_bound=d.implied_trace_bound, centered=d.centered, face=face,
+                    verbose=verbose, **dict(kw, time_limit=left))
+                res.solve_time = time.perf_counter() - t0
+                if res.status not in (OPTIMAL, UNBOUNDED):  # the longer run's multipliers
+                    left = None if limit is None else limit - (time.perf_counter() - t0)
+                    decided = _decide_status(d, res, kw, left, verbose)
+                    if decided is not None:
+                        decided.solve_time = time.perf_counter() - t0
+                        return decided
         if res.status == UNBOUNDED:  # a recession ray and a feasible point (solver docstring)
             return RouteResult(status=cp.UNBOUNDED, primal={},
                                objective=np.inf if d.sense == "max" else -np.inf,
@@ -299,14 +344,191 @@ class LowRankSDPRoute(Route):
 
     @staticmethod
     def _duals(d: LRData, res) -> dict[int, Any]:
-        # CVXPY's convention: Lagrangian f0 + sum y_eq^T (lhs - rhs) for minimize; for
-        # maximize the duals of -f0. Our y: <C, K> - y^T (A(K) - b) (min), sign-flipped for max.
-        dual: dict[int, Any] = {}
-        s = -1.0 if d.sense == "min" else 1.0
-        for con, sl in d.rows:
-            val = s * res.y[sl]
-            dual[con.id] = val.reshape(con.shape, order="F") if con.shape else float(val[0])
+        return route_duals(d, res.y, res.mu)
+
+
+#: The PSD dual matrix (and the centering duals, which need it) is formed densely and projected
+#: onto the PSD cone up to this side (one dense ``eigh``, measured at load 14: 0.27 s at n = 500,
+#: 2.0 s at n = 1000, 12 s at n = 2000); above, ``None`` (the solve would pay more than the
+#: engine's own time on max-cut at n = 2000).
+PSD_DUAL_MAX_N = 1000
+
+
+def route_duals(d: LRData, y: np.ndarray, mu: float) -> dict[int, Any]:
+    """CVXPY's dual values (``constraint.dual_value``) for the constraints the route read.
+
+    CVXPY's convention: the Lagrangian ``f0 + nu^T (lhs - rhs) + lam (g) - <Z, K>`` for
+    minimize, the duals of ``-f0`` for maximize. The engine's ``y`` gives the equality rows
+    ``nu = -y`` (min) / ``y`` (max); its trace multiplier ``mu`` gives ``trace(K) <= t``
+    (``mu / a`` for the spelling ``a tr K <= a t``); stationarity then gives the PSD dual
+    ``Z = C - A^*(y) + mu I`` (min), ``A^*(y) - C + mu I`` (max). With centering the slack is PSD
+    only on ``1^perp``: the centering duals move ``Z`` there: ``K 1 == 0`` (vector ``u``):
+    ``Z + (u 1^T + 1 u^T) / 2 = P Z P``, ``P = I - 11^T / n``; ``sum(K) == 0`` (scalar ``w``):
+    ``Z + w 11^T`` with the smallest ``w = 2^k ||Z||_F / n`` (``k < 10``) that leaves
+    ``lambda_min`` within rounding of ``P Z P``'s (the scalar spelling's multiplier need not
+    exist: ``K 1 = 0`` follows from ``1^T K 1 = 0`` only through ``K`` PSD). ``Z`` is finally
+    projected onto the PSD cone (eigenvalues clipped at 0; at a certified point the clipped part
+    is of the order of the certificate's tolerance).
+    Constraints that repeat a centering condition get zero duals.
+    """
+    dual: dict[int, Any] = {}
+    s = -1.0 if d.sense == "min" else 1.0
+    y = np.asarray(y, dtype=float)
+    for con, sl in d.rows:
+        val = s * y[sl]
+        dual[con.id] = val.reshape(con.shape, order="F") if con.shape else float(val[0])
+    mu = float(mu or 0.0)
+    if d.trace_con is not None:
+        dual[d.trace_con[0].id] = mu / d.trace_con[1]
+    n = d.n
+    if n > PSD_DUAL_MAX_N:
         return dual
+    Z = s * (_adjoint_sparse(d.A, y).toarray() if d.A.m else np.zeros((n, n)))
+    Z -= s * d.C.to_dense()
+    Z[np.diag_indices(n)] += mu
+    Z = 0.5 * (Z + Z.T)
+    for k, con in enumerate(d.centering_cons):
+        c = _centering_scale(con, d.K)
+        if k > 0 or c == 0:
+            dual[con.id] = np.zeros(con.shape) if con.shape else 0.0
+            continue
+        if con.size == 1:  # sum(K) == 0: Z + c w 11^T
+            Q = _complement_basis(n)
+            target = float(np.linalg.eigvalsh(Q.T @ Z @ Q)[0]) if n > 1 else 0.0
+            w = max(float(np.linalg.norm(Z)), 1e-300) / n
+            for _ in range(10):  # no finite w may exist (degenerate): then the projection
+                if float(np.linalg.eigvalsh(Z + w * np.ones((n, n)))[0]) >= (
+                        target - 1e-10 * max(1.0, abs(target))):
+                    break
+                w *= 2.0
+            Z = Z + w * np.ones((n, n))
+            dual[con.id] = w / c
+        else:  # K @ 1 == 0 (or 1 @ K): Z + c (u 1^T + 1 u^T) / 2 = P Z P
+            z1 = Z.sum(axis=1)
+            u = -2.0 * z1 / n + (float(z1.sum()) / n**2)
+            P = np.eye(n) - np.full((n, n), 1.0 / n)
+            Z = P @ Z @ P
+            dual[con.id] = (u / c).reshape(con.shape)
+    if d.psd_con is not None:
+        lam, V = np.linalg.eigh(0.5 * (Z + Z.T))
+        dual[d.psd_con.id] = (V * np.maximum(lam, 0.0)) @ V.T
+    return dual
+
+
+def _centering_scale(con: cp.Constraint, K: cp.Variable) -> float:
+    """``c`` of a centering constraint ``c (K 1) == 0`` / ``c sum(K) == 0`` (its one
+    coefficient, see ``ConstraintInfo.is_centering``)."""
+    from .analysis import affine_maps
+
+    expr = con.args[0] - con.args[1]
+    coef = sp.coo_array(affine_maps([expr], [K])[0].coef(K))
+    return float(coef.data[0]) if coef.nnz else 0.0
+
+
+def _complement_basis(n: int) -> np.ndarray:
+    """Orthonormal basis (n x (n - 1)) of ``1^perp``: the Householder reflection of ``e_1`` onto
+    ``1 / sqrt(n)``, without its first column."""
+    v = np.full(n, 1.0 / math.sqrt(n))
+    v[0] -= 1.0
+    nv = float(v @ v)
+    H = np.eye(n) - (2.0 / nv) * np.outer(v, v) if nv > 0 else np.eye(n)
+    return H[:, 1:]
+
+
+def farkas_check(d: LRData, z: np.ndarray) -> tuple[bool, float, float]:
+    """Whether ``z`` proves ``{K PSD : A(K) = b [, 1^T K 1 = 0] [, tr K <= t]}`` empty:
+    ``(passed, lambda_min, b^T z)`` with ``z`` scaled to ``||A^*(z)||_F = 1``.
+
+    For every feasible ``K``: ``b^T z = <A^*(z), K> >= lambda_min tr K`` (with centering
+    ``K = Q Q^T K Q Q^T``, ``Q`` a basis of ``1^perp``, so ``lambda_min`` is that of
+    ``Q^T A^*(z) Q``). Hence ``b^T z + T max(0, -lambda_min) < 0`` contradicts feasibility for a
+    bound ``tr K <= T`` (the trace constraint or the bound implied by the rows); without one
+    ``lambda_min >= -FARKAS_EIG_TOL`` (rounding) and ``b^T z < 0`` is required.
+    """
+    S = _adjoint_sparse(d.A, np.asarray(z, float)).toarray()
+    nrm = float(np.linalg.norm(S))
+    if not nrm > 0 or not np.all(np.isfinite(S)):
+        return False, math.nan, math.nan
+    S /= nrm
+    btz = float(d.b @ z) / nrm
+    if d.centered:
+        Q = _complement_basis(d.n)
+        S = Q.T @ S @ Q
+    lam = float(np.linalg.eigvalsh(S)[0]) if S.size else 0.0
+    margin = FARKAS_MARGIN * float(np.linalg.norm(d.b)) * float(np.linalg.norm(z)) / nrm
+    T = d.trace_bound if d.trace_bound is not None else d.implied_trace_bound
+    if T is not None:
+        ok = btz + T * max(0.0, -lam) < -margin
+    else:
+        ok = lam >= -FARKAS_EIG_TOL and btz < -margin
+    return bool(ok), lam, btz
+
+
+def ray_check(d: LRData, D: np.ndarray) -> tuple[bool, float, float]:
+    """Whether the PSD matrix ``D`` is a recession direction along which the objective improves:
+    ``(passed, ||A(D)||_inf / tr D, gain)``, ``gain = sgn <C, D> / (||C||_F tr D)`` (``sgn`` +1
+    when maximizing). Accepted with ``||A(D)|| <= RAY_TOL * 10 max_r ||A_r||`` (centering:
+    ``|1^T D 1| / n`` alike), no trace bound, and ``gain >= RAY_GAIN``."""
+    tr = float(np.trace(D))
+    if d.trace_bound is not None or d.implied_trace_bound is not None or not tr > 0:
+        return False, math.nan, math.nan
+    M = sp.coo_array((d.A.vals, (d.A.rows, d.A.ii * d.n + d.A.jj)), shape=(d.A.m, d.n * d.n))
+    res = np.abs(M.tocsr() @ D.ravel()) / tr if d.A.m else np.zeros(0)
+    viol = float(np.max(res, initial=0.0))
+    if d.centered:
+        viol = max(viol, abs(float(D.sum())) / (d.n * tr))
+    sgn = 1.0 if d.sense == "max" else -1.0
+    cn = d.C.fro_norm()
+    gain = sgn * float(np.sum(d.C.to_dense() * D)) / (max(cn, 1e-300) * tr)
+    anorm = float(np.max(d.A.row_norms(), initial=1.0))
+    ok = viol <= RAY_TOL * 10 * anorm and gain >= RAY_GAIN
+    return bool(ok), viol, gain
+
+
+def _decide_status(d: LRData, res: Any, kw: dict, left: float | None,
+                   verbose: bool) -> RouteResult | None:
+    """``infeasible`` (a Farkas vector from the engine's diverging multipliers) or ``unbounded``
+    (a certified recession direction and a feasible point) when the engine ended uncertified;
+    None when neither is proven."""
+    sgn = 1.0 if d.sense == "max" else -1.0  # engine's y: A^*(y) - C PSD (max), C - A^*(y) (min)
+    if d.A.m and res.y is not None and np.any(res.y):
+        z = sgn * np.asarray(res.y, float)
+        ok, lam, btz = farkas_check(d, z)
+        if verbose:
+            print(f"[low_rank_sdp] Farkas check on the multipliers: lambda_min {lam:.3g}, "
+                  f"b^T z {btz:.3g} -> {'infeasible' if ok else 'not proven'}")
+        if ok:
+            return RouteResult(status=cp.INFEASIBLE, primal={},
+                               objective=-np.inf if d.sense == "max" else np.inf,
+                               backend="low_rank_sdp", solve_time=res.solve_time,
+                               history=res.history,
+                               extra={"farkas": z, "farkas_lambda_min": lam, "farkas_btz": btz,
+                                      "engine_status": res.status,
+                                      "status_check": ("farkas", ok, btz, 0.0)})
+    if (d.trace_bound is not None or d.implied_trace_bound is not None
+            or res.primal_residual > kw.get("tol", 1e-5)):
+        return None  # no ray possible, or no feasible point shown
+    if left is not None and left <= 0:
+        return None
+    ray = solve_low_rank_sdp(d.C, d.A, np.zeros(d.A.m), sense=d.sense, trace_bound=1.0,
+                             centered=d.centered, tol=RAY_TOL, time_limit=left,
+                             seed=kw.get("seed", 0))
+    if ray.status != OPTIMAL:
+        return None
+    D = ray.Y @ ray.Y.T
+    ok, viol, gain = ray_check(d, D)
+    if verbose:
+        print(f"[low_rank_sdp] recession direction: |A(D)| {viol:.3g}, gain {gain:.3g} -> "
+              f"{'unbounded' if ok else 'not proven'}")
+    if not ok:
+        return None
+    return RouteResult(status=cp.UNBOUNDED, primal={},
+                       objective=np.inf if d.sense == "max" else -np.inf,
+                       backend="low_rank_sdp", solve_time=res.solve_time, history=res.history,
+                       extra={"ray": ray.Y, "ray_violation": viol, "ray_gain": gain,
+                              "primal_residual": res.primal_residual,
+                              "engine_status": res.status,
+                              "status_check": ("recession_ray", ok, viol, RAY_TOL * 10)})
 
 
 def _face(d: LRData, flag: Any) -> Any:
