@@ -213,7 +213,26 @@ def conic_solve(
         info["dobj"] = float(raw.obj_val_dual)
         info["iterations"] = info["iterations"] or getattr(raw, "iterations", None)
         info["raw_status"] = str(getattr(raw, "status", "")) or None
+    info["canonical"] = _canonical_point(data, raw, inverse_data, chain)
     return solution, info
+
+
+def _canonical_point(data: dict, raw: Any, inverse_data: Any, chain: Any) -> dict | None:
+    """The canonical form ``min 1/2 x'Px + c'x + d, Ax + s = b, s in K`` CVXPY gave SCS or
+    Clarabel and the solver's ``x`` and dual ``y`` (for ``specopt.conic_bound``), else None."""
+    try:
+        if isinstance(raw, dict) and "y" in raw:  # SCS
+            x, y = raw.get("x"), raw.get("y")
+        elif hasattr(raw, "z") and hasattr(raw, "x"):  # Clarabel
+            x, y = np.asarray(raw.x), np.asarray(raw.z)
+        else:
+            return None
+        return {"A": data["A"], "b": data["b"], "c": data["c"], "P": data.get("P"),
+                "dims": data["dims"], "offset": float(inverse_data[-1]["offset"]),
+                "x": x, "y": y, "upper_triangle": "UPPER" in str(
+                    getattr(chain.solver, "PSD_TRIANGLE_KIND", ""))}
+    except (KeyError, TypeError, IndexError, AttributeError):
+        return None
 
 
 def _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts):

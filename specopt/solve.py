@@ -247,6 +247,14 @@ def _run_route(
                     result, checks, bad = result2, checks2, bad2
     reasons: list[str] = []
     status = result.status
+    if (not bad and status == cp.OPTIMAL_INACCURATE and chosen.name == "conic"
+            and "gap" in checks and "dual_feasibility" in checks):
+        # the gate decides, not the solver's flag: a checked bound within the gap tolerance and
+        # a point within the feasibility tolerance are what "optimal" means everywhere else
+        reasons.append(f"{result.backend} reported optimal_inaccurate; every gate check passes "
+                       f"(relative gap {checks['gap'].measured:.2g}, relative violation "
+                       f"{checks['feasibility'].measured:.2g}): optimal")
+        status = cp.OPTIMAL
     if "conic_probe" in bad and status == cp.INFEASIBLE:
         raise cp.error.SolverError(
             f"route {chosen.name} ({result.backend}) reported the problem infeasible, but a "
@@ -397,7 +405,8 @@ def apply_result(problem: cp.Problem, result: RouteResult, cert: Certificate) ->
     )
     if cert.setup_time is not None:
         compat.set_compilation_time(problem, cert.setup_time)
-    _CERTIFICATES[problem] = cert
+    # the certificate belongs to this solve: the stats object CVXPY replaces on every solve
+    _CERTIFICATES[problem] = (cert, problem.solver_stats)
 
 
 def solve(
@@ -428,13 +437,27 @@ def solve(
 
 
 def certificate(problem: cp.Problem) -> Certificate:
-    """The certificate of the last specopt solve of ``problem``."""
+    """The certificate of the last solve of ``problem``, which must have been a specopt solve.
+
+    Any later solve (``prob.solve(solver="CLARABEL")``, another ``method``) replaces the values the
+    certificate spoke about: the certificate is then gone (a ``ValueError`` says so), recognized
+    by CVXPY's ``solver_stats`` object, which every solve replaces.
+    """
     try:
-        return _CERTIFICATES[problem]
+        cert, stats = _CERTIFICATES[problem]
     except KeyError:
         raise ValueError(
             "this problem has not been solved with method='specopt' yet"
         ) from None
+    if problem.solver_stats is not stats:
+        now = getattr(problem.solver_stats, "solver_name", None)
+        raise ValueError(
+            "the last solve of this problem was not a specopt solve"
+            + (f" (solver {now}, status {problem.status})" if now else "")
+            + ": the certificate of the earlier specopt solve no longer describes its values; "
+            "solve it again with method='specopt'"
+        )
+    return cert
 
 
 def _solve_method(problem: cp.Problem, *args: Any, **kwargs: Any) -> float:
