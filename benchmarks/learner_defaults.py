@@ -69,9 +69,7 @@ def _learner(name: str, tol: float, seed: int, d: int = 0):
     if name == "KernelITML":
         return KernelITML(tol=tol, random_state=seed)
     if name == "LowRankITML":
-        # rank 5 (the default) makes the hard constraints infeasible on wine and breast
-        # cancer with the default bounds; d - 3 is feasible on wine (d = 13)
-        return LowRankITML(rank=max(1, d - 3), tol=tol, random_state=seed)
+        return LowRankITML(tol=tol, random_state=seed)  # defaults (rank 5, gamma 1)
     return RelativeComparisonMetric(tol=tol, random_state=seed)
 
 
