@@ -129,7 +129,13 @@ def _read_description(desc: Any, problem: cp.Problem) -> LRData:
         )
     K = variables[0]
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
-        raise RouteMismatch(f"variable {K.name()} is not a square matrix")
+        hint = ""
+        if cp.normNuc in problem.objective.atoms():
+            # a nuclear-norm completion: its PSD embedding is this route's form
+            hint = ("; for nuclear-norm completion use specopt.learn.NuclearNormCompletion "
+                    "(solver='LOW_RANK' solves it with this route's engine on the PSD "
+                    "embedding of the matrix)")
+        raise RouteMismatch(f"variable {K.name()} is not a square matrix{hint}")
     attrs = K.attributes
     if not (attrs.get("symmetric") or attrs.get("PSD")):
         raise RouteMismatch(f"{K.name()} must be declared symmetric=True or PSD=True")
