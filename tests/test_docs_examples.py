@@ -37,3 +37,23 @@ def test_page_code_blocks_run(page, tmp_path, monkeypatch):
         except Exception as exc:
             raise AssertionError(f"{page.relative_to(ROOT)} block {k} fails: "
                                  f"{type(exc).__name__}: {exc}\n---\n{block}") from exc
+
+
+def test_every_page_is_in_the_nav_and_linked_from_the_index():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    index = (ROOT / "docs" / "index.md").read_text()
+    for page in (ROOT / "docs").rglob("*.md"):
+        rel = page.relative_to(ROOT / "docs").as_posix()
+        assert f": {rel}" in nav, f"{rel} is not in mkdocs.yml's nav"
+        if rel != "index.md":
+            assert f"]({rel})" in index, f"docs/index.md does not link {rel}"
+
+
+def test_docs_cite_only_files_in_the_repository():
+    """Paths in backticks that look like repository files exist (no notes outside the repo)."""
+    for page in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]:
+        for path in re.findall(r"`((?:specopt|benchmarks|tests|docs|examples|shared)/[\w/.-]+"
+                               r"\.(?:py|md|json))", page.read_text()):
+            if "*" in path:
+                continue
+            assert (ROOT / path).exists(), f"{page.relative_to(ROOT)} cites {path}"
