@@ -30,6 +30,8 @@ docs/routes/low_rank_sdp.md).
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -279,10 +281,25 @@ class LowRankSDPRoute(Route):
             return v + d.offset
 
         cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
+        # the trace of every step (interior point and factored), in the user's objective, with
+        # time stamps: the certificate's history (the solver's own is kept under its keys)
+        trace: dict[str, list[float]] = {"step": [], "time": [], "objective": [], "gap": [],
+                                         "violation": []}
+        t0 = time.perf_counter()
+
+        def record(it: int, objective: float, gap: float | None = None,
+                   violation: float | None = None, **extra: Any) -> None:
+            for key, v in zip(trace, (it, time.perf_counter() - t0, user(objective), gap,
+                                      violation), strict=True):
+                trace[key].append(math.nan if v is None else float(v))
+            if cb is not None:
+                cb(it, objective=objective, gap=gap, violation=violation, **extra)
+
         res = solve_low_rank_sdp(d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                                  implied_trace_bound=d.implied_trace_bound, centered=d.centered,
-                                 face=face, callback=cb, **kw)
-        history = user_history(res.history, user)
+                                 face=face, callback=record, **kw)
+        history = {f"engine_{k}": v for k, v in user_history(res.history, user).items()}
+        history.update(trace)
         if res.status == UNBOUNDED:  # a recession ray and a feasible point (solver docstring)
             return RouteResult(status=cp.UNBOUNDED, primal={},
                                objective=np.inf if d.sense == "max" else -np.inf,
@@ -291,6 +308,11 @@ class LowRankSDPRoute(Route):
                                extra={"ray": res.ray, "engine_status": res.status})
         Kval = res.Y @ res.Y.T
         status = cp.OPTIMAL if res.status == OPTIMAL else cp.OPTIMAL_INACCURATE
+        if trace["objective"] and res.objective + d.offset != trace["objective"][-1]:
+            # the returned (polished / best) point ends the trace
+            for key, v in zip(trace, (res.iterations, res.solve_time, res.objective + d.offset,
+                                      res.gap, res.primal_residual), strict=True):
+                trace[key].append(math.nan if v is None else float(v))
         return RouteResult(
             status=status,
             primal={d.K.id: Kval},
