@@ -21,6 +21,7 @@ from .atoms import (
 )
 from .backends import available_backends, default_backend, mosek_licensed
 from .certificate import STATIONARY, Certificate
+from .io import read_sdpa, write_sdpa
 from .reductions import route_names
 from .reductions.canonicalize import register_canonicalizers
 from .solve import _solve_method, certificate, dcp_hint, explain, solve
@@ -55,8 +56,10 @@ __all__ = [
     "mosek_licensed",
     "mve_cost",
     "rank_one_decomposition",
+    "read_sdpa",
     "route_names",
     "row_quad_forms",
     "solve",
     "spectraplex",
+    "write_sdpa",
 ]

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import _cvxpy_compat as compat
 from . import gate
+from ._threads import check_threads, limit_threads, problem_size
 from .certificate import STATIONARY, Certificate, relative_gap
 from .reductions import Match, Route, RouteResult, get_route, routes_in_order
 from .validate import check_numeric_options, check_problem
@@ -200,9 +201,22 @@ def run_route(
     of ``optimal`` / ``stationary_point`` that fails a check is downgraded (or reclassified
     ``infeasible``); on the conic route a failing result is first retried on the other backend
     (SCS <-> Clarabel) unless ``retry=False``.
+
+    ``threads`` (an option of every route) is the number of BLAS/OpenMP threads of the solve:
+    None (default) one thread, except for large problems on a machine with idle cores; a
+    positive integer; or -1 for every core (``specopt._threads``).
     """
     if not isinstance(problem, cp.Problem):
         raise TypeError(f"expected a cvxpy.Problem, got {type(problem).__name__}")
+    threads = check_threads(opts.pop("threads", None))
+    with limit_threads(threads, size=problem_size(problem)):
+        return _run_route(problem, route, solver, verbose, retry, opts)
+
+
+def _run_route(
+    problem: cp.Problem, route: str, solver: str | None, verbose: bool, retry: bool,
+    opts: dict[str, Any],
+) -> tuple[RouteResult, Certificate]:
     check_problem(problem)
     check_numeric_options(opts)
     t0 = time.perf_counter()
@@ -308,6 +322,9 @@ def _solve_and_check(
         # infeasible / unbounded: a status, never values
         result.primal = {}
         checks: dict[str, gate.Check] = {}
+        own = (result.extra or {}).get("status_check")  # the route's measured certificate
+        if own is not None:
+            checks[own[0]] = gate.Check(bool(own[1]), own[2], own[3])
         if result.status == cp.INFEASIBLE:
             # the claim is cross-checked: a feasibility solve must not find a point
             verdict = gate.feasibility_probe(problem)

@@ -12,11 +12,72 @@ what was expected).
 from __future__ import annotations
 
 from collections.abc import Callable
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import TransformerMixin
+
+# scikit-learn's parameter validator is private (sklearn.utils._param_validation): this is the one
+# place that imports it; the learners take Interval / StrOptions / Options from here.
+from sklearn.utils._param_validation import (
+    HasMethods,
+    Interval,
+    InvalidParameterError,
+    Options,
+    StrOptions,
+    validate_parameter_constraints,
+)
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+__all__ = [
+    "HasMethods",
+    "Integral",
+    "Interval",
+    "InvalidParameterError",
+    "MahalanobisMixin",
+    "Options",
+    "Real",
+    "StrOptions",
+    "check_params",
+    "components_from_matrix",
+    "finish_progress",
+    "progress_callback",
+    "reject_dask_nan",
+]
+
+#: Shared parameter constraints (scikit-learn's ``_parameter_constraints`` vocabulary).
+POSITIVE = Interval(Real, 0, None, closed="neither")  # finite and > 0: NaN and inf rejected
+NONNEG = Interval(Real, 0, None, closed="left")
+TOL = [POSITIVE]
+COUNT = Interval(Integral, 1, None, closed="left")
+VERBOSE = ["verbose"]
+RANDOM_STATE = ["random_state", HasMethods(["integers"])]  # also a numpy Generator
+SOLVER_OPTIONS = [dict, None]
+
+
+def check_params(est: Any) -> None:
+    """Check ``est``'s constructor parameters against its table ``_parameter_constraints``.
+
+    Raises :class:`sklearn.utils._param_validation.InvalidParameterError` (a ``ValueError`` and a
+    ``TypeError``) naming the parameter, what it must be and the value given, before any solve:
+    NaN and infinite numbers fall outside every interval here (``Interval(Real, 0, None)`` is
+    finite; ``gamma=np.inf`` is allowed by ITML's table explicitly).
+    """
+    validate_parameter_constraints(
+        est._parameter_constraints, est.get_params(deep=False), caller_name=type(est).__name__
+    )
+
+
+def reject_dask_nan(X: Any, name: str = "X") -> None:
+    """For a Dask array: one reduction over the blocks, ``ValueError`` naming ``name`` if it holds
+    NaN or infinity (numpy inputs are checked by ``validate_data`` / ``check_array``)."""
+    import dask.array as da
+
+    bad = bool(da.any(~da.isfinite(X)).compute())
+    if bad:
+        raise ValueError(f"Input {name} contains NaN or infinity (Dask array checked block by "
+                         "block before the solve)")
 
 
 def components_from_matrix(M: np.ndarray, rtol: float = 0.0) -> np.ndarray:

@@ -104,11 +104,11 @@ def mm_stationarity(C0: Any, beta: Any, A: Any, b: Any, mm: Any, tol: float, *,
 
     import numpy as np
 
-    from specopt.solvers.low_rank_sdp import (
+    from specopt.solvers.sdp import (
         SymOp,
-        _top_eig_factor,
         linear_spectral_factored,
         solve_low_rank_sdp,
+        top_eig_factor,
     )
 
     beta = np.asarray(beta, dtype=float)
@@ -116,7 +116,7 @@ def mm_stationarity(C0: Any, beta: Any, A: Any, b: Any, mm: Any, tol: float, *,
     Y = mm.Y
     F = linear_spectral_factored(C0, beta, Y)
     # eigenpairs of K* = Y Y^T (padded with zero eigenvalues past the rank of Y)
-    lam, U = _top_eig_factor(Y, min(Y.shape[0], max(Y.shape[1], q + 1)))
+    lam, U = top_eig_factor(Y, min(Y.shape[0], max(Y.shape[1], q + 1)))
     last = mm.inner[-1]
 
     def decrease(V: np.ndarray) -> float:

@@ -19,7 +19,7 @@ rank-d completion ``X``; ``tau = trace_scale * 2 * ||X_nn||_*`` (nuclear-norm so
 
 Two solvers (``solver=``):
 
-* the low-rank SDP engine (:mod:`specopt.solvers.low_rank_sdp`, ``K = F F^T`` with ``F`` of
+* the low-rank SDP engine (:mod:`specopt.solvers.sdp`, ``K = F F^T`` with ``F`` of
   ``(m + n) x r``), ``solver="LOW_RANK"``, and the default (``solver=None``) from
   ``m + n >= LOW_RANK_MIN_ORDER`` (measured: ``benchmarks/completion.py --timing``,
   docs/routes/low_rank_sdp.md). The observations are the entry rows ``K[i, m + j] = M_ij``.
@@ -42,6 +42,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
+from .._threads import limited
 from ._low_rank import LOW_RANK, LOW_RANK_TOL, use_low_rank
 
 __all__ = ["LOW_RANK_MIN_ORDER", "NuclearNormCompletion", "SpectralMatrixCompletion",
@@ -90,7 +91,7 @@ def _check_partial(X: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def _entry_rows(M: np.ndarray, mask: np.ndarray):
     """The observations as entry rows of the embedding: ``K[i, m + j] = M_ij``."""
-    from specopt.solvers.low_rank_sdp import SparseRows
+    from specopt.solvers.sdp import SparseRows
 
     m, n = M.shape
     ii, jj = np.nonzero(mask)
@@ -141,7 +142,7 @@ class _CompletionBase(BaseEstimator):
 
     def _nuclear_low_rank(self, M: np.ndarray, mask: np.ndarray, opts: dict):
         """``min tr(K) / 2`` s.t. ``K[i, m + j] = M_ij`` (observed), one engine solve."""
-        from specopt.solvers.low_rank_sdp import SymOp, solve_low_rank_sdp
+        from specopt.solvers.sdp import SymOp, solve_low_rank_sdp
 
         from ._base import finish_progress, progress_callback
 
@@ -188,6 +189,7 @@ class NuclearNormCompletion(_CompletionBase):
         self.solver_options = solver_options
         self.verbose = verbose
 
+    @limited
     def fit(self, X: Any, y: Any = None) -> NuclearNormCompletion:
         M, mask = _check_partial(X)
         if self._use_low_rank(sum(M.shape), self.C is None):
@@ -266,6 +268,7 @@ class SpectralMatrixCompletion(_CompletionBase):
         self.solver_options = solver_options
         self.verbose = verbose
 
+    @limited
     def fit(self, X: Any, y: Any = None) -> SpectralMatrixCompletion:
         import specopt
         from specopt.atoms import mve_cost
@@ -318,7 +321,7 @@ class SpectralMatrixCompletion(_CompletionBase):
 
     def _fit_low_rank(self, X: Any, M: np.ndarray, mask: np.ndarray) -> SpectralMatrixCompletion:
         """Majorize-minimize on the factor from the nuclear-norm factor (class docstring)."""
-        from specopt.solvers.low_rank_sdp import SymOp, low_rank_mm
+        from specopt.solvers.sdp import SymOp, low_rank_mm
 
         from ._base import finish_progress, progress_callback
         from ._low_rank import mm_certificate, mm_stationarity

@@ -10,9 +10,12 @@ kernel matrix ``K`` in ``n_components = d`` dimensions (``y_i = sqrt(lambda_j) v
   over ``S`` (``mve_cost``; non-convex: iterated SDP from ``K = J A J``, a stationary point).
 
 ``S = {K PSD, sum_ij K_ij = 0, K_ii + K_jj - 2 K_ij = A_ii + A_jj - 2 A_ij for edges (i, j) of C}``
-with ``C`` the connectivity graph (k nearest neighbours in the kernel distance, a maximum-weight
-spanning tree of the affinities, or a given adjacency matrix); ``preserve="edges+nonshrink"`` also
-keeps every pairwise distance from shrinking (``>=`` for all pairs).
+with ``C`` the connectivity graph (``n_neighbors`` nearest neighbours in the kernel distance, a
+maximum-weight spanning tree of the affinities, or a given adjacency matrix); ``n_neighbors`` is
+clipped to N - 1: when every pair is constrained the set is the single point ``J A J`` and the fit
+is closed form (no solve; certificate route ``"closed_form"``, gap 0);
+``preserve="edges+nonshrink"`` also keeps every pairwise distance from shrinking (``>=`` for all
+pairs).
 
 With ``connectivity="graph"``, ``X`` is a symmetric adjacency matrix (e.g. a social network) and
 the affinity is the classical-MDS kernel of the hop distances (its PSD part), unless ``kernel`` is
@@ -33,8 +36,20 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree, shortest_path
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._threads import limited
+from ._base import (
+    COUNT,
+    POSITIVE,
+    SOLVER_OPTIONS,
+    TOL,
+    VERBOSE,
+    Integral,
+    Interval,
+    StrOptions,
+    check_params,
+)
 from ._low_rank import LOW_RANK_TOL
 
 __all__ = [
@@ -160,8 +175,7 @@ def _connectivity(A: np.ndarray, mode: str, n_neighbors: int, adj: np.ndarray | 
     if mode == "graph":
         C = adj != 0
     elif mode == "knn":
-        if not 1 <= n_neighbors < n:
-            raise ValueError(f"n_neighbors must be in [1, {n - 1}], got {n_neighbors}")
+        n_neighbors = min(n_neighbors, n - 1)  # n_neighbors >= N: every pair
         D = _sq_dist(A)
         np.fill_diagonal(D, np.inf)
         idx = np.argsort(D, axis=1)[:, :n_neighbors]
@@ -224,7 +238,24 @@ def _kpca(K: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _EmbeddingBase(BaseEstimator):
-    """Shared fit logic; subclasses implement ``_solve_kernel(A, C) -> (K, n_iter, info)``."""
+    """Shared fit logic; subclasses implement ``_solve_kernel(A, C) -> (K, n_iter, info)`` and
+    ``_store(info)`` (their fitted attributes, by name).
+
+    ``X``: dense or sparse (densified: the affinity is a dense N x N matrix anyway); NaN and inf
+    are refused by scikit-learn's ``validate_data``, before any solve.
+    """
+
+    _parameter_constraints = {
+        "n_components": [COUNT],
+        "n_neighbors": [COUNT],
+        "kernel": [StrOptions({"linear", "rbf"}), callable],
+        "gamma": [POSITIVE, None],
+        "connectivity": [StrOptions({"knn", "spanning_tree", "graph"})],
+        "preserve": [StrOptions({"edges", "edges+nonshrink"})],
+        "solver": [str, None],
+        "solver_options": SOLVER_OPTIONS,
+        "verbose": VERBOSE,
+    }
 
     def __init__(
         self,
@@ -249,12 +280,15 @@ class _EmbeddingBase(BaseEstimator):
         self.verbose = verbose
 
     def _prepare(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        X = np.asarray(X, dtype=float)
-        if X.ndim != 2 or not np.all(np.isfinite(X)):
-            raise ValueError("X must be a finite 2-D array")
+        check_params(self)
+        X = validate_data(self, X, dtype=float, accept_sparse=True)
+        if sp.issparse(X):
+            X = X.toarray()
         n = X.shape[0]
+        if n < 2:
+            raise ValueError(f"an embedding needs at least 2 samples, got n_samples = {n}")
         d = self.n_components
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 1 <= d < n:
+        if not d < n:
             raise ValueError(f"n_components must be an integer in [1, {n - 1}], got {d!r}")
         adj = None
         if self.connectivity == "graph":
@@ -284,7 +318,7 @@ class _EmbeddingBase(BaseEstimator):
                             self.preserve == "edges")
 
     def _low_rank_data(self, A: np.ndarray, C: np.ndarray):
-        from specopt.solvers.low_rank_sdp import SparseRows, graph_trace_bound
+        from specopt.solvers.sdp import SparseRows, graph_trace_bound
 
         if self.preserve != "edges":
             raise ValueError("solver='LOW_RANK' supports preserve='edges' only")
@@ -320,6 +354,7 @@ class _EmbeddingBase(BaseEstimator):
             opts.setdefault("eps_rel", _LEARN_SCS_EPS)
         return solver, opts
 
+    @limited
     def fit(self, X: Any, y: Any = None) -> _EmbeddingBase:
         """Fit on data ``X`` (N x D), or on an adjacency matrix with ``connectivity="graph"``."""
         A, C = self._prepare(X)
@@ -328,7 +363,8 @@ class _EmbeddingBase(BaseEstimator):
         unit = float(np.mean(_sq_dist(A)[edges[:, 0], edges[:, 1]]))
         unit = unit if unit > 0 else 1.0
         t0 = time.perf_counter()
-        K, n_iter, info = self._solve_kernel(A / unit, C)
+        single = self._single_point(A / unit, C)
+        K, n_iter, info = single if single is not None else self._solve_kernel(A / unit, C)
         K = K * unit
         self.fit_time_ = time.perf_counter() - t0
         self.affinity_ = A
@@ -337,9 +373,45 @@ class _EmbeddingBase(BaseEstimator):
         self.embedding_, self.eigenvalues_ = _kpca(self.kernel_, self.n_components)
         self.energy_ = eigen_energy(self.eigenvalues_, self.n_components)
         self.n_iter_ = n_iter
-        for k, v in info.items():
-            setattr(self, k, v)
+        self._store(info)
         return self
+
+    def _store(self, info: dict) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _cost(self, K: np.ndarray) -> float | None:
+        """The learner's objective at K (None: no optimization, kernel PCA)."""
+        return None
+
+    def _single_point(self, A: np.ndarray, C: np.ndarray):
+        """Closed form when every pair is constrained: the distances and ``sum K = 0`` fix the
+        centred Gram matrix, so the SDE set is the single point ``J A J`` (when it is PSD, as for
+        the linear and RBF kernels): no solve, its objective is the optimum (certificate with
+        gap 0). This is also the path of the small inputs with ``n_neighbors >= N - 1``."""
+        n = A.shape[0]
+        if self._cost(A) is None or int(C.sum()) != n * (n - 1):
+            return None
+        K = self._centered(A)
+        K = 0.5 * (K + K.T)
+        w = np.linalg.eigvalsh(K)
+        if w[0] < -1e-10 * max(1.0, float(w[-1])):
+            return None  # J A J not PSD (a callable kernel): the set is empty; the solver says so
+        from specopt.certificate import Certificate
+
+        val = float(self._cost(K))
+        cert = Certificate(route="closed_form", backend="numpy", status=cp.OPTIMAL,
+                           objective=val, bound=val, gap=0.0, max_violation=max(0.0, -w[0]),
+                           iterations=0, history={"objective": [val]}, is_global=True,
+                           extra={"reason": "every pair constrained: the feasible set is the "
+                                            "single point J A J", "run_values": [val],
+                                  "converged": True})
+        return K, 0, {"certificate_": cert, "history_": cert.history, "objective_": val,
+                      "run_values_": [val], "converged_": True}
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # densified
+        return tags
 
     def fit_transform(self, X: Any, y: Any = None) -> np.ndarray:
         return self.fit(X).embedding_
@@ -353,8 +425,11 @@ class _EmbeddingBase(BaseEstimator):
         raise NotImplementedError
 
     def score(self, X: Any = None, y: Any = None) -> float:
-        """The fraction of eigenvalue energy captured in ``n_components`` dimensions."""
+        """The fraction of eigenvalue energy captured in ``n_components`` dimensions (of the
+        fitted embedding; ``X``, if given, is only checked to have the fitted features)."""
         check_is_fitted(self, "kernel_")
+        if X is not None:
+            validate_data(self, X, dtype=float, accept_sparse=True, reset=False)
         return self.energy_
 
 
@@ -379,6 +454,9 @@ class KernelPCAEmbedding(_EmbeddingBase):
         printer.finish()
         return Kc, 0, {}
 
+    def _store(self, info: dict) -> None:
+        """Closed form: nothing beyond the shared attributes."""
+
 
 class SemidefiniteEmbedding(_EmbeddingBase):
     """SDE / maximum variance unfolding: ``max tr K`` over the SDE set (one SDP, conic route)."""
@@ -387,7 +465,7 @@ class SemidefiniteEmbedding(_EmbeddingBase):
         import specopt
 
         if self._use_low_rank(A.shape[0]):
-            from specopt.solvers.low_rank_sdp import SymOp, solve_low_rank_sdp
+            from specopt.solvers.sdp import SymOp, solve_low_rank_sdp
 
             from ._base import finish_progress, progress_callback
 
@@ -412,6 +490,14 @@ class SemidefiniteEmbedding(_EmbeddingBase):
             raise cp.error.SolverError(f"SDE solve failed with status {prob.status}")
         return np.asarray(K.value), 1, {"certificate_": specopt.certificate(prob)}
 
+    def _cost(self, K: np.ndarray) -> float:
+        return float(np.trace(K))
+
+    def _store(self, info: dict) -> None:
+        """``certificate_``; ``factor_`` (Y with K = Y Y^T) on the low-rank engine, else None."""
+        self.certificate_ = info["certificate_"]
+        self.factor_ = info.get("factor_")
+
 
 class MinimumVolumeEmbedding(_EmbeddingBase):
     """Minimum volume embedding (Shaw & Jebara): ``min mve_cost(K, d)`` over the SDE set.
@@ -434,6 +520,14 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
     # MM steps on the low-rank engine (cold interior point per step, low_rank_mm method="auto")
     # from MVE_LOW_RANK_MIN_N points (measured: see the constant)
     _low_rank_min_n = MVE_LOW_RANK_MIN_N
+    _parameter_constraints = {
+        **_EmbeddingBase._parameter_constraints,
+        "max_iter": [COUNT],
+        "tol": TOL,
+        "restarts": [Interval(Integral, 0, None, closed="left")],
+        "random_state": [Interval(Integral, 0, None, closed="left"), None],
+        "init": [StrOptions({"affinity", "sde"})],
+    }
 
     def __init__(
         self,
@@ -492,7 +586,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
 
     def _solve_low_rank(self, A, C):
         """MVE by majorize-minimize on the factor, each step warm-started (low_rank_mm)."""
-        from specopt.solvers.low_rank_sdp import (
+        from specopt.solvers.sdp import (
             SymOp,
             low_rank_mm,
             mm_step_method,
@@ -535,4 +629,18 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
         info = {"certificate_": cert, "history_": cert.history, "objective_": res.objective,
                 "run_values_": [res.objective], "converged_": res.converged, "factor_": res.Y}
         return res.Y @ res.Y.T, res.iterations, info
+
+    def _cost(self, K: np.ndarray) -> float:
+        w = np.linalg.eigvalsh(0.5 * (K + K.T))[::-1]
+        return float(-w[: self.n_components].sum() + w[self.n_components:].sum())
+
+    def _store(self, info: dict) -> None:
+        """``certificate_``, ``history_`` (MM objective trace), ``objective_``, ``run_values_``
+        (one per start), ``converged_``; ``factor_`` on the low-rank engine, else None."""
+        self.certificate_ = info["certificate_"]
+        self.history_ = info["history_"]
+        self.objective_ = info["objective_"]
+        self.run_values_ = info["run_values_"]
+        self.converged_ = info["converged_"]
+        self.factor_ = info.get("factor_")
 

@@ -30,18 +30,33 @@ them as bounds on squared distances; pass ``bounds=(u, l)`` explicitly to reprod
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
 
+from .._threads import limited
 from ..solvers.bregman import itml_kernel, itml_linear, itml_lowrank
-from ._base import MahalanobisMixin, finish_progress, progress_callback
+from ._base import (
+    COUNT,
+    RANDOM_STATE,
+    TOL,
+    VERBOSE,
+    Interval,
+    MahalanobisMixin,
+    Real,
+    StrOptions,
+    check_params,
+    finish_progress,
+    progress_callback,
+)
 
 __all__ = ["ITML", "ITMLSupervised", "KernelITML", "LowRankITML", "draw_pairs"]
 
@@ -141,7 +156,7 @@ def _status_warning(res, what: str) -> None:
         why = res.extra.get("reason", "a Farkas certificate was found")
         raise ValueError(
             f"{what}: the hard constraints admit no positive definite metric ({why}); loosen "
-            "the bounds" + ("" if what == "LowRankITML" else " or use a finite gamma")
+            "the bounds or use a finite gamma"
         )
     if res.status != "optimal":
         warnings.warn(
@@ -196,17 +211,42 @@ def _linear_fit(est, X_pairs_diff, sides, W0, sq_prior):
 # --------------------------------------------------------------------------------------------
 # ITML on pairs
 # --------------------------------------------------------------------------------------------
+_BOUNDS = {
+    "bounds": ["array-like", None],
+    "bound_percentiles": ["array-like"],
+    "tol": TOL,
+    "max_iter": [COUNT],
+    "verbose": VERBOSE,
+}
+_DRAW = {"n_constraints": [COUNT, None], "random_state": RANDOM_STATE}
+#: ``gamma``: slack weight, finite > 0, or ``np.inf`` for hard constraints (never NaN)
+_GAMMA = [Interval(Real, 0, math.inf, closed="right")]
+_PRIOR = [StrOptions({"identity", "covariance"}), "array-like"]
+
+
 class ITML(_MahalanobisMixin, BaseEstimator):
-    """ITML on labelled pairs (module docstring).
+    """ITML on labelled pairs (module docstring), or on points with class labels.
+
+    ``fit(X, y)`` takes, as ``X``:
+
+    * pairs, shape (n_pairs, 2, n_features), with ``y`` in {+1 (similar), -1 (dissimilar)};
+    * with ``preprocessor`` (an (n, d) array): index pairs, shape (n_pairs, 2), and ``y`` +-1;
+    * points, shape (n_samples, n_features), with class labels ``y``: ``n_constraints`` similar
+      and as many dissimilar pairs are drawn from the labels (:class:`ITMLSupervised`'s rule),
+      which is how ITML sits in a scikit-learn Pipeline.
 
     Parameters: ``gamma`` slack weight (``np.inf``: hard constraints); ``prior`` W0
     ("identity", "covariance" = inverse covariance, or a matrix); ``bounds`` (u, l) in squared
     units or None; ``bound_percentiles`` for the default bounds; ``tol`` relative duality gap
     and violation (default 1e-4: held-out 1-NN accuracy stops moving at 1e-3 on wine and breast
     cancer, docs/learners.md; ``result_`` reports the gap and violation reached); ``max_iter``
-    sweeps; ``preprocessor`` an (n, d) array when pairs are indices; ``verbose`` prints the
-    Bregman sweeps' progress.
+    sweeps; ``preprocessor`` an (n, d) array when pairs are indices; ``n_constraints`` and
+    ``random_state`` for pairs drawn from class labels; ``verbose`` prints the Bregman sweeps'
+    progress.
     """
+
+    _parameter_constraints = {"gamma": _GAMMA, "prior": _PRIOR, **_BOUNDS,
+                              "preprocessor": ["array-like", None], **_DRAW}
 
     def __init__(
         self,
@@ -217,6 +257,8 @@ class ITML(_MahalanobisMixin, BaseEstimator):
         tol: float = 1e-4,
         max_iter: int = 100_000,
         preprocessor: Any = None,
+        n_constraints: int | None = None,
+        random_state: Any = None,
         verbose: bool = False,
     ) -> None:
         self.gamma = gamma
@@ -226,24 +268,32 @@ class ITML(_MahalanobisMixin, BaseEstimator):
         self.tol = tol
         self.max_iter = max_iter
         self.preprocessor = preprocessor
+        self.n_constraints = n_constraints
+        self.random_state = random_state
         self.verbose = verbose
 
     def _pairs(self, pairs) -> np.ndarray:
-        P = np.asarray(pairs)
         if self.preprocessor is not None:
-            Xp = check_array(self.preprocessor)
-            if P.ndim != 2 or P.shape[1] != 2:
-                raise ValueError("with a preprocessor, pairs must be (n_pairs, 2) indices")
-            return Xp[P.astype(np.int64)]
-        P = np.asarray(P, dtype=float)
+            Xp = check_array(self.preprocessor, input_name="preprocessor")
+            P = check_array(pairs, ensure_2d=True, dtype=None, input_name="pairs")
+            if P.shape[1] != 2 or P.dtype.kind not in "iu":
+                raise ValueError("with a preprocessor, pairs must be (n_pairs, 2) integer indices")
+            if P.min() < 0 or P.max() >= Xp.shape[0]:
+                raise ValueError(f"pair indices must lie in [0, {Xp.shape[0]})")
+            return Xp[P]
+        P = check_array(pairs, allow_nd=True, dtype=float, input_name="pairs")
         if P.ndim != 3 or P.shape[1] != 2:
             raise ValueError(f"pairs must have shape (n_pairs, 2, n_features), got {P.shape}")
-        if not np.all(np.isfinite(P)):
-            raise ValueError("pairs contain NaN or infinity")
         return P
 
-    def fit(self, pairs, y) -> ITML:
-        P = self._pairs(pairs)
+    @limited
+    def fit(self, X, y) -> ITML:
+        """Fit on pairs (3-D ``X`` or index pairs with ``preprocessor``) or on points with class
+        labels (2-D ``X``): class docstring."""
+        check_params(self)
+        if self.preprocessor is None and (sp.issparse(X) or np.asarray(X).ndim != 3):
+            return _fit_points(self, X, y)
+        P = self._pairs(X)
         sides = _sides(y)
         if sides.shape[0] != P.shape[0]:
             raise ValueError("pairs and y have different lengths")
@@ -262,26 +312,42 @@ def _sq_dists(Z: np.ndarray, W0: np.ndarray) -> np.ndarray:
     return np.maximum(g[:, None] + g[None, :] - 2 * G, 0.0)
 
 
+def _fit_points(est, X, y):
+    """ITML on pairs drawn from class labels (ITMLSupervised, ITML on 2-D X)."""
+    X = validate_data(est, X, reset=True)
+    X, y, pairs, sides = _constraints(est, X, y)
+    W0 = _prior_matrix(est.prior, X)
+    idx = np.unique(pairs)
+    iu = np.triu_indices(idx.size, 1)
+    sq = _sq_dists(X[idx], W0)[iu]
+    est.pairs_, est.sides_ = pairs, sides
+    return _linear_fit(est, X[pairs[:, 0]] - X[pairs[:, 1]], sides, W0, sq)
+
+
+def _constraints(est, X, y):
+    """Checked (X, y) and the pairs drawn from the labels (``est.n_constraints`` of each side,
+    default 20 n_classes^2 as metric-learn)."""
+    if y is None:
+        raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y is None")
+    y = np.asarray(y)
+    if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):  # before sklearn casts it
+        raise ValueError("y contains NaN or infinity: class labels must be finite")
+    kind = type_of_target(y, input_name="y", raise_unknown=True)
+    if kind not in ("binary", "multiclass"):
+        raise ValueError(f"y must hold class labels (binary or multiclass), got {kind} target")
+    X, y = check_X_y(X, y, dtype="numeric")
+    n_classes = np.unique(y).size
+    nc = est.n_constraints if est.n_constraints is not None else 20 * n_classes**2
+    pairs, sides = draw_pairs(y, int(nc), est.random_state)
+    return X, y, pairs, sides
+
+
 # --------------------------------------------------------------------------------------------
 # Supervised
 # --------------------------------------------------------------------------------------------
 class _SupervisedBase(BaseEstimator):
     def _constraints(self, X, y):
-        if y is None:
-            raise ValueError(
-                f"{type(self).__name__} requires y to be passed, but the target y is None"
-            )
-        y = np.asarray(y)
-        if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):  # before sklearn casts it
-            raise ValueError("y contains NaN or infinity: class labels must be finite")
-        kind = type_of_target(y, input_name="y", raise_unknown=True)
-        if kind not in ("binary", "multiclass"):
-            raise ValueError(f"y must hold class labels (binary or multiclass), got {kind} target")
-        X, y = check_X_y(X, y, dtype="numeric")
-        n_classes = np.unique(y).size
-        nc = self.n_constraints if self.n_constraints is not None else 20 * n_classes**2
-        pairs, sides = draw_pairs(y, int(nc), self.random_state)
-        return X, y, pairs, sides
+        return _constraints(self, X, y)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -292,6 +358,8 @@ class _SupervisedBase(BaseEstimator):
 class ITMLSupervised(_MahalanobisMixin, _SupervisedBase):
     """ITML from class labels: ``n_constraints`` similar and dissimilar pairs drawn at random
     (default 20 * n_classes^2 each, as metric-learn), then :class:`ITML`'s problem."""
+
+    _parameter_constraints = {"gamma": _GAMMA, **_DRAW, "prior": _PRIOR, **_BOUNDS}
 
     def __init__(
         self,
@@ -315,21 +383,16 @@ class ITMLSupervised(_MahalanobisMixin, _SupervisedBase):
         self.random_state = random_state
         self.verbose = verbose
 
+    @limited
     def fit(self, X, y) -> ITMLSupervised:
-        X = validate_data(self, X, reset=True)
-        X, y, pairs, sides = self._constraints(X, y)
-        W0 = _prior_matrix(self.prior, X)
-        idx = np.unique(pairs)
-        iu = np.triu_indices(idx.size, 1)
-        sq = _sq_dists(X[idx], W0)[iu]
-        self.pairs_, self.sides_ = pairs, sides
-        return _linear_fit(self, X[pairs[:, 0]] - X[pairs[:, 1]], sides, W0, sq)
+        check_params(self)
+        return _fit_points(self, X, y)
 
 
 # --------------------------------------------------------------------------------------------
 # Kernel ITML
 # --------------------------------------------------------------------------------------------
-class KernelITML(_SupervisedBase):
+class KernelITML(TransformerMixin, _SupervisedBase):
     """Kernel ITML (inductive): learns k(z, z') = k0(z, z') + k0(z, X_S) M k0(X_S, z').
 
     ``kernel`` is "rbf", "linear", "poly" (with ``kernel_params``, passed to
@@ -337,7 +400,32 @@ class KernelITML(_SupervisedBase):
     The problem is min D_ld(K, K0) [+ gamma burg] over the training kernel, solved in kernel
     form on the points used by a constraint (support S, stored as ``X_support_``, with ``M_``).
     Bounds are percentiles of the squared kernel distances k0(x,x) + k0(y,y) - 2 k0(x,y).
+
+    ``transform(Z)`` is the kernel expansion on the support, so that a Pipeline
+    (``KernelITML`` then ``KNeighborsClassifier``) classifies in the learned kernel distance.
+    With ``K_S = k0(X_S, X_S) = V diag(w) V^T`` (eigenvalues ``w > 1e-10 max w`` kept, r of
+    them) and ``a(z) = k0(X_S, z)``::
+
+        transform(z) = G^{1/2} diag(w)^{-1/2} V^T a(z)  in R^r,
+        G = I_r + diag(w)^{1/2} V^T M V diag(w)^{1/2}   (PSD: K = K0 + K0 M K0 is)
+
+    so ``||transform(z) - transform(z')||^2 = (a - a')^T (K_S^+ + P M P) (a - a')`` (P the
+    projector on range K_S): the learned kernel distance of the Nystrom approximation
+    ``k0(z, z') ~ a(z)^T K_S^+ a(z')`` of k0 on X_S. It equals the learned distance
+    (:meth:`pairwise_distances`) exactly when the feature maps of z, z' lie in the span of those
+    of X_S (every support point; every point for the linear kernel when X_S spans the data);
+    otherwise the component outside that span, ``k0(z, z) - a^T K_S^+ a``, which learning
+    leaves unchanged, is dropped. ``expansion_`` holds ``V diag(w)^{-1/2} G^{1/2}``
+    (|S| x r): ``transform(Z) = k0(Z, X_S) @ expansion_``.
     """
+
+    _parameter_constraints = {
+        "kernel": [StrOptions({"rbf", "linear", "poly"}), callable],
+        "kernel_params": [dict, None],
+        "gamma": _GAMMA,
+        **_DRAW,
+        **_BOUNDS,
+    }
 
     def __init__(
         self,
@@ -372,7 +460,9 @@ class KernelITML(_SupervisedBase):
             )
         return pairwise_kernels(A, B, metric=self.kernel, **(self.kernel_params or {}))
 
+    @limited
     def fit(self, X, y) -> KernelITML:
+        check_params(self)
         X = validate_data(self, X, reset=True)
         X, y, pairs, sides = self._constraints(X, y)
         support, inv = np.unique(pairs.ravel(), return_inverse=True)
@@ -408,10 +498,17 @@ class KernelITML(_SupervisedBase):
         # M lives on the points that ended up in a constraint (res.support indexes Xs)
         self.X_support_ = Xs[res.support]
         self.M_ = res.M
+        self.expansion_ = _kernel_expansion(self._k0(self.X_support_, self.X_support_), res.M)
         self.pairs_, self.sides_ = pairs, sides
         self.n_iter_ = res.iterations
         self.result_ = res
         return self
+
+    def transform(self, X) -> np.ndarray:
+        """The kernel expansion ``k0(X, X_S) @ expansion_`` (class docstring)."""
+        check_is_fitted(self, "expansion_")
+        X = validate_data(self, X, reset=False)
+        return self._k0(X, self.X_support_) @ self.expansion_
 
     def kernel_matrix(self, Z1, Z2=None) -> np.ndarray:
         """Learned kernel k(Z1, Z2) = k0(Z1, Z2) + k0(Z1, X_S) M k0(X_S, Z2)."""
@@ -441,6 +538,18 @@ class KernelITML(_SupervisedBase):
         K12 = self._k0(Z1, Z2v) + A1 @ self.M_ @ A2.T
         D = np.maximum(d1[:, None] + d2[None, :] - 2 * K12, 0.0)
         return D if squared else np.sqrt(D)
+
+
+def _kernel_expansion(Ks: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """``V diag(w)^{-1/2} G^{1/2}`` of KernelITML's docstring (|S| x r)."""
+    w, V = np.linalg.eigh(0.5 * (Ks + Ks.T))
+    keep = w > 1e-10 * max(float(w.max(initial=0.0)), 1e-300)
+    w, V = w[keep], V[:, keep]
+    sw = np.sqrt(w)
+    G = np.eye(w.size) + sw[:, None] * (V.T @ M @ V) * sw[None, :]
+    g, Q = np.linalg.eigh(0.5 * (G + G.T))
+    Gh = (Q * np.sqrt(np.maximum(g, 0.0))) @ Q.T
+    return (V / sw) @ Gh
 
 
 # --------------------------------------------------------------------------------------------
@@ -481,29 +590,51 @@ def lowrank_basis(X: np.ndarray, y: np.ndarray, rank: int, basis: str, random_st
 
 
 class LowRankITML(_MahalanobisMixin, _SupervisedBase):
-    """ITML restricted to W = I + U L U^T (hard constraints; the slack problem does not reduce).
+    """ITML in a rank-``rank`` subspace: W = I + U (F - I) U^T with U orthonormal (d x k).
 
     ``basis``: "svd" (top ``rank`` right singular vectors of the centred data), "class_means",
     "clusters" (k-means centres, ``rank`` clusters); U is orthonormalized (``basis_``) and, when
     the centres are linearly dependent (centred data), completed to ``rank`` columns with the top
     singular directions of the data outside their span.
-    Infeasible hard constraints raise ValueError (loosen ``bounds`` / ``bound_percentiles``).
+
+    * ``gamma`` finite (default 1.0, as :class:`ITML`): F (k x k) is ITML's metric, with slack,
+      of the PROJECTED differences ``U^T (x_i - x_j)``, with default bounds the
+      ``bound_percentiles`` of the projected squared distances between the constrained points;
+      the complement of span U keeps the Euclidean metric. Always feasible, and a k x k problem
+      (fast for any d). ``bounds`` are then in projected squared units.
+    * ``gamma=np.inf``: the exact restricted problem with hard constraints on the full squared
+      distances, ``(x_i - x_j)^T W (x_i - x_j) <= u`` / ``>= l`` (bounds from full distances).
+      It is often infeasible (the part of ``x_i - x_j`` outside span U cannot shrink):
+      ``ValueError`` then (loosen ``bounds`` / ``bound_percentiles`` or use a finite gamma).
+
+    ``tol`` (default 1e-4 as ITML) is the relative gap / violation of the Bregman solve
+    (``result_``; with finite gamma ``result_.W`` is F).
     """
+
+    _parameter_constraints = {
+        "rank": [COUNT],
+        "basis": [StrOptions({"svd", "class_means", "clusters"})],
+        "gamma": _GAMMA,
+        **_DRAW,
+        **_BOUNDS,
+    }
 
     def __init__(
         self,
         rank: int = 5,
         basis: str = "svd",
+        gamma: float = 1.0,
         n_constraints: int | None = None,
         bounds: Any = None,
         bound_percentiles: tuple[float, float] = (5.0, 95.0),
-        tol: float = 1e-6,
+        tol: float = 1e-4,
         max_iter: int = 100_000,
         random_state: Any = None,
         verbose: bool = False,
     ) -> None:
         self.rank = rank
         self.basis = basis
+        self.gamma = gamma
         self.n_constraints = n_constraints
         self.bounds = bounds
         self.bound_percentiles = bound_percentiles
@@ -512,37 +643,38 @@ class LowRankITML(_MahalanobisMixin, _SupervisedBase):
         self.random_state = random_state
         self.verbose = verbose
 
+    @limited
     def fit(self, X, y) -> LowRankITML:
+        check_params(self)
         X = validate_data(self, X, reset=True)
         X, y, pairs, sides = self._constraints(X, y)
-        if int(self.rank) < 1:
-            raise ValueError("rank must be >= 1")
         U = lowrank_basis(X, y, int(self.rank), self.basis, self.random_state)
+        hard = math.isinf(self.gamma)
+        idx = np.unique(pairs)
+        Z = X[idx] if hard else X[idx] @ U  # bounds in the units of the constraints
         if self.bounds is None:
-            idx = np.unique(pairs)
-            sq = _sq_dists(X[idx], np.eye(X.shape[1]))[np.triu_indices(idx.size, 1)]
+            sq = _sq_dists(Z, np.eye(Z.shape[1]))[np.triu_indices(idx.size, 1)]
             u, l = _default_bounds(sq, tuple(self.bound_percentiles))
         else:
             u, l = _check_bounds(self.bounds)
         self.bounds_ = np.array([u, l])
         b = np.where(sides > 0, u, l)
+        V = X[pairs[:, 0]] - X[pairs[:, 1]]
         cb = progress_callback(self.verbose, "bregman", f"LowRankITML: rank {U.shape[1]}, "
-                               f"{len(b)} pairs", "sweep")
+                               f"{len(b)} pairs, gamma={self.gamma:g}", "sweep")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            res = itml_lowrank(
-                X[pairs[:, 0]] - X[pairs[:, 1]],
-                b,
-                sides,
-                U,
-                tol=self.tol,
-                max_sweeps=self.max_iter,
-                callback=cb,
-            )
+            if hard:
+                res = itml_lowrank(V, b, sides, U, tol=self.tol, max_sweeps=self.max_iter,
+                                   callback=cb)
+            else:
+                res = itml_linear(V @ U, b, sides, None, self.gamma, tol=self.tol,
+                                  max_sweeps=self.max_iter, callback=cb)
         finish_progress(cb, _summary(res))
         _status_warning(res, "LowRankITML")
         self.basis_ = U
-        self._set_metric(res.W)
+        W = res.W if hard else np.eye(X.shape[1]) + U @ (res.W - np.eye(U.shape[1])) @ U.T
+        self._set_metric(W)
         self.pairs_, self.sides_ = pairs, sides
         self.n_iter_ = res.iterations
         self.result_ = res

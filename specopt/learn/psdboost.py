@@ -2,15 +2,25 @@ r"""PSDBoost: large-margin Mahalanobis metric learning from triplets (Shen, Wels
 
 For triplets (i, j, k) ("a_i is closer to a_j than to a_k") the metric ``M`` solves::
 
-    max_{rho, M, xi}  rho - C sum_r xi_r
+    max_{rho, M, xi}  rho - (C / |S|) sum_r xi_r
     s.t.  <A_r, M> >= rho - xi_r,  xi >= 0,  M PSD,  tr M = 1,
           A_r = (a_i - a_k)(a_i - a_k)^T - (a_i - a_j)(a_i - a_j)^T,
 
 solved by ``specopt``'s matrix-generation route (``route="matrix_generation"``, the default) or
 any other route/solver (``route="conic", solver="CLARABEL"`` solves the same SDP generically).
 The margins are written with ``row_quad_forms`` so the route keeps the data factored
-(O(|S| d) memory). ``C`` defaults to ``10 / |S|`` (``C |S| >= 1`` is needed for a bounded
-problem).
+(O(|S| d) memory).
+
+``C`` weighs the MEAN slack (per-triplet normalized): the same value means the same trade-off for
+any number of triplets |S|, so one ``C`` is valid on every cross-validation fold. The dual is
+``min_u lambda_max(sum_r u_r A_r)`` over distributions ``u`` on the triplets (``sum_r u_r = 1``)
+with ``0 <= u_r <= C / |S|``: feasible (the primal bounded) exactly when ``C >= 1``, whatever
+|S|. At ``C = 1`` the dual weights
+are uniform (the margin averaged over all triplets); every triplet with ``xi_r > 0`` has
+``u_r = C / |S|``, so at most a fraction ``1 / C`` of the triplets violate the margin (the
+nu-SVM property, ``nu = 1 / C``); ``C -> inf`` is the hard margin. Default ``C = 10`` (the former
+default ``10 / |S|`` in the unnormalized form). ``C < 1``, NaN or inf raise a ``ValueError``
+naming ``C`` before any solve.
 
 Beyond one machine: ``fit(X, triplets=T)`` (or ``fit_triplets``) with ``X`` or ``T`` a
 ``dask.array`` keeps only the index triples (12 bytes each as int32) and forms the difference rows
@@ -26,12 +36,24 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_array, check_X_y
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, validate_data
 
 from ..atoms import row_quad_forms
 from ..solve import certificate, solve
 from ..solvers._dask_rows import is_dask_array, triplet_rows
-from ._base import MahalanobisMixin, components_from_matrix
+from ._base import (
+    COUNT,
+    RANDOM_STATE,
+    TOL,
+    VERBOSE,
+    Interval,
+    MahalanobisMixin,
+    Real,
+    check_params,
+    components_from_matrix,
+    reject_dask_nan,
+)
 
 
 def nearest_neighbour_triplets(X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -56,7 +78,9 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
 
     Parameters
     ----------
-    C : slack penalty; None means ``10 / |S|``.
+    C : weight of the mean slack, ``>= 1`` (module docstring: per-triplet normalized, valid
+        for any number of triplets; at most a fraction ``1 / C`` of the triplets violate the
+        margin). Default 10.
     n_triplets : subsample this many triplets (None: all, one per training point).
     tol : relative gap at which the route stops (default 1e-4: held-out 1-NN accuracy does not
         move below 1e-3 on wine and breast cancer, docs/learners.md; ``certificate_`` reports
@@ -75,10 +99,21 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
     """
 
     _matrix_attr = "mahalanobis_"
+    _parameter_constraints = {
+        "C": [Interval(Real, 1, None, closed="left")],
+        "n_triplets": [COUNT, None],
+        "tol": TOL,
+        "route": [str],
+        "solver": [str, None],
+        "route_options": [dict, None],
+        "random_state": RANDOM_STATE,
+        "block_rows": [COUNT, None],
+        "verbose": VERBOSE,
+    }
 
     def __init__(
         self,
-        C: float | None = None,
+        C: float = 10.0,
         n_triplets: int | None = None,
         tol: float = 1e-4,
         route: str = "matrix_generation",
@@ -101,15 +136,18 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
     def fit(self, X: Any, y: Any = None, triplets: Any = None) -> PSDBoostMetric:
         """Learn the metric from nearest same-class / other-class neighbour triplets of ``(X, y)``,
         or from given index ``triplets`` (m, 3) into ``X`` (see :meth:`fit_triplets`)."""
+        check_params(self)
         if triplets is not None:
             if y is not None:
                 raise ValueError("give either labels y or triplets, not both")
             return self.fit_triplets(X, triplets)
         if y is None:
             raise ValueError("PSDBoostMetric.fit needs labels y or triplets=")
-        X, y = check_X_y(X, y, dtype=float)
+        X, y = validate_data(self, X, y, dtype=float)
+        check_classification_targets(y)
         if np.unique(y).size < 2:
-            raise ValueError("PSDBoostMetric needs at least two classes")
+            raise ValueError(
+                f"PSDBoostMetric needs at least two classes, got 1 class in y ({len(y)} samples)")
         T = nearest_neighbour_triplets(X, y)
         if self.n_triplets is not None and self.n_triplets < len(T):
             rng = np.random.default_rng(self.random_state)
@@ -123,14 +161,19 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         difference rows are formed lazily per block on the Dask scheduler and the data never
         come to the client (module docstring); the route must then be matrix generation.
         """
+        check_params(self)
         lazy = is_dask_array(X) or is_dask_array(triplets)
         if lazy:
             T = triplets if is_dask_array(triplets) else np.asarray(triplets)
             if X.ndim != 2 or not np.issubdtype(np.dtype(X.dtype), np.number):
                 raise ValueError(f"X must be a numeric (N, D) array, got shape {X.shape}")
             N = X.shape[0]
+            if is_dask_array(X):
+                reject_dask_nan(X)  # before the solve: a NaN row would make HiGHS loop
+            elif isinstance(X, np.ndarray):
+                X = check_array(X, dtype=float)  # (a zarr array stays where it is)
         else:
-            X = check_array(X, dtype=float)
+            X = validate_data(self, X, dtype=float)
             T = np.asarray(triplets)
             N = len(X)
         if T.ndim != 2 or T.shape[1] != 3 or T.shape[0] == 0:
@@ -142,9 +185,7 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
             raise ValueError(f"triplet indices must be integers in [0, {N})")
         self.n_features_in_ = X.shape[1]
         m, d = int(T.shape[0]), int(X.shape[1])
-        C = 10.0 / m if self.C is None else float(self.C)
-        if C * m < 1:
-            raise ValueError(f"C * n_triplets = {C * m:g} < 1 makes the problem unbounded")
+        c = float(self.C) / m  # weight of each slack: C is per-triplet normalized (C >= 1)
         if lazy:
             P, Q = triplet_rows(X, T, block_rows=self.block_rows)
         else:
@@ -153,7 +194,7 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         M = cp.Variable((d, d), PSD=True)
         rho, xi = cp.Variable(), cp.Variable(m)
         prob = cp.Problem(
-            cp.Maximize(rho - C * cp.sum(xi)),
+            cp.Maximize(rho - c * cp.sum(xi)),
             [cp.trace(M) == 1, row_quad_forms(P, M) - row_quad_forms(Q, M) >= rho - xi, xi >= 0],
         )
         opts = dict(self.route_options or {})

@@ -16,9 +16,14 @@ and w solves the QP (2.3) of Nguyen, Morell and De Baets::
 
 Conventions follow metric-learn: ``get_mahalanobis_matrix()`` is M = A diag(w) A^T,
 ``components_`` is (A diag(sqrt(w)))^T so that ``transform(X) = X @ components_.T`` and
-||transform(u) - transform(v)||^2 = d_w(u, v); ``decision_function(triplets)`` is
-d(x_i, x_k) - d(x_i, x_j), ``predict`` its sign, ``score_triplets`` the fraction of triplets
-ordered correctly.
+||transform(u) - transform(v)||^2 = d_w(u, v); ``triplet_decision_function(X, triplets)`` is
+d(x_i, x_k) - d(x_i, x_j), ``predict_triplets`` its sign, ``score_triplets`` the fraction of
+triplets ordered correctly.
+
+``fit(X, y)`` draws ``n_triplets`` (default 3 N) triplets from the class labels y
+(:func:`draw_triplets`), so the learner sits in ``Pipeline(StandardScaler(), learner,
+KNeighborsClassifier())`` and GridSearchCV; ``fit(X, triplets=T)`` (or ``fit_triplets``) takes
+given triplets.
 """
 
 from __future__ import annotations
@@ -30,10 +35,23 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .._threads import limited
 from ..solvers.dual_cd import dual_cd
-from ._base import MahalanobisMixin, finish_progress, progress_callback
+from ._base import (
+    COUNT,
+    NONNEG,
+    POSITIVE,
+    RANDOM_STATE,
+    TOL,
+    VERBOSE,
+    MahalanobisMixin,
+    check_params,
+    finish_progress,
+    progress_callback,
+)
 
 __all__ = ["RelativeComparisonMetric", "draw_triplets"]
 
@@ -82,19 +100,37 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
     tol : relative duality gap to reach (default 1e-4: held-out accuracy is the same from 1e-2
         on wine and breast cancer, docs/learners.md; ``gap_``/``converged_`` report it).
     max_passes, ridge, random_state : passed to :func:`specopt.solvers.dual_cd.dual_cd`
-        (``random_state`` seeds its permutations and the triplets of ``fit_supervised``).
+        (``random_state`` seeds its permutations and the triplets drawn from labels).
+    n_triplets : triplets drawn from the labels in ``fit(X, y)`` (None: 3 N).
     """
+
+    _parameter_constraints = {
+        "C": [POSITIVE],
+        "A": ["array-like", None],
+        "tol": TOL,
+        "max_passes": [COUNT],
+        "ridge": [NONNEG],
+        "random_state": RANDOM_STATE,
+        "n_triplets": [COUNT, None],
+        "verbose": VERBOSE,
+    }
 
     def __init__(self, C: float = 1.0, A: np.ndarray | None = None, tol: float = 1e-4,
                  max_passes: int = 2000, ridge: float = 0.0, random_state: Any = None,
-                 verbose: bool = False):
+                 n_triplets: int | None = None, verbose: bool = False):
         self.C = C
         self.A = A
         self.tol = tol
         self.max_passes = max_passes
         self.ridge = ridge
         self.random_state = random_state
+        self.n_triplets = n_triplets
         self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
 
     # ---------------------------------------------------------------------------------------
     def _A(self, d: int) -> np.ndarray:
@@ -123,10 +159,35 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
             raise ValueError(f"triplet indices must lie in [0, {n})")
         return T
 
-    def fit(self, X, triplets) -> RelativeComparisonMetric:
+    @limited
+    def fit(self, X, y=None, triplets=None) -> RelativeComparisonMetric:
+        """Fit from class labels ``y`` (``n_triplets`` triplets drawn, stored as
+        ``triplets_``) or from given integer ``triplets`` (n, 3): x_i closer to x_j than x_k."""
+        if triplets is not None:
+            if y is not None:
+                raise ValueError("give either labels y or triplets, not both")
+            return self.fit_triplets(X, triplets)
+        check_params(self)
+        if y is None:
+            raise ValueError("RelativeComparisonMetric requires y to be passed, but the target y "
+                             "is None (give class labels y, or triplets=)")
+        X, y = validate_data(self, X, y)
+        check_classification_targets(y)
+        if np.unique(y).size < 2:
+            raise ValueError("RelativeComparisonMetric needs at least two classes, got 1 class "
+                             f"in y ({len(y)} samples)")
+        n_t = 3 * X.shape[0] if self.n_triplets is None else int(self.n_triplets)
+        self.triplets_ = draw_triplets(y, n_t, self.random_state)
+        return self._fit(X, self.triplets_)
+
+    @limited
+    def fit_triplets(self, X, triplets) -> RelativeComparisonMetric:
         """Fit from ``X`` (N, d) and integer ``triplets`` (n, 3): x_i closer to x_j than x_k."""
-        X = check_array(X)
-        T = self._check_triplets(triplets, X.shape[0])
+        check_params(self)
+        X = validate_data(self, X)
+        return self._fit(X, self._check_triplets(triplets, X.shape[0]))
+
+    def _fit(self, X: np.ndarray, T: np.ndarray) -> RelativeComparisonMetric:
         A = self._A(X.shape[1])
         XA = X @ A
         Z = self._triplet_z(XA, T)
@@ -153,36 +214,30 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
         self.objective_ = res.primal
         self.gap_ = res.gap
         self.converged_ = res.converged
-        self.n_features_in_ = X.shape[1]
         return self
 
     def fit_supervised(self, X, y, n_triplets: int | None = None) -> RelativeComparisonMetric:
-        """Fit from labels with ``n_triplets`` (default 3 N) triplets from :func:`draw_triplets`."""
-        X = check_array(X)
-        y = np.asarray(y)
-        if y.shape != (X.shape[0],):
-            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-        if y.dtype.kind in "fc" and np.any(np.isnan(y)):
-            raise ValueError("Input y contains NaN.")
-        if y.dtype.kind == "O" and any(v is None or (isinstance(v, float) and np.isnan(v))
-                                       for v in y):
-            raise ValueError("Input y contains NaN or None.")
-        n_t = 3 * X.shape[0] if n_triplets is None else int(n_triplets)
-        self.triplets_ = draw_triplets(y, n_t, self.random_state)
-        return self.fit(X, self.triplets_)
+        """``fit(X, y)`` with ``n_triplets`` for this call (kept for earlier callers)."""
+        if n_triplets is None:
+            return self.fit(X, y)
+        saved, self.n_triplets = self.n_triplets, n_triplets
+        try:
+            return self.fit(X, y)
+        finally:
+            self.n_triplets = saved
 
     # ---------------------------------------------------------------------------------------
-    def decision_function(self, X, triplets) -> np.ndarray:
+    def triplet_decision_function(self, X, triplets) -> np.ndarray:
         """d(x_i, x_k) - d(x_i, x_j) for each triplet (positive: ordered as the triplet says)."""
         check_is_fitted(self, "components_")
         XT = self.transform(X)
         T = self._check_triplets(triplets, XT.shape[0])
         return self._triplet_z(XT, T).sum(axis=1)
 
-    def predict(self, X, triplets) -> np.ndarray:
+    def predict_triplets(self, X, triplets) -> np.ndarray:
         """+1 where x_i is closer to x_j than to x_k under the learned metric, else -1."""
-        return np.where(self.decision_function(X, triplets) > 0, 1, -1)
+        return np.where(self.triplet_decision_function(X, triplets) > 0, 1, -1)
 
     def score_triplets(self, X, triplets) -> float:
         """Fraction of triplets ordered correctly (d(x_i, x_j) < d(x_i, x_k))."""
-        return float(np.mean(self.decision_function(X, triplets) > 0))
+        return float(np.mean(self.triplet_decision_function(X, triplets) > 0))

@@ -22,13 +22,12 @@ C convention: ``||w||^2 + 2C sum_n xi_n`` (equal to scikit-learn's ``SVC(C)``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
-from sklearn.utils.multiclass import unique_labels
-from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
+from sklearn.utils.multiclass import check_classification_targets, unique_labels
+from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._threads import limited
 from ..solvers.extragradient import extragradient
 from ..solvers.transformation import (
     greedy_mixture,
@@ -36,6 +35,7 @@ from ..solvers.transformation import (
     matrix_generation,
     top_eigvec,
 )
+from ._base import COUNT, POSITIVE, TOL, VERBOSE, StrOptions, check_params
 
 __all__ = ["RampFeatures", "TransformationSVM", "MultitaskTransformationSVM"]
 
@@ -63,17 +63,18 @@ class RampFeatures(TransformerMixin, BaseEstimator):
     ``(N, n_ramps_, D)``.
     """
 
+    _parameter_constraints = {
+        "n_ramps": [COUNT],
+        "scaling": [StrOptions({"global", "per_feature"})],
+    }
+
     def __init__(self, n_ramps: int = 10, scaling: str = "global"):
         self.n_ramps = n_ramps
         self.scaling = scaling
 
     def fit(self, X, y=None) -> RampFeatures:
-        X = check_array(X, dtype=float)
-        if not isinstance(self.n_ramps, int | np.integer) or self.n_ramps < 1:
-            raise ValueError(f"n_ramps must be a positive integer, got {self.n_ramps!r}")
-        if self.scaling not in ("global", "per_feature"):
-            raise ValueError(f"scaling must be 'global' or 'per_feature', got {self.scaling!r}")
-        self.n_features_in_ = X.shape[1]
+        check_params(self)
+        X = validate_data(self, X, dtype=float)
         if self.scaling == "global":
             lo, hi = float(X.min()), float(X.max())
             if hi <= lo:
@@ -113,10 +114,7 @@ class RampFeatures(TransformerMixin, BaseEstimator):
     def transform_tensor(self, X) -> np.ndarray:
         """``F[n, j, d] = phi_j(x_{n,d})``, shape (N, n_ramps_, D)."""
         check_is_fitted(self, "knots_")
-        X = check_array(X, dtype=float)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, RampFeatures was fitted with "
-                             f"{self.n_features_in_}")
+        X = validate_data(self, X, dtype=float, reset=False)
         return np.ascontiguousarray(np.moveaxis(self.ramps_of_scaled(self._scaled(X)), 2, 1))
 
     def transform(self, X) -> np.ndarray:
@@ -133,9 +131,9 @@ class RampFeatures(TransformerMixin, BaseEstimator):
         return self.ramps_of_scaled(t)
 
 
-def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+def _is_task_list(v) -> bool:
+    """A list / tuple of per-task arrays (not one array, nor a list of scalar labels)."""
+    return isinstance(v, list | tuple) and len(v) > 0 and all(np.ndim(t) >= 1 for t in v)
 
 
 def _fit_matrix(tasks, model, solver, bias, tol, max_iter, conic_solver, verbose=False):
@@ -185,13 +183,33 @@ def _sklearn_svm(Z: np.ndarray, y: np.ndarray, C: float, bias: bool) -> tuple[np
 
 
 def _binary_labels(y) -> tuple[np.ndarray, np.ndarray]:
+    check_classification_targets(y)
     classes = unique_labels(y)
     if classes.size != 2:
-        raise ValueError(f"TransformationSVM is a binary classifier; got {classes.size} classes")
+        raise ValueError(f"Only binary classification is supported. TransformationSVM is a "
+                         f"binary classifier (per task); got {classes.size} classes")
     return classes, np.where(np.asarray(y) == classes[1], 1.0, -1.0)
 
 
 class _TransformationBase(ClassifierMixin, BaseEstimator):
+    _parameter_constraints = {
+        "n_ramps": [COUNT],
+        "model": [StrOptions(set(_MODELS))],
+        "solver": [StrOptions(set(_SOLVERS))],
+        "C": [POSITIVE],
+        "bias": ["boolean"],
+        "scaling": [StrOptions({"global", "per_feature"})],
+        "tol": TOL,
+        "max_iter": [COUNT, None],
+        "conic_solver": [str],
+        "verbose": VERBOSE,
+    }
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # binary tasks only
+        return tags
+
     def _transformation_weights(self) -> np.ndarray:
         check_is_fitted(self, "M_")
         if self.model == "mixture":
@@ -246,15 +264,12 @@ class TransformationSVM(_TransformationBase):
         self.max_iter = max_iter
         self.conic_solver = conic_solver
 
+    @limited
     def fit(self, X, y) -> TransformationSVM:
-        _check_choice("model", self.model, _MODELS)
-        _check_choice("solver", self.solver, _SOLVERS)
-        if not self.C > 0:
-            raise ValueError(f"C must be positive, got {self.C}")
-        X, y = check_X_y(X, y, dtype=float)
+        check_params(self)
+        X, y = validate_data(self, X, y, dtype=float)
         self.classes_, ys = _binary_labels(y)
         self.ramps_ = RampFeatures(self.n_ramps, self.scaling).fit(X)
-        self.n_features_in_ = X.shape[1]
         F = self.ramps_.transform_tensor(X)
         if self.model == "mixture":
             if self.solver != "auto":
@@ -282,6 +297,7 @@ class TransformationSVM(_TransformationBase):
 
     def decision_function(self, X) -> np.ndarray:
         check_is_fitted(self, "coef_")
+        X = validate_data(self, X, dtype=float, reset=False)
         F = self.ramps_.transform_tensor(X)
         return F.reshape(F.shape[0], -1) @ self.coef_.ravel() + self.intercept_
 
@@ -293,11 +309,17 @@ class TransformationSVM(_TransformationBase):
 class MultitaskTransformationSVM(_TransformationBase):
     """Several binary tasks sharing one learned transformation (one M, one alpha per task).
 
-    ``fit(Xs, ys)`` takes lists (one array per task; all with the same number of features); the
-    ramp knots are fitted on all tasks together. ``predict(X, task=t)``,
-    ``decision_function(X, task=t)`` and ``score(X, y, task=t)`` address one task.
+    ``fit(X, y)`` takes lists (one array per task; all with the same number of features), or
+    one ``X`` and ``y`` (a single task, as any scikit-learn classifier: ``classes_`` is then
+    that task's classes). The ramp knots are fitted on all tasks together.
+    ``predict(X, task=t)``, ``decision_function(X, task=t)`` and ``score(X, y, task=t)``
+    address one task (default 0). ``task_classes_`` lists every task's classes.
     The objective is the sum of the task objectives; ``gap_`` certifies the joint problem.
+    ``model`` is "matrix" or "kernels" (the greedy mixture is single-task only).
     """
+
+    _parameter_constraints = {**_TransformationBase._parameter_constraints,
+                              "model": [StrOptions({"matrix", "kernels"})]}
 
     def __init__(self, n_ramps: int = 10, model: str = "matrix", solver: str = "auto",
                  C: float = 1.0, bias: bool = True, scaling: str = "global", tol: float = 1e-4,
@@ -314,24 +336,34 @@ class MultitaskTransformationSVM(_TransformationBase):
         self.max_iter = max_iter
         self.conic_solver = conic_solver
 
-    def fit(self, Xs: Sequence, ys: Sequence) -> MultitaskTransformationSVM:
-        _check_choice("model", self.model, ("matrix", "kernels"))
-        _check_choice("solver", self.solver, _SOLVERS)
-        if len(Xs) != len(ys) or len(Xs) == 0:
-            raise ValueError("need one label vector per task (non-empty lists of equal length)")
-        pairs = [check_X_y(X, y, dtype=float) for X, y in zip(Xs, ys, strict=True)]
-        D = {X.shape[1] for X, _ in pairs}
-        if len(D) != 1:
-            raise ValueError(f"all tasks must have the same number of features, got {sorted(D)}")
+    @limited
+    def fit(self, X, y) -> MultitaskTransformationSVM:
+        Xs, ys = X, y
+        check_params(self)
+        many = _is_task_list(ys)
+        if many:
+            if not _is_task_list(Xs) or len(Xs) != len(ys) or len(Xs) == 0:
+                raise ValueError("need one label vector per task (non-empty lists of equal "
+                                 "length)")
+            D = {np.shape(X)[1] if np.ndim(X) == 2 else None for X in Xs}
+            if len(D) != 1:
+                raise ValueError(f"all tasks must have the same number of features, got "
+                                 f"{sorted(map(str, D))}")
+            first = validate_data(self, Xs[0], dtype=float)  # sets n_features_in_
+            pairs = [validate_data(self, X, y, dtype=float, reset=False)
+                     for X, y in zip([first, *Xs[1:]], ys, strict=True)]
+        else:
+            pairs = [validate_data(self, Xs, ys, dtype=float)]
         self.ramps_ = RampFeatures(self.n_ramps, self.scaling).fit(
             np.vstack([X for X, _ in pairs]))
-        self.n_features_in_ = D.pop()
-        self.classes_, Fs, Ys = [], [], []
+        task_classes, Fs, Ys = [], [], []
         for X, y in pairs:
             cl, yy = _binary_labels(y)
-            self.classes_.append(cl)
+            task_classes.append(cl)
             Fs.append(self.ramps_.transform_tensor(X))
             Ys.append(yy)
+        self.task_classes_ = task_classes
+        self.classes_ = task_classes if many else task_classes[0]
         tasks = make_tasks(Fs, Ys, self.C)
         M, alphas, biases, gap, info = _fit_matrix(tasks, self.model, self.solver, self.bias,
                                                    self.tol, self.max_iter, self.conic_solver,
@@ -348,12 +380,13 @@ class MultitaskTransformationSVM(_TransformationBase):
         check_is_fitted(self, "coefs_")
         if not 0 <= task < len(self.coefs_):
             raise ValueError(f"task must be in [0, {len(self.coefs_)}), got {task}")
+        X = validate_data(self, X, dtype=float, reset=False)
         F = self.ramps_.transform_tensor(X)
         return F.reshape(F.shape[0], -1) @ self.coefs_[task].ravel() + self.intercepts_[task]
 
     def predict(self, X, task: int = 0) -> np.ndarray:
         f = self.decision_function(X, task)
-        return self.classes_[task][(f > 0).astype(int)]
+        return self.task_classes_[task][(f > 0).astype(int)]
 
     def score(self, X, y, task: int = 0, sample_weight=None) -> float:
         from sklearn.metrics import accuracy_score

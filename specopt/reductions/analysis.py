@@ -310,7 +310,8 @@ class QuadTerm(Term):
     """``u^T P u`` (P symmetric, weights included) with ``u`` an affine expression."""
 
     u: Any = None
-    P: np.ndarray | None = None
+    #: dense, or sparse diagonal for sum_squares / square / quad_over_lin (O(size), not size^2)
+    P: np.ndarray | sp.sparray | None = None
 
 
 @dataclass
@@ -677,8 +678,9 @@ class _Reader:
             u = args[1]
             if is_linear(u) and (name == "multiply" or u.ndim <= 1):
                 Wd = np.broadcast_to(W, node.shape)
-                P = (float(Wd) * np.eye(u.size) if name == "MulExpression"
-                     else np.diag(np.broadcast_to(Wd, u.shape).ravel(order="F")))
+                P = (float(Wd) * sp.eye_array(u.size, format="csr") if name == "MulExpression"
+                     else sp.diags_array(np.broadcast_to(Wd, u.shape).ravel(order="F"),
+                                         format="csr"))
                 self._quad(node, u, P)
                 return
         if name == "multiply":
@@ -752,17 +754,18 @@ class _Reader:
             if _is(inner, "Pnorm") and inner.p == 2 and inner.axis is None and scalar:
                 u = inner.args[0]
                 if is_linear(u):
-                    self._quad(node, u, w * np.eye(u.size))
+                    self._quad(node, u, w * sp.eye_array(u.size, format="csr"))
                     return True
             if is_linear(inner):
-                self._quad(node, inner, np.diag(np.broadcast_to(W, inner.shape).ravel("F")))
+                self._quad(node, inner, sp.diags_array(np.broadcast_to(W, inner.shape).ravel("F"),
+                                                       format="csr"))
                 return True
             return False
         if name == "quad_over_lin" and scalar and node.axis is None:
             u, y = args
             yv = _const_value(y)
             if yv is not None and is_linear(u) and float(yv) > 0:
-                self._quad(node, u, (w / float(yv)) * np.eye(u.size))
+                self._quad(node, u, (w / float(yv)) * sp.eye_array(u.size, format="csr"))
                 return True
             return False
         if name == "QuadForm" and scalar:
@@ -1233,9 +1236,16 @@ def term_expr(t: Term) -> Any:
             return float(a[0]) * cp.trace(t.K)
         return linear_spectral(t.K, a)
     if isinstance(t, QuadTerm):
+        u = cp.vec(t.u, order="F") if t.u.ndim != 1 else t.u
+        if sp.issparse(t.P):  # diagonal: sum_i d_i u_i^2 without an n x n matrix
+            d = t.P.diagonal()
+            if np.all(d >= 0):
+                return cp.sum_squares(cp.multiply(np.sqrt(d), u))
+            if np.all(d <= 0):
+                return -cp.sum_squares(cp.multiply(np.sqrt(-d), u))
+            return cp.sum(cp.multiply(d, cp.square(u)))
         P = 0.5 * (t.P + t.P.T)
         ev = np.linalg.eigvalsh(P) if P.size else np.zeros(1)
-        u = cp.vec(t.u, order="F") if t.u.ndim != 1 else t.u
         if ev.min() >= -1e-12 * max(1.0, abs(ev).max()):
             return cp.quad_form(u, cp.psd_wrap(P))
         if ev.max() <= 1e-12 * max(1.0, abs(ev).max()):

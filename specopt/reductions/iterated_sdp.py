@@ -89,6 +89,12 @@ def _contains_spectral(expr: cp.Expression) -> bool:
     return any(_contains_spectral(a) for a in expr.args)
 
 
+def _walk_atoms(expr: cp.Expression):
+    yield expr
+    for a in expr.args:
+        yield from _walk_atoms(a)
+
+
 def _convex_part(K: cp.Expression, w: np.ndarray) -> cp.Expression:
     """``g_w(K) = w_n tr K + sum_{i<n} (w_i - w_{i+1}) lambda_sum_largest(K, i)`` (w nonincr.)."""
     out: cp.Expression = cp.Constant(0.0)
@@ -100,12 +106,40 @@ def _convex_part(K: cp.Expression, w: np.ndarray) -> cp.Expression:
     return out
 
 
-class _Builder:
-    """Rebuilds the user's problem on fresh variables, linearizing the concave spectral parts."""
+def _psd_variable_ids(problem: cp.Problem) -> set[int]:
+    """Ids of the variables constrained PSD (``PSD=True``, or a constraint ``K >> 0``)."""
+    ids = {v.id for v in problem.variables() if v.attributes.get("PSD")}
+    for c in problem.constraints:
+        if isinstance(c, cp.constraints.PSD):
+            arg = c.args[0]
+            if isinstance(arg, cp.Variable):
+                ids.add(arg.id)
+            elif type(arg).__name__ == "AddExpression":  # K + 0 (the normalized problem's)
+                vs = [a for a in arg.args if isinstance(a, cp.Variable)]
+                rest = [a for a in arg.args if not isinstance(a, cp.Variable)]
+                if len(vs) == 1 and all(a.is_constant() and not np.any(a.value) for a in rest):
+                    ids.add(vs[0].id)
+    return ids
 
-    def __init__(self, var_map: dict[int, cp.Variable]) -> None:
+
+class _Builder:
+    """Rebuilds the user's problem on fresh variables, linearizing the concave spectral parts.
+
+    In the subproblem (not in the true objective) ``normNuc(K)`` of a PSD-constrained variable is
+    written ``trace(K)`` (equal on the feasible set): the spelling does not add a 2n x 2n cone
+    or move the subproblem to another backend.
+    """
+
+    def __init__(self, var_map: dict[int, cp.Variable], psd_ids: set[int] | None = None) -> None:
         self.var_map = var_map
         self.nodes: list[_Node] = []
+        self.psd_ids = psd_ids or set()
+
+    def _trace_for_nuclear(self, expr: cp.Expression) -> cp.Expression | None:
+        if isinstance(expr, cp.normNuc) and isinstance(expr.args[0], cp.Variable) \
+                and expr.args[0].id in self.psd_ids:
+            return cp.trace(self.var_map[expr.args[0].id])
+        return None
 
     def substitute(self, expr: cp.Expression) -> cp.Expression:
         if isinstance(expr, cp.Variable):
@@ -116,7 +150,13 @@ class _Builder:
 
     def surrogate(self, expr: cp.Expression, s: int) -> cp.Expression:
         """``expr`` with each non-convex spectral term majorized (``s`` = position sign)."""
+        nuc = self._trace_for_nuclear(expr)
+        if nuc is not None:
+            return nuc
         if not _contains_spectral(expr):
+            if any(isinstance(a, cp.normNuc) for a in _walk_atoms(expr)):
+                return expr.copy([self.surrogate(a, 0) for a in expr.args]) if expr.args \
+                    else expr
             return self.substitute(expr)
         if isinstance(expr, LinearSpectral):
             K_user = expr.args[0]
@@ -183,7 +223,7 @@ def build_surrogate(problem: cp.Problem, con_ids: list[int] | None = None) -> _S
             "is not of the kind the iterated-SDP route handles"
         )
     var_map = {v.id: _fresh_variable(v) for v in user_vars}
-    builder = _Builder(var_map)
+    builder = _Builder(var_map, _psd_variable_ids(problem))
     surr_expr = builder.surrogate(obj.expr, sense)
     if not builder.nodes:
         raise RouteMismatch("no spectral term of the wrong curvature was found in the objective")
@@ -225,8 +265,20 @@ class _Unbounded(Exception):
 STATIONARITY_TOL = 1e-6
 #: Eigenvalues closer than this (relative to ``max(1, |lambda|_max)``) are treated as tied.
 TIE_TOL = 1e-4
-#: At most this many extra subproblem solves per stationarity check at ties.
-MAX_TIE_SOLVES = 24
+#: At most this many extra subproblem solves per stationarity check at ties, and at most
+#: ``max(MIN_TIE_SOLVES, TIE_SOLVE_FRACTION * MM steps)``: the check is a bounded fraction of the
+#: run (measured in docs/routes/iterated_sdp.md).
+MAX_TIE_SOLVES = 12
+MIN_TIE_SOLVES = 4
+TIE_SOLVE_FRACTION = 0.5
+#: Safety cap on MM steps: the stop is by the stationarity measure; hitting the cap is reported
+#: (``stop_reason="max_iters"``, not certified).
+MAX_ITERS = 500
+#: Up to this side n the linearization enters as a DPP parameter (compiled once, SCS warm
+#: start); above, each step compiles the subproblem with B a constant. The DPP tensor of
+#: ``vec(B) @ vec(K)`` grows as n^4 (n = 150: 13 s and 2.1 GB) while a plain compile takes
+#: 0.14 s and 0.15 GB (n = 300: 0.9 s, 0.19 GB); n = 50: DPP 0.06 s, plain 0.05 s.
+DPP_MAX_N = 50
 
 
 def _tied_clusters(lam: np.ndarray, beta: np.ndarray) -> list[np.ndarray]:
@@ -243,37 +295,44 @@ def _tied_clusters(lam: np.ndarray, beta: np.ndarray) -> list[np.ndarray]:
 
 
 def _rotations(r: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Bases of an r-dim tied eigenspace to try: reversed order, a grid of angles (r = 2) or
-    seeded random orthogonal matrices (r > 2)."""
+    """Bases of an r-dim tied eigenspace to try: reversed order, then the angles pi/4, 3pi/4
+    (r = 2) or seeded random orthogonal matrices (r > 2)."""
     qs = [np.eye(r)[:, ::-1]]
     if r == 2:
-        for t in np.pi * np.arange(1, 8) / 8:
+        for t in (np.pi / 4, 3 * np.pi / 4):
             qs.append(np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]))
     else:
-        for _ in range(6):
+        for _ in range(3):
             q, rr = np.linalg.qr(rng.standard_normal((r, r)))
             qs.append(q * np.sign(np.diag(rr)))
     return qs
 
 
-def stationarity_check(surr: _Surrogate, point: dict, run, tol: float, seed) -> dict[str, Any]:
+def stationarity_check(surr: _Surrogate, point: dict, run, tol: float, seed,
+                       base_step: tuple[dict, float] | None = None,
+                       budget: int = MAX_TIE_SOLVES) -> dict[str, Any]:
     """Is ``point`` (a K*) a stationary point, including at tied eigenvalues?
 
     With ``F = convex + h``, ``h`` concave spectral, K* is stationary iff for every supergradient
-    G of h at K* the majorizer ``convex + tr(G K)`` (tight at K*) is minimized by K*:
-    ``F(K*) - min_K [convex(K) + tr(G K)] <= tol (1 + |F(K*)|)``. When the eigenvalues of K* are
-    distinct where ``beta`` changes, G is unique and one solve decides. At a tie the
-    supergradients over the tied eigenspace U are ``U Q diag(beta_tie) Q^T U^T`` (Q orthogonal,
-    and their convex hull); the test then tries the reversed basis, an angle grid (r = 2) or
-    seeded random bases, and the basis aligned with the best step found (smallest weight on the
-    largest eigenvalue of ``U^T (K+ - K*) U``, the minimizing supergradient for that direction).
+    G of h at K* the majorizer ``S_G = convex + tr(G K)`` (tight at K*) is minimized by K*:
+    ``F(K*) - min_K S_G(K) <= tol (1 + |F(K*)|)``; ``S_G(K) = F(K) + majorizer_gap(K, G)`` at any
+    point. When the eigenvalues of K* are distinct where ``beta`` changes, G is unique and one
+    solve decides: the MM step that certified K* (``base_step``: its point and surrogate value;
+    solved here when not given). At a tie the supergradients over the tied eigenspace U are
+    ``U Q diag(beta_tie) Q^T U^T`` (Q orthogonal, and their convex hull); the test then tries the
+    reversed basis, two more angles (r = 2) or seeded random bases, and the basis aligned with the
+    best step found (smallest weight on the largest eigenvalue of ``U^T (K+ - K*) U``), at most
+    ``budget`` solves, and stops at the first descent step found.
     Returns ``measured`` (largest relative decrease found), ``descent`` (the subproblem point of a
-    decrease > tol, or None), ``supergradients_tested``, ``tied_dims`` and ``exhaustive``
-    (True when no tie was found: the single solve is then a complete test).
+    decrease > tol, or None), ``supergradients_tested`` (solves done here), ``tied_dims`` and
+    ``exhaustive`` (True when no tie was found: the single solve is then a complete test).
     """
+    from ..solvers.iterated_sdp import majorizer_gap
+
     F = float(point["objective"])
     scale = 1.0 + abs(F)
     Ks = [np.asarray(k, dtype=float) for k in point["K"]]
+    betas = [nd.beta for nd in surr.nodes]
     eig = []
     for K in Ks:
         lam, V = np.linalg.eigh(0.5 * (K + K.T))
@@ -282,27 +341,33 @@ def stationarity_check(surr: _Surrogate, point: dict, run, tol: float, seed) -> 
     best = {"dec": -np.inf, "point": None}
     tested = 0
 
+    def record(p, sval):
+        dec = (F - sval) / scale
+        if dec > best["dec"]:
+            best["dec"], best["point"] = dec, p
+        return dec
+
     def attempt(Bs):
         nonlocal tested
         tested += 1
         p = run(Bs)
-        # the majorizer's value at its minimizer; without it (low-rank inner engine) the true
-        # objective there, which is <= it: the decrease is then over- not under-estimated
-        dec = (F - p.get("surrogate", p["objective"])) / scale
-        if dec > best["dec"]:
-            best["dec"], best["point"] = dec, p
-        return p, dec
+        return p, record(p, float(p["objective"]) + majorizer_gap(p["K"], Bs, betas))
 
-    attempt(base)
+    if base_step is not None:
+        record(*base_step)
+    else:
+        attempt(base)
     tied_dims: list[int] = []
     rng = np.random.default_rng(seed)
     for j, ((lam, V), nd) in enumerate(zip(eig, surr.nodes, strict=True)):
         for idx in _tied_clusters(lam, nd.beta):
             tied_dims.append(int(idx.size))
+            if best["dec"] > tol:
+                break
             U = V[:, idx]
             local = {"dec": -np.inf, "p": None}
             for Q in _rotations(idx.size, rng):
-                if tested >= MAX_TIE_SOLVES:
+                if tested >= budget or best["dec"] > tol:
                     break
                 Vc = V.copy()
                 Vc[:, idx] = U @ Q
@@ -311,7 +376,7 @@ def stationarity_check(surr: _Surrogate, point: dict, run, tol: float, seed) -> 
                 p, dec = attempt(Bs)
                 if dec > local["dec"]:
                     local = {"dec": dec, "p": p}
-            if local["p"] is not None and tested < MAX_TIE_SOLVES:
+            if local["p"] is not None and tested < budget and best["dec"] <= tol:
                 D = np.asarray(local["p"]["K"][j]) - Ks[j]
                 _, Y = np.linalg.eigh(U.T @ (0.5 * (D + D.T)) @ U)
                 Vc = V.copy()
@@ -360,6 +425,31 @@ def _solve_with_fallback(prob: cp.Problem, state: dict, kw: dict, verbose: bool)
         tried.append(f"{alt}: status {prob.status}")
     raise SolverError("iterated_sdp: the convex subproblem failed with every backend ("
                       + "; ".join(tried) + ")")
+
+
+#: An inner solve flagged inaccurate is re-solved once: Clarabel at these tolerances (its
+#: defaults are 1e-8; "AlmostSolved" stalls at a gap of ~2e-8 on unscaled distance rows, and
+#: 1e-7 stalls too on some), SCS warm-started from its point with this many times its cap.
+_CLARABEL_POLISH = {"tol_gap_abs": 1e-6, "tol_gap_rel": 1e-6, "tol_feas": 1e-6}
+_SCS_POLISH_ITERS = 4
+
+
+def _polish(prob: cp.Problem, state: dict, kw: dict) -> bool:
+    """Re-solve an inaccurate subproblem once (see ``_CLARABEL_POLISH``); True if it is then
+    solved to the backend's (polish) tolerance. The inaccurate point stays when it is not."""
+    backend = state["backend"]
+    if backend == "CLARABEL":
+        opts = {**kw, **_CLARABEL_POLISH}
+    elif backend == "SCS":
+        opts = dict(kw)
+        opts["max_iters"] = _SCS_POLISH_ITERS * int(kw.get("max_iters", 20000))
+    else:
+        return False
+    try:
+        compat.solve_in_place(prob, backend, warm_start=True, verbose=False, **opts)
+    except SolverError:
+        return False
+    return prob.status == cp.OPTIMAL
 
 
 class IteratedSDPRoute(Route):
@@ -439,41 +529,61 @@ class IteratedSDPRoute(Route):
 
         carry_scale = bool(route_opts.pop("carry_scale", False)) and backend == "SCS"
         prob = surr.problem
+        dpp = max(nd.K.shape[0] for nd in surr.nodes) <= DPP_MAX_N
         state: dict[str, Any] = {"backend": backend, "fallbacks": []}
         timings: dict[str, Any] = {"setup": None, "solve": 0.0, "solves": 0, "scs_iters": [],
-                                   "scale": None, "statuses": [], "inaccurate": 0}
+                                   "scale": None, "statuses": [], "inaccurate": 0,
+                                   "polished": 0, "tie_solves": 0, "tie_time": 0.0}
+
+        def step_problem(Bs: list[np.ndarray]) -> cp.Problem:
+            if dpp:
+                for nd, B in zip(surr.nodes, Bs, strict=True):
+                    nd.B.value = (0.5 * (B + B.T)).ravel(order="F")
+                return prob
+            from .low_rank_sdp import _substitute_parameters
+
+            values = {nd.B.id: cp.Constant((0.5 * (B + B.T)).ravel(order="F"))
+                      for nd, B in zip(surr.nodes, Bs, strict=True)}
+            obj = _substitute_parameters(prob.objective.expr, values)
+            sense = cp.Minimize if isinstance(prob.objective, cp.Minimize) else cp.Maximize
+            return cp.Problem(sense(obj), prob.constraints)
+
+        def solve_step(step: cp.Problem, kw: dict) -> float:
+            with warnings.catch_warnings(record=True) as caught:
+                # CVXPY warns "Solution may be inaccurate" about this internal subproblem; an
+                # inaccurate step is polished below, and counted in the certificate
+                warnings.simplefilter("always")
+                compile_time = _solve_with_fallback(step, state, kw, False)
+                if step.status == cp.OPTIMAL_INACCURATE:
+                    if _polish(step, state, kw):
+                        timings["polished"] += 1
+            for w in caught:
+                if "Solution may be inaccurate" not in str(w.message):
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            return compile_time
 
         def run(Bs: list[np.ndarray]) -> dict[str, Any]:
-            for nd, B in zip(surr.nodes, Bs, strict=True):
-                nd.B.value = (0.5 * (B + B.T)).ravel(order="F")
+            step = step_problem(Bs)
             kw = dict(solver_opts)
             if carry_scale and timings["scale"] is not None:
                 kw.setdefault("scale", timings["scale"])  # SCS's adapted scale, warm-started
             t0 = time.perf_counter()
-            with warnings.catch_warnings(record=True) as caught:
-                # CVXPY warns "Solution may be inaccurate" about this internal subproblem; the
-                # count goes into the certificate (extra["inaccurate_subproblems"]) instead of
-                # a warning about a problem the user never wrote
-                warnings.simplefilter("always")
-                compile_time = _solve_with_fallback(prob, state, kw, False)
-            for w in caught:
-                if "Solution may be inaccurate" in str(w.message):
-                    timings["inaccurate"] += 1
-                else:
-                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            compile_time = solve_step(step, kw)
             dt = time.perf_counter() - t0
             if timings["setup"] is None:
                 timings["setup"] = compile_time
             timings["solve"] += dt
             timings["solves"] += 1
             used = state["backend"]
-            info = (prob.solver_stats.extra_stats or {}).get("info", {}) if used == "SCS" else {}
+            info = (step.solver_stats.extra_stats or {}).get("info", {}) if used == "SCS" else {}
             if info:
                 timings["scs_iters"].append(int(info.get("iter", -1)))
                 if info.get("scale"):
                     timings["scale"] = float(info["scale"])
-            status = prob.status
+            status = step.status
             timings["statuses"].append(status)
+            if status == cp.OPTIMAL_INACCURATE:
+                timings["inaccurate"] += 1
             if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
                 raise _Infeasible(status)
             if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
@@ -488,7 +598,7 @@ class IteratedSDPRoute(Route):
             dual = {cid: fc.dual_value for cid, fc in surr.con_map}
             value = float(np.asarray(surr.true_objective.value))
             return {"primal": primal, "K": K, "objective": surr.sense * value, "dual": dual,
-                    "status": status, "surrogate": surr.sense * float(prob.value)}
+                    "status": status}
 
         # inner solver: "conic" (the backend above), "low_rank" (Burer-Monteiro engine,
         # warm-started step to step) or "auto" (low-rank where its route would pay off)
@@ -520,7 +630,7 @@ class IteratedSDPRoute(Route):
                                "monotone_tol": max(1e-6, 10 * inner_tol)}
                 route_opts.update({k: v for k, v in lr_defaults.items() if k not in user_keys})
         betas = [nd.beta for nd in surr.nodes]
-        max_iters = int(route_opts.pop("max_iters", 50))
+        max_iters = int(route_opts.pop("max_iters", MAX_ITERS))
         seed = route_opts.get("seed", 0)
         stat_tol = max(10.0 * float(route_opts["tol"]), STATIONARITY_TOL)
         sign = surr.sense
@@ -528,21 +638,35 @@ class IteratedSDPRoute(Route):
         cb = progress_for(verbose, self.name, match.reason, unit="MM step")
         callback = None if cb is None else (
             lambda it, objective=None, **kw: cb(it, objective=surr.sense * objective, **kw))
+
+        def timed_check(res_, used_):
+            solves0, t0 = timings["solves"], time.perf_counter()
+            budget = min(MAX_TIE_SOLVES,
+                         max(MIN_TIE_SOLVES, int(TIE_SOLVE_FRACTION * used_)))
+            base_step = res_.last_step if res_.stop_reason == "stationary" else None
+            out = stationarity_check(surr, res_.point, run, stat_tol, seed,
+                                     base_step=base_step, budget=budget)
+            timings["tie_solves"] += timings["solves"] - solves0
+            timings["tie_time"] += time.perf_counter() - t0
+            return out
+
         try:
-            K0, init_used = self._initial(surr, init, run, seed)
+            K0, init_used, p0 = self._initial(surr, init, run, seed)
             res = iterated_sdp(run, lambda p: p["objective"], K0, betas, get_K=lambda p: p["K"],
-                               max_iters=max_iters, callback=callback, **route_opts)
+                               max_iters=max_iters, callback=callback, stationarity_tol=stat_tol,
+                               first_point=p0, **route_opts)
             results = [res]
             used = res.iterations
             while True:
-                stat = stationarity_check(surr, res.point, run, stat_tol, seed)
+                stat = timed_check(res, used)
                 if stat["descent"] is None or used >= max_iters:
                     break
                 # a supergradient of the tied eigenspace gives a descent step: continue from it
                 opts_more = {k: v for k, v in route_opts.items() if k not in ("restarts", "seed")}
                 res = iterated_sdp(run, lambda p: p["objective"], stat["descent"]["K"], betas,
                                    get_K=lambda p: p["K"], max_iters=max_iters - used,
-                                   callback=callback, **opts_more)
+                                   callback=callback, stationarity_tol=stat_tol,
+                                   first_point=stat["descent"], **opts_more)
                 results.append(res)
                 used += res.iterations
         except _Infeasible as exc:
@@ -565,6 +689,19 @@ class IteratedSDPRoute(Route):
             hist["objective"] += [sign * v for v in r.history["objective"]]
             hist["rel_change_objective"] += list(r.history["rel_change_objective"])
             hist["rel_change_K"] += list(r.history["rel_change_K"])
+        returned = float(point["objective"]) * sign
+        # the trace ends at the returned point: the iterate the last step certified (the
+        # later ones dropped) or the tie check's descent point (appended)
+        same = [i for i, v in enumerate(hist["objective"])
+                if abs(v - returned) <= 1e-12 * (1.0 + abs(returned))]
+        if same:
+            for key in hist:
+                del hist[key][same[-1] + 1:]
+        else:
+            hist["objective"].append(returned)
+            hist["time"].append(total)
+            hist["rel_change_objective"].append(np.nan)
+            hist["rel_change_K"].append(np.nan)
         total_iters = sum(r.total_iterations for r in results)
         extra = {
             "converged": res.converged,
@@ -579,6 +716,10 @@ class IteratedSDPRoute(Route):
             "total_iterations": total_iters,
             "subproblem_solves": timings["solves"],
             "inaccurate_subproblems": timings["inaccurate"],
+            "polished_subproblems": timings["polished"],
+            "tie_check_solves": timings["tie_solves"],
+            "tie_check_time": timings["tie_time"],
+            "dpp": dpp,
             "subproblem_status": point["status"],
             "inner_solves_accurate": all(st == cp.OPTIMAL for st in timings["statuses"]),
             "iterate_time": total,
@@ -610,12 +751,13 @@ class IteratedSDPRoute(Route):
                            extra={"subproblem_solves": timings["solves"]})
 
     @staticmethod
-    def _initial(surr: _Surrogate, init: str, run, seed) -> tuple[list[np.ndarray], str]:
-        """Start: the user's value of each K, else the trace relaxation, else random (seeded)."""
+    def _initial(surr: _Surrogate, init: str, run, seed) -> tuple[list[np.ndarray], str, Any]:
+        """Start: the user's value of each K, else the trace relaxation, else random (seeded).
+        Also returns the subproblem point of the start when it is one (else None)."""
         if init in ("auto", "value"):
             vals = [nd.K_user.value for nd in surr.nodes]
             if all(v is not None for v in vals):
-                return [np.asarray(v, dtype=float) for v in vals], "value"
+                return [np.asarray(v, dtype=float) for v in vals], "value", None
             if init == "value":
                 raise ValueError("init='value' but a variable of a spectral term has no value")
         if init == "trace":
@@ -623,12 +765,12 @@ class IteratedSDPRoute(Route):
             # mve_cost this first solve is max tr K, the SDE, on the compiled DPP problem, so the
             # first linearized step is warm-started from it
             p = run([float(np.min(nd.beta)) * np.eye(nd.K.shape[0]) for nd in surr.nodes])
-            return p["K"], "trace"
+            return p["K"], "trace", p
         if init in ("auto", "relaxation"):
             # trace relaxation: each concave part replaced by mean(beta) * tr(K)
             try:
                 p = run([np.mean(nd.beta) * np.eye(nd.K.shape[0]) for nd in surr.nodes])
-                return p["K"], "relaxation"
+                return p["K"], "relaxation", p
             except SolverError:
                 if init == "relaxation":
                     raise
@@ -637,7 +779,7 @@ class IteratedSDPRoute(Route):
         for nd in surr.nodes:
             G = rng.standard_normal((nd.K.shape[0],) * 2)
             Ks.append(G @ G.T)
-        return Ks, "random"
+        return Ks, "random", None
 
 
 register_route(IteratedSDPRoute())

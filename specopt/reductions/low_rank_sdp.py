@@ -15,7 +15,7 @@ cached across a sweep): the objective's affine part gives ``C``, the equality ro
 maps give the COO rows (never a dense ``m x n^2`` array), ``is_centering`` the centering rows
 (``sum(K) == 0`` and ``K @ ones == 0`` alike; their map is built from the tree, not extracted by
 CVXPY) and ``trace_scale`` the trace bound. Solved by
-:func:`specopt.solvers.low_rank_sdp.solve_low_rank_sdp` (certificate there). A bound on
+:func:`specopt.solvers.sdp.solve_low_rank_sdp` (certificate there). A bound on
 ``tr K`` for the certificate comes from the trace constraint, from fixed diagonal entries, or,
 with centering, from edge-distance rows that connect all nodes (:func:`graph_trace_bound`).
 
@@ -23,7 +23,7 @@ Options (``specopt.solve(prob, route="low_rank_sdp", ...)``): ``tol`` (1e-5), ``
 ``max_rank``, ``max_iters``, ``inner_max_iters``, ``time_limit``, ``seed``, ``inner``,
 ``dense_threshold``, ``sigma_max``, ``warm_start`` (a previous ``extra["factor"]`` /
 ``extra["y"]`` pair as a tuple ``(Y, y)``), ``facial_reduction`` (False; True: restrict ``K`` to
-the face exposed by fixed-distance cliques, :mod:`specopt.solvers.facial_reduction`, with the
+the face exposed by fixed-distance cliques, :mod:`specopt.solvers.sdp.facial`, with the
 bound made valid for the original problem; measured no faster on swiss roll / S-curve, see
 docs/routes/low_rank_sdp.md).
 """
@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._progress import progress_for, user_history
-from ..solvers.low_rank_sdp import (
+from ..solvers.sdp import (
     OPTIMAL,
     UNBOUNDED,
     SparseRows,
@@ -50,6 +50,7 @@ from ..solvers.low_rank_sdp import (
     mm_step_method,
     solve_low_rank_sdp,
 )
+from ..solvers.sdp._kernels import adjoint_sparse
 from .analysis import short, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
@@ -72,6 +73,23 @@ PAYS_OFF_MIN_N = 20
 #: Clarabel's dense KKT side n(n+1)/2 passes 300): SCS 3.2 / 17.1 s vs 3.7 / 2.6 s; n = 41: SCS
 #: 10.3 s vs 2.7 s (digits). So the engine takes over where SCS would (n = 24): no cliff there.
 ITERATED_MIN_N: int | None = 24
+
+#: Status checks (infeasible / unbounded) when the engine ends uncertified. Up to
+#: ``FIRST_BUDGET_MAX_N`` the engine first runs at most ``FIRST_BUDGET`` seconds: a feasible
+#: problem of that size is certified well within it (the interior point: 0.01-0.3 s at n <= 60,
+#: SDE / theta / max-cut, load ~6), an infeasible one does not stall for minutes (SDPLIB infp1/2,
+#: infd1/2, n = 30: 24-200 s before); then the checks; then, undecided, the rest of the time.
+FIRST_BUDGET = 2.0
+FIRST_BUDGET_MAX_N = 60
+#: A Farkas vector ``z`` (``A^*(z)`` PSD on the feasible face, ``b^T z < 0``) is accepted with
+#: ``lambda_min(A^*(z)) >= -FARKAS_EIG_TOL ||A^*(z)||_F`` (no trace bound known) and
+#: ``b^T z <= -FARKAS_MARGIN ||b|| ||z||`` (both scaled to ``||A^*(z)||_F = 1``; farkas_check).
+FARKAS_EIG_TOL = 1e-12
+FARKAS_MARGIN = 1e-9
+#: The recession-direction problem (``max <C, D>`` s.t. ``A(D) = 0``, ``tr D <= 1``) is solved to
+#: this tolerance; a ray is accepted with ``sgn <C, D> >= RAY_GAIN ||C||_F``.
+RAY_TOL = 1e-7
+RAY_GAIN = 1e-6
 
 
 @dataclass
@@ -281,11 +299,11 @@ class LowRankSDPRoute(Route):
             return v + d.offset
 
         cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
+        t0 = time.perf_counter()
         # the trace of every step (interior point and factored), in the user's objective, with
         # time stamps: the certificate's history (the solver's own is kept under its keys)
         trace: dict[str, list[float]] = {"step": [], "time": [], "objective": [], "gap": [],
                                          "violation": []}
-        t0 = time.perf_counter()
 
         def record(it: int, objective: float, gap: float | None = None,
                    violation: float | None = None, **extra: Any) -> None:
@@ -295,9 +313,27 @@ class LowRankSDPRoute(Route):
             if cb is not None:
                 cb(it, objective=objective, gap=gap, violation=violation, **extra)
 
+        limit = kw.get("time_limit")
+        # small n: a first run on a short budget, then (uncertified) the status checks, then
+        # the rest of the time (see FIRST_BUDGET)
+        budgeted = d.n <= FIRST_BUDGET_MAX_N and (limit is None or limit > FIRST_BUDGET)
+        run = dict(kw, time_limit=FIRST_BUDGET) if budgeted else kw
         res = solve_low_rank_sdp(d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                                  implied_trace_bound=d.implied_trace_bound, centered=d.centered,
-                                 face=face, callback=record, **kw)
+                                 face=face, callback=record, **run)
+        if res.status not in (OPTIMAL, UNBOUNDED) and face is None:
+            left = None if limit is None else limit - (time.perf_counter() - t0)
+            decided = _decide_status(d, res, kw, left, verbose)
+            if decided is not None:
+                decided.solve_time = time.perf_counter() - t0
+                return decided
+            left = None if limit is None else limit - (time.perf_counter() - t0)
+            if budgeted and res.solve_time >= 0.9 * FIRST_BUDGET and (left is None or left > 0):
+                res = solve_low_rank_sdp(
+                    d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
+                    implied_trace_bound=d.implied_trace_bound, centered=d.centered, face=face,
+                    callback=record, **dict(kw, time_limit=left))
+                res.solve_time = time.perf_counter() - t0
         history = {f"engine_{k}": v for k, v in user_history(res.history, user).items()}
         history.update(trace)
         if res.status == UNBOUNDED:  # a recession ray and a feasible point (solver docstring)
@@ -344,8 +380,114 @@ class LowRankSDPRoute(Route):
         return dual
 
 
+def _complement_basis(n: int) -> np.ndarray:
+    """Orthonormal basis (n x (n - 1)) of ``1^perp``: the Householder reflection of ``e_1`` onto
+    ``1 / sqrt(n)``, without its first column."""
+    v = np.full(n, 1.0 / math.sqrt(n))
+    v[0] -= 1.0
+    nv = float(v @ v)
+    H = np.eye(n) - (2.0 / nv) * np.outer(v, v) if nv > 0 else np.eye(n)
+    return H[:, 1:]
+
+
+def farkas_check(d: LRData, z: np.ndarray) -> tuple[bool, float, float]:
+    """Whether ``z`` proves ``{K PSD : A(K) = b [, 1^T K 1 = 0] [, tr K <= t]}`` empty:
+    ``(passed, lambda_min, b^T z)`` with ``z`` scaled to ``||A^*(z)||_F = 1``.
+
+    For every feasible ``K``: ``b^T z = <A^*(z), K> >= lambda_min tr K`` (with centering
+    ``K = Q Q^T K Q Q^T``, ``Q`` a basis of ``1^perp``, so ``lambda_min`` is that of
+    ``Q^T A^*(z) Q``). Hence ``b^T z + T max(0, -lambda_min) < 0`` contradicts feasibility for a
+    bound ``tr K <= T`` (the trace constraint or the bound implied by the rows); without one
+    ``lambda_min >= -FARKAS_EIG_TOL`` (rounding) and ``b^T z < 0`` is required.
+    """
+    S = adjoint_sparse(d.A, np.asarray(z, float)).toarray()
+    nrm = float(np.linalg.norm(S))
+    if not nrm > 0 or not np.all(np.isfinite(S)):
+        return False, math.nan, math.nan
+    S /= nrm
+    btz = float(d.b @ z) / nrm
+    if d.centered:
+        Q = _complement_basis(d.n)
+        S = Q.T @ S @ Q
+    lam = float(np.linalg.eigvalsh(S)[0]) if S.size else 0.0
+    margin = FARKAS_MARGIN * float(np.linalg.norm(d.b)) * float(np.linalg.norm(z)) / nrm
+    T = d.trace_bound if d.trace_bound is not None else d.implied_trace_bound
+    if T is not None:
+        ok = btz + T * max(0.0, -lam) < -margin
+    else:
+        ok = lam >= -FARKAS_EIG_TOL and btz < -margin
+    return bool(ok), lam, btz
+
+
+def ray_check(d: LRData, D: np.ndarray) -> tuple[bool, float, float]:
+    """Whether the PSD matrix ``D`` is a recession direction along which the objective improves:
+    ``(passed, ||A(D)||_inf / tr D, gain)``, ``gain = sgn <C, D> / (||C||_F tr D)`` (``sgn`` +1
+    when maximizing). Accepted with ``||A(D)|| <= RAY_TOL * 10 max_r ||A_r||`` (centering:
+    ``|1^T D 1| / n`` alike), no trace bound, and ``gain >= RAY_GAIN``."""
+    tr = float(np.trace(D))
+    if d.trace_bound is not None or d.implied_trace_bound is not None or not tr > 0:
+        return False, math.nan, math.nan
+    M = sp.coo_array((d.A.vals, (d.A.rows, d.A.ii * d.n + d.A.jj)), shape=(d.A.m, d.n * d.n))
+    res = np.abs(M.tocsr() @ D.ravel()) / tr if d.A.m else np.zeros(0)
+    viol = float(np.max(res, initial=0.0))
+    if d.centered:
+        viol = max(viol, abs(float(D.sum())) / (d.n * tr))
+    sgn = 1.0 if d.sense == "max" else -1.0
+    cn = d.C.fro_norm()
+    gain = sgn * float(np.sum(d.C.to_dense() * D)) / (max(cn, 1e-300) * tr)
+    anorm = float(np.max(d.A.row_norms(), initial=1.0))
+    ok = viol <= RAY_TOL * 10 * anorm and gain >= RAY_GAIN
+    return bool(ok), viol, gain
+
+
+def _decide_status(d: LRData, res: Any, kw: dict, left: float | None,
+                   verbose: bool) -> RouteResult | None:
+    """``infeasible`` (a Farkas vector from the engine's diverging multipliers) or ``unbounded``
+    (a certified recession direction and a feasible point) when the engine ended uncertified;
+    None when neither is proven."""
+    sgn = 1.0 if d.sense == "max" else -1.0  # engine's y: A^*(y) - C PSD (max), C - A^*(y) (min)
+    if d.A.m and res.y is not None and np.any(res.y):
+        z = sgn * np.asarray(res.y, float)
+        ok, lam, btz = farkas_check(d, z)
+        if verbose:
+            print(f"[low_rank_sdp] Farkas check on the multipliers: lambda_min {lam:.3g}, "
+                  f"b^T z {btz:.3g} -> {'infeasible' if ok else 'not proven'}")
+        if ok:
+            return RouteResult(status=cp.INFEASIBLE, primal={},
+                               objective=-np.inf if d.sense == "max" else np.inf,
+                               backend="low_rank_sdp", solve_time=res.solve_time,
+                               history=res.history,
+                               extra={"farkas": z, "farkas_lambda_min": lam, "farkas_btz": btz,
+                                      "engine_status": res.status,
+                                      "status_check": ("farkas", ok, btz, 0.0)})
+    if (d.trace_bound is not None or d.implied_trace_bound is not None
+            or res.primal_residual > kw.get("tol", 1e-5)):
+        return None  # no ray possible, or no feasible point shown
+    if left is not None and left <= 0:
+        return None
+    ray = solve_low_rank_sdp(d.C, d.A, np.zeros(d.A.m), sense=d.sense, trace_bound=1.0,
+                             centered=d.centered, tol=RAY_TOL, time_limit=left,
+                             seed=kw.get("seed", 0))
+    if ray.status != OPTIMAL:
+        return None
+    D = ray.Y @ ray.Y.T
+    ok, viol, gain = ray_check(d, D)
+    if verbose:
+        print(f"[low_rank_sdp] recession direction: |A(D)| {viol:.3g}, gain {gain:.3g} -> "
+              f"{'unbounded' if ok else 'not proven'}")
+    if not ok:
+        return None
+    return RouteResult(status=cp.UNBOUNDED, primal={},
+                       objective=np.inf if d.sense == "max" else -np.inf,
+                       backend="low_rank_sdp", solve_time=res.solve_time, history=res.history,
+                       extra={"ray": ray.Y, "ray_violation": viol, "ray_gain": gain,
+                              "primal_residual": res.primal_residual,
+                              "engine_status": res.status,
+                              "status_check": ("recession_ray", ok, viol, RAY_TOL * 10)})
+
+
 def _face(d: LRData, flag: Any) -> Any:
-    """The clique face (:func:`specopt.solvers.facial_reduction.clique_face`) when asked for and
+    """The clique face (:func:`specopt.solvers.sdp.facial.clique_face`) when asked for and
     the problem has edge-distance rows, centering and a trace bound for the certificate."""
     if flag not in (True, False):
         raise ValueError(f"facial_reduction must be True or False, got {flag!r}")
@@ -353,7 +495,7 @@ def _face(d: LRData, flag: Any) -> Any:
         return None
     if d.implied_trace_bound is None and d.trace_bound is None:
         return None
-    from ..solvers.facial_reduction import clique_face
+    from ..solvers.sdp.facial import clique_face
 
     pairs, d2 = distance_rows(d.A, d.b)
     return clique_face(d.n, pairs, d2, centered=True) if len(pairs) else None

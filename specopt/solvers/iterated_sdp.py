@@ -38,6 +38,7 @@ __all__ = [
     "iterated_sdp",
     "linear_spectral_value",
     "linearization",
+    "majorizer_gap",
     "random_psd",
 ]
 
@@ -98,6 +99,8 @@ class RunResult:
     history: dict[str, list[float]]
     monotone_violations: list[tuple[int, float]]
     start: str
+    #: with ``stationarity_tol``: (the solve that certified ``point``, its surrogate value)
+    last_step: tuple[Any, float] | None = None
 
 
 @dataclass
@@ -125,6 +128,7 @@ class IteratedSDPResult:
     spread: float = 0.0
     best_run: int = 0
     total_iterations: int = 0
+    last_step: tuple[Any, float] | None = None
 
 
 def _as_list(K: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -137,6 +141,17 @@ def _rel_change_K(new: list[np.ndarray], old: list[np.ndarray]) -> float:
     num = math.sqrt(sum(float(np.sum((a - b) ** 2)) for a, b in zip(new, old, strict=True)))
     den = math.sqrt(sum(float(np.sum(b**2)) for b in old))
     return num / max(1.0, den)
+
+
+def majorizer_gap(K: list[np.ndarray], Bs: list[np.ndarray], betas: list[np.ndarray]) -> float:
+    """``sum_j tr(K_j B_j) - h_j(K_j)`` (``>= 0``): how far the linear majorizers built with
+    ``B_j`` lie above the concave parts ``h_j = sum_i beta_ji lambda_i`` at ``K``. The majorized
+    (surrogate) objective at a point is ``F + majorizer_gap``."""
+    gap = 0.0
+    for k, B, b in zip(K, Bs, betas, strict=True):
+        ks = 0.5 * (k + k.T)
+        gap += float(np.sum(B * ks)) - float(np.dot(b, np.linalg.eigvalsh(ks)[::-1]))
+    return gap
 
 
 def _single_run(
@@ -152,15 +167,22 @@ def _single_run(
     monotone_tol: float,
     start: str,
     callback: Callable[..., None] | None = None,
+    stationarity_tol: float | None = None,
+    first_point: Any = None,
 ) -> RunResult:
     K = K0
     hist: dict[str, list[float]] = {"objective": [], "rel_change_objective": [], "rel_change_K": [],
-                                    "time": []}
+                                    "time": [], "stationarity": []}
     t0 = time.perf_counter()
     violations: list[tuple[int, float]] = []
     best_point, best_K, best_val = None, K, math.inf
     prev_val: float | None = None
+    prev_point: Any = None
+    if first_point is not None:  # a feasible start (a subproblem solution): testable at step 1
+        prev_point, prev_val = first_point, float(objective(first_point))
+        best_point, best_K, best_val = first_point, K, prev_val
     stop, converged, it = "max_iters", False, 0
+    last_step: tuple[Any, float] | None = None
     for it in range(1, max_iters + 1):
         Bs = [linearization(k, b) for k, b in zip(K, betas, strict=True)]
         point = solve_subproblem(Bs[0] if single else Bs)
@@ -168,12 +190,16 @@ def _single_run(
         val = float(objective(point))
         if not math.isfinite(val):
             raise ValueError(f"objective is not finite at iteration {it} ({val})")
+        # stationarity measure of the previous point: the decrease its majorizer allows,
+        # F(K_{t-1}) - min S_{t-1} (S_{t-1} = F + majorizer_gap, tight at K_{t-1})
+        surrogate = val + majorizer_gap(K_new, Bs, betas)
         hist["objective"].append(val)
         hist["time"].append(time.perf_counter() - t0)
         if callback is not None:
             callback(it, objective=val)
         dK = _rel_change_K(K_new, K) if it > 1 else math.inf
         hist["rel_change_K"].append(dK)
+        measure = math.inf
         if prev_val is None:
             hist["rel_change_objective"].append(math.inf)
         else:
@@ -182,14 +208,23 @@ def _single_run(
             hist["rel_change_objective"].append(abs(rel))
             if -rel > monotone_tol:
                 violations.append((it, val - prev_val))
+            if prev_point is not None:
+                measure = max(prev_val - surrogate, 0.0) / (1.0 + abs(prev_val))
+        hist["stationarity"].append(measure)
         if val < best_val:
             best_point, best_K, best_val = point, K_new, val
-        K = K_new
-        if prev_val is not None and hist["rel_change_objective"][-1] <= tol and dK <= tol_K:
+        if stationarity_tol is not None:
+            if measure <= stationarity_tol:
+                # the previous point is certified (its majorizer's minimum is within tol):
+                # returned with the step that certifies it (the stationarity check reuses it)
+                stop, converged = "stationary", True
+                best_point, best_K, best_val = prev_point, K, prev_val
+                last_step = (point, surrogate)
+                break
+        elif prev_val is not None and hist["rel_change_objective"][-1] <= tol and dK <= tol_K:
             stop, converged = "converged", True
-            prev_val = val
             break
-        prev_val = val
+        K, prev_val, prev_point = K_new, val, point
     return RunResult(
         point=best_point,
         K=best_K,
@@ -200,6 +235,7 @@ def _single_run(
         history=hist,
         monotone_violations=violations,
         start=start,
+        last_step=last_step,
     )
 
 
@@ -218,6 +254,8 @@ def iterated_sdp(
     random_start: Callable[[np.random.Generator], Any] | None = None,
     seed: int | None = 0,
     callback: Callable[..., None] | None = None,
+    stationarity_tol: float | None = None,
+    first_point: Any = None,
 ) -> IteratedSDPResult:
     """Minimize ``F(K) = convex(K) + sum_j h_j(K_j)`` with ``h_j(K) = sum_i beta_ji lambda_i(K)``.
 
@@ -235,8 +273,19 @@ def iterated_sdp(
     get_K:
         Extracts the matrix (or list) from a point; identity by default.
     tol, tol_K:
-        Stop when ``|F_t - F_{t-1}| / max(1, |F_{t-1}|) <= tol`` and
-        ``||K_t - K_{t-1}||_F / max(1, ||K_{t-1}||_F) <= tol_K``.
+        Without ``stationarity_tol``: stop when ``|F_t - F_{t-1}| / max(1, |F_{t-1}|) <= tol``
+        and ``||K_t - K_{t-1}||_F / max(1, ||K_{t-1}||_F) <= tol_K``.
+    stationarity_tol:
+        Stop when the stationarity measure of the previous iterate,
+        ``(F(K_{t-1}) - S_{t-1}(K_t)) / (1 + |F(K_{t-1})|)`` with ``S_{t-1} = F +
+        majorizer_gap`` the majorizer built at ``K_{t-1}`` (tight there) and ``K_t`` its
+        minimizer, is ``<= stationarity_tol``: no linearized step from ``K_{t-1}`` decreases the
+        objective by more (up to the inner solver's accuracy); ``K_{t-1}`` is returned
+        (``stop_reason="stationary"``) with the certifying step in ``last_step``. ``max_iters``
+        is then only a safety cap (``stop_reason="max_iters"``, ``converged=False``).
+    first_point:
+        A feasible point at ``K0`` (a previous subproblem solution): then ``K0`` itself can be
+        certified by the first step.
     monotone_tol:
         Relative increase of ``F`` tolerated as inner-solver inaccuracy; larger increases are
         recorded in ``monotone_violations`` and ``monotone`` becomes False.
@@ -275,7 +324,8 @@ def iterated_sdp(
             _single_run(
                 solve_subproblem, objective, get_K, start, betas, single,
                 tol, tol_K, max_iters, monotone_tol, "initial" if r == 0 else f"random {r}",
-                callback=callback,
+                callback=callback, stationarity_tol=stationarity_tol,
+                first_point=first_point if r == 0 else None,
             )
         )
     values = [run.objective for run in runs]
@@ -296,4 +346,5 @@ def iterated_sdp(
         spread=float(max(values) - min(values)),
         best_run=best,
         total_iterations=sum(run.iterations for run in runs),
+        last_step=b.last_step,
     )

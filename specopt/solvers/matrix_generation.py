@@ -53,7 +53,7 @@ import scipy.sparse.linalg as spla
 
 from ._dask_rows import initial_working_set, stack_rows  # no dask import unless Dask-backed
 from ._highs import new_highs
-from .small_sdp_ip import solve_small_sdp
+from .sdp.ip_small import solve_small_sdp
 
 __all__ = [
     "DenseOperator",
@@ -695,7 +695,7 @@ _RANK_TOL = 1e-5  # eigenvalues of W below this (times t) go to the aggregate, n
 def _psd_block_master_ip(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
                          acc=1e-9):
     r"""The master of :func:`_psd_block_master` by the row-space interior point
-    (:func:`~specopt.solvers.small_sdp_ip.solve_small_sdp`); ``None`` if it does not converge.
+    (:func:`~specopt.solvers.sdp.ip_small.solve_small_sdp`); ``None`` if it does not converge.
 
     Standard form (minimization of the negated objective): ``W`` is the PSD block, ``alpha``
     and the shifted bounded parts of ``z`` (``z = zlb + u``, ``z = zub - v``, and ``u + v =

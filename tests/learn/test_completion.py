@@ -149,7 +149,7 @@ def test_low_rank_capped_iterations_are_not_certified():
 
 def test_stationarity_test_detects_a_non_stationary_point():
     """One MM step from a random factor is not a fixed point: the test measures the decrease."""
-    from specopt.solvers.low_rank_sdp import SymOp, low_rank_mm
+    from specopt.solvers.sdp import SymOp, low_rank_mm
 
     M, Xo, mask = _observed(15, 15, 2, 0.6, 3)
     rows, b = completion_mod._entry_rows(M, mask)

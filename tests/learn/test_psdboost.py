@@ -49,8 +49,9 @@ def test_triplets_and_errors():
         PSDBoostMetric().fit(X, np.zeros(len(X)))
     with pytest.raises(ValueError, match=r"\(n, 3\)"):
         PSDBoostMetric().fit_triplets(X, np.zeros((4, 2), dtype=int))
-    with pytest.raises(ValueError, match="unbounded"):
-        PSDBoostMetric(C=0.001).fit_triplets(X, T)
+    for bad in (0.5, 0.0, -1.0, np.nan, np.inf):  # C >= 1, finite: named before any solve
+        with pytest.raises(ValueError, match=r"The 'C' parameter of PSDBoostMetric must be"):
+            PSDBoostMetric(C=bad).fit_triplets(X, T)
     with pytest.raises(Exception, match="fitted"):
         PSDBoostMetric().transform(X)
 

@@ -62,7 +62,7 @@ def _instance(seed, N=150, D=6, extra=250):
 def test_dask_psdboost_equals_in_memory_on_cluster(client, seed, C_scale):
     X, T = _instance(seed)
     m = len(T)
-    C = C_scale / m
+    C = C_scale  # per-triplet normalized (the solve weighs each slack C / m)
     mem = PSDBoostMetric(C=C, tol=1e-8).fit_triplets(X, T)
     block = 64
     client.run(lambda dask_worker: dask_worker.plugins["shape-recorder"].shapes.clear())
@@ -147,3 +147,14 @@ def test_non_hinge_rows_start_from_a_top_k_on_the_cluster(client, monkeypatch):
     assert cd.status == cm.status == cp.OPTIMAL
     assert abs(cd.objective - cm.objective) <= 1e-6 * max(1.0, abs(cm.objective))
     assert abs(cd.objective - ref.value) <= 1e-5 * max(1.0, abs(ref.value))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_dask_x_with_nan_or_inf_is_named_before_the_solve(bad):
+    """A NaN / inf in a Dask X used to hang the HiGHS master: now one reduction names X."""
+    X, T = _instance(0)
+    X = X.copy()
+    X[3, 1] = bad
+    with pytest.raises(ValueError, match="Input X contains NaN or infinity"):
+        PSDBoostMetric().fit(da.from_array(X, chunks=(50, -1)),
+                             triplets=da.from_array(T, chunks=(64, 3)))

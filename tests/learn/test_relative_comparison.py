@@ -62,7 +62,7 @@ def test_learned_metric_orders_held_out_triplets_better(iris):
     euclid = np.mean(np.sum((X[test[:, 0]] - X[test[:, 2]]) ** 2, 1)
                      > np.sum((X[test[:, 0]] - X[test[:, 1]]) ** 2, 1))
     assert learned > euclid
-    assert set(np.unique(est.predict(X, test[:50]))) <= {-1, 1}
+    assert set(np.unique(est.predict_triplets(X, test[:50]))) <= {-1, 1}
 
 
 def test_sklearn_conventions(iris):
@@ -84,7 +84,9 @@ def test_sklearn_conventions(iris):
         ({}, np.array([[0, 1]]), r"shape \(n_triplets, 3\)"),
         ({}, np.array([[0, 1, 500]]), "indices"),
         ({}, np.array([[0.0, 1.0, 2.0]]), "integer"),
-        ({"C": 0.0}, np.array([[0, 1, 100]]), "C must be > 0"),
+        ({"C": 0.0}, np.array([[0, 1, 100]]), "The 'C' parameter"),
+        ({"C": np.nan}, np.array([[0, 1, 100]]), "The 'C' parameter"),
+        ({"C": np.inf}, np.array([[0, 1, 100]]), "The 'C' parameter"),
         ({"A": np.ones((3, 2))}, np.array([[0, 1, 100]]), "A must have 4 rows"),
         ({"A": np.ones((4, 2))}, np.array([[0, 1, 100]]), "positive definite"),
     ],
@@ -92,4 +94,4 @@ def test_sklearn_conventions(iris):
 def test_bad_inputs(iris, kwargs, triplets, match):
     X, _ = iris
     with pytest.raises(ValueError, match=match):
-        RelativeComparisonMetric(**kwargs).fit(X, triplets)
+        RelativeComparisonMetric(**kwargs).fit(X, triplets=triplets)

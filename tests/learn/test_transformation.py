@@ -136,9 +136,9 @@ def test_errors_and_sklearn_conventions(data):
     Xtr, ytr, _, _ = data
     with pytest.raises(ValueError, match="binary"):
         TransformationSVM().fit(Xtr[:9], np.arange(9) % 3)
-    with pytest.raises(ValueError, match="model must be one of"):
+    with pytest.raises(ValueError, match="The 'model' parameter of TransformationSVM must be"):
         TransformationSVM(model="tree").fit(Xtr, ytr)
-    with pytest.raises(ValueError, match="solver must be one of"):
+    with pytest.raises(ValueError, match="The 'solver' parameter of TransformationSVM must be"):
         TransformationSVM(solver="newton").fit(Xtr, ytr)
     with pytest.raises(ValueError, match="greedily"):
         TransformationSVM(model="mixture", solver="conic").fit(Xtr, ytr)
@@ -165,3 +165,12 @@ def test_multitask_shares_the_transformation():
         mt.predict(X1, task=2)
     with pytest.raises(ValueError, match="same number of features"):
         MultitaskTransformationSVM().fit([X1, X2[:, :2]], [y1, y2])
+    # one task given as arrays: a plain binary classifier (classes_ an array)
+    one = MultitaskTransformationSVM(n_ramps=5, tol=1e-5).fit(X1, y1)
+    np.testing.assert_array_equal(one.classes_, np.unique(y1))
+    np.testing.assert_allclose(one.decision_function(X1),
+                               MultitaskTransformationSVM(n_ramps=5, tol=1e-5).fit(
+                                   [X1], [y1]).decision_function(X1, task=0))
+    for bad in (np.nan, np.inf, -1.0):
+        with pytest.raises(ValueError, match="The 'C' parameter"):
+            MultitaskTransformationSVM(C=bad).fit(X1, y1)

@@ -73,7 +73,9 @@ def test_monotone_trace_and_stationary_fixed_point(seed, n, d):
     scale = max(1.0, abs(trace[0]))
     assert np.all(np.diff(trace) <= 1e-6 * scale), trace
     assert cert.extra["monotone"]
-    assert val == pytest.approx(trace.min(), abs=1e-6 * scale)
+    # the certified iterate is returned: within the stationarity tolerance of the best value
+    tol_st = cert.extra["stationarity"][2]
+    assert trace.min() - 1e-9 * scale <= val <= trace.min() + tol_st * (1 + abs(val))
     assert cert.max_violation < 1e-5
     # fixed point: one more linearized solve (independent of the route) does not improve
     alpha = np.r_[-np.ones(d), np.ones(n - d)]

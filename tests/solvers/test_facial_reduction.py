@@ -9,13 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specopt.solvers.facial_reduction import clique_face, face_correction, maximal_cliques
-from specopt.solvers.low_rank_sdp import (
+from specopt.solvers.sdp import (
     SparseRows,
     SymOp,
     graph_trace_bound,
     solve_low_rank_sdp,
 )
+from specopt.solvers.sdp.facial import clique_face, face_correction, maximal_cliques
 
 
 @settings(max_examples=25, deadline=None)

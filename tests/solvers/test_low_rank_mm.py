@@ -5,15 +5,10 @@ monotone trace; honest statuses when the loop is capped."""
 import numpy as np
 import pytest
 
-import specopt.solvers.low_rank_sdp as lrs
 from specopt.learn.embedding import MinimumVolumeEmbedding, make_hubs_and_spokes
-from specopt.solvers.low_rank_sdp import (
-    MM_IP_MAX_M,
-    MM_IP_MAX_N,
-    SymOp,
-    low_rank_mm,
-    mm_step_method,
-)
+from specopt.solvers.sdp import IP_MAX_M as MM_IP_MAX_M
+from specopt.solvers.sdp import IP_MAX_N as MM_IP_MAX_N
+from specopt.solvers.sdp import SymOp, _solve, low_rank_mm, mm, mm_step_method
 
 
 def _mve_data(n_spokes=4, per=5, seed=0, k=2):
@@ -95,7 +90,7 @@ def test_size_switch_bm_above_threshold(monkeypatch):
     method above (the threshold lowered to below this instance's size): the same point."""
     rows, d2, T, Y0 = _mve_data(n_spokes=3, per=4)
     below = _mm(rows, d2, T, Y0, "auto", max_iters=30)
-    monkeypatch.setattr(lrs, "MM_IP_MAX_N", rows.n - 1)
+    monkeypatch.setattr(_solve, "IP_MAX_N", rows.n - 1)
     above = _mm(rows, d2, T, Y0, "auto", max_iters=30)
     assert set(below.methods) == {"ip"} and set(above.methods) == {"bm"}
     assert below.stationary and above.stationary
@@ -127,13 +122,13 @@ def test_uncertified_inner_solve_is_not_stationary(monkeypatch):
     """Steps whose subproblem is not certified (here: the solver given no iterations, so K does
     not move and the MM test passes at once) do not make a stationary point."""
     rows, d2, T, Y0 = _mve_data(n_spokes=3, per=4)
-    real = lrs.solve_low_rank_sdp
+    real = mm.solve_low_rank_sdp
 
     def no_iterations(*args, **kw):
         kw["max_iters"] = 0
         return real(*args, **kw)
 
-    monkeypatch.setattr(lrs, "solve_low_rank_sdp", no_iterations)
+    monkeypatch.setattr(mm, "solve_low_rank_sdp", no_iterations)
     res = _mm(rows, d2, T, Y0, "bm", max_iters=5)
     assert res.converged and not res.inner_certified and not res.stationary
 

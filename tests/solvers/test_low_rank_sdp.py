@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specopt.solvers.low_rank_sdp import (
+from specopt.solvers.sdp import (
     SparseRows,
     SymOp,
     distance_rows,

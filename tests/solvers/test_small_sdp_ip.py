@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import specopt.solvers.matrix_generation as MG
-from specopt.solvers.small_sdp_ip import solve_small_sdp
+from specopt.solvers.sdp.ip_small import solve_small_sdp
 
 
 def _random_sdp(seed, k, me, nl, nf, scale):

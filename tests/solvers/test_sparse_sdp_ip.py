@@ -10,8 +10,8 @@ import scipy.linalg as sla
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from specopt.solvers.low_rank_sdp import SparseRows, SymOp, solve_low_rank_sdp
-from specopt.solvers.sparse_sdp_ip import (
+from specopt.solvers.sdp import SparseRows, SymOp, solve_low_rank_sdp
+from specopt.solvers.sdp.ip_sparse import (
     _Space,
     padded_factors,
     row_factors,
@@ -186,7 +186,7 @@ def test_capped_iterations_are_not_certified(monkeypatch):
     raw = solve_sparse_sdp_ip(C, A.rows, A.ii, A.jj, A.vals, b, trace_bound=30.0, max_iters=3)
     assert not raw.converged and raw.iterations == 3
     # the solver-level driver, capped the same way, does not claim optimality either
-    from specopt.solvers import sparse_sdp_ip
+    from specopt.solvers.sdp import ip_sparse as sparse_sdp_ip
 
     full = solve_low_rank_sdp(C, A, b, trace_bound=30.0, method="ip", max_iters=0, tol=1e-8)
     assert full.status == "optimal"

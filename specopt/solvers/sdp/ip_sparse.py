@@ -21,12 +21,12 @@ The HKM Schur complement ``M_rs = <A_r, X A_s Z^{-1}>`` is then
 elementwise product): ``O(R^2)`` work after ``X F`` (the structure DSDP exploits for MaxCut), so
 a step costs a few dense ``n^3`` products plus a Cholesky factorization of the ``m x m``
 matrix ``M``, instead of a conic solver's ``n^2 x n^2``-scaled KKT system. The Burer-Monteiro
-engine (:mod:`specopt.solvers.low_rank_sdp`) is the method for larger ``n``; this one reaches
+engine (:mod:`specopt.solvers.sdp`) is the method for larger ``n``; this one reaches
 1e-8 in 20-40 steps on near-degenerate instances (swiss-roll SDEs) where the augmented
 Lagrangian needs a huge penalty.
 
 Method: infeasible-start HKM direction, Mehrotra predictor-corrector, a centring step when the
-corrector blocks the step (as :mod:`specopt.solvers.small_sdp_ip`), one step of iterative
+corrector blocks the step (as :mod:`specopt.solvers.sdp.ip_small`), one step of iterative
 refinement of the Schur system. Stops when the relative primal and dual residuals and the
 relative gap are all ``<= tol``, at ``max_iters``, at ``time_limit`` (best iterate returned,
 ``converged=False``). The caller computes the certificate (a valid bound from the dual ``y`` and
@@ -44,7 +44,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ._jit import lazy_njit
+from .._jit import lazy_njit
 
 __all__ = ["SparseIPResult", "row_factors", "solve_sparse_sdp_ip"]
 

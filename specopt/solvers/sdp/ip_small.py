@@ -27,7 +27,7 @@ import scipy.linalg as sla
 import scipy.linalg.blas as blas
 import scipy.sparse as sp
 
-from .sparse_sdp_ip import max_psd_step
+from .ip_sparse import max_psd_step
 
 __all__ = ["SmallSDPSolution", "solve_small_sdp"]
 

@@ -1,0 +1,277 @@
+r"""The engine's certificate: a proven bound on the optimum from any multipliers ``y``.
+
+For any ``y``, every feasible ``K`` satisfies
+
+    <C, K> = b^T y + <S(y), K> >= b^T y + min(0, lambda_min(S(y))) * tr K,   S(y) = C - A^*(y)
+
+(``lambda_min`` over ``1^\perp`` when centering is on, since then ``K 1 = 0``; with ``tr K <= t``
+a constraint, ``S(y) = C - A^*(y) + mu I`` and the dual value ``b^T y - mu t``). With a bound
+``tr K <= T`` this gives the valid lower bound ``b^T y + T min(0, lambda_min)``; without one, the
+bound ``b^T y`` is valid only when ``lambda_min >= 0`` and is reported as ``None`` otherwise.
+``lambda_min`` is exact (dense, smallest eigenpairs only) for ``n <= dense_threshold`` and a
+Lanczos Ritz value minus its residual norm above (ARPACK on a LinearOperator, O(nnz + n) per
+matvec, from a seeded random start). A face reduction (:mod:`specopt.solvers.sdp.facial`) adds
+the exposing-matrix correction. Also here: the least-squares (complementarity) dual and the
+Gauss-Newton polish that certify a nearly optimal point. All in solver units
+(:class:`~specopt.solvers.sdp._data.Scaled`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse.linalg as spla
+
+from ._data import Scaled
+from ._kernels import a_of_ydt, adj_times, adjoint_sparse
+from .facial import face_correction
+
+
+@dataclass(frozen=True)
+class SDPCertificate:
+    """Bound and gap of a pair ``(K, y)`` in solver units.
+
+    ``bound``: proven lower bound on ``<C, K>`` over the feasible set (None: none proven);
+    ``dual``: the dual value ``b^T y - mu t``; ``gap``: ``|obj - bound| / (1 + |obj|)`` (against
+    ``dual`` when there is no trace bound); ``dinf``: relative dual infeasibility
+    ``max(0, -lambda_min) / (1 + ||C||)``; ``needs_dinf``: the test also needs ``dinf <= tol``
+    (no trace bound: the criterion conic solvers use).
+    """
+
+    bound: float | None
+    dual: float
+    gap: float
+    dinf: float
+    needs_dinf: bool = False
+
+    def ok(self, tol: float) -> bool:
+        """The gap (and, without a trace bound, the dual infeasibility) within ``tol``."""
+        return self.gap <= tol and (not self.needs_dinf or self.dinf <= tol)
+
+    def bound_side_ok(self, P: Scaled, obj: float, rel: float = 5e-7) -> bool:
+        """The bound on the proven side of the objective (a lower bound when minimizing in solver
+        units): ``bound - obj <= rel * max(1, |obj|)`` in user units. A slightly infeasible ``Y``
+        can have an objective beyond the optimum; then more outer iterations (or the polish) are
+        needed before ``optimal`` (the verification gate's ``bound_side`` check, tolerance 1e-6)."""
+        if self.bound is None:
+            return True
+        u = P.gamma * P.kappa
+        return (self.bound - obj) * u <= rel * max(1.0, abs(obj) * u)
+
+
+def certificate(P: Scaled, y: np.ndarray, mu: float, obj: float, lam: float) -> SDPCertificate:
+    """Bound and gap in solver units (see the module docstring); ``lam`` is
+    ``lambda_min(C - A^*(y) + mu I)`` (of ``V^T S V`` with a face), minus its error allowance."""
+    dual = float(P.b @ y) - (mu * P.t if P.t is not None else 0.0)
+    dinf = max(0.0, -lam) / (1.0 + P.C.fro_norm() / math.sqrt(P.n))
+    if P.face is not None and P.t_cert is not None:
+        # lam is lambda_min(V^T S V); valid for the original problem via the exposing matrix
+        fr = P.face
+        eps = fr.eps(P.t_cert * P.kappa) / P.kappa
+        corr, _ = face_correction(lam, P.slack_norm_bound(y, mu), P.t_cert, eps, fr.omega,
+                                  fr.w_face_min, fr.delta)
+        bound = dual + corr
+        return SDPCertificate(bound, dual, abs(obj - bound) / (1.0 + abs(obj)), dinf)
+    if P.t_cert is not None:
+        # tr K <= t makes -mu (t - tr K) <= 0:  <C, K> >= b^T y - mu t + min(0, lam) T
+        bound = dual + min(0.0, lam) * P.t_cert
+        return SDPCertificate(bound, dual, abs(obj - bound) / (1.0 + abs(obj)), dinf)
+    return SDPCertificate(dual if lam >= 0 else None, dual, abs(obj - dual) / (1.0 + abs(obj)),
+                          dinf, needs_dinf=True)
+
+
+def relative_residual(P: Scaled, Y: np.ndarray) -> float:
+    """``||A(Y Y^T) - b|| / (1 + ||b||)`` in solver units."""
+    return float(np.linalg.norm(P.residual(Y))) / (1.0 + float(np.linalg.norm(P.b)))
+
+
+def measure(P: Scaled, Y: np.ndarray, y: np.ndarray, mu: float, lam: float,
+            tol: float) -> tuple[float, float, SDPCertificate, bool]:
+    """``(relative residual, objective, certificate, certified)`` of the pair ``(Y, y)`` in
+    solver units, ``lam`` the dual slack's smallest eigenvalue at ``y`` (already computed)."""
+    res = relative_residual(P, Y)
+    obj = float(np.sum(P.C.matmat(Y) * Y))
+    cert = certificate(P, y, mu, obj, lam)
+    return res, obj, cert, res <= tol and cert.ok(tol) and cert.bound_side_ok(P, obj)
+
+
+def certify_point(P: Scaled, Y: np.ndarray, y: np.ndarray, mu: float, tol: float,
+                  dense_threshold: int, eig_k: int, rng: np.random.Generator) -> dict:
+    """The certificate of ``(Y, y, mu)`` (solver units), after a polish of ``Y`` when it is
+    nearly feasible and the bound is close but the point is not yet certified."""
+    lamv, _, err = min_eigs(P, y, mu, eig_k, dense_threshold, rng)
+    lam = float(lamv[0]) - err
+    res, obj, cert, ok = measure(P, Y, y, mu, lam, tol)
+    if not ok and res <= 100 * tol and cert.gap <= 100 * tol:
+        # the complementarity dual (LSQR from y) can close a gap the IP's y leaves open
+        y_ls = ls_dual(P, Y, y, mu)
+        lamv_ls, _, err_ls = min_eigs(P, y_ls, mu, eig_k, dense_threshold, rng)
+        lam_ls = float(lamv_ls[0]) - err_ls
+        if certificate(P, y_ls, mu, obj, lam_ls).gap < cert.gap:
+            y, lam = y_ls, lam_ls
+            res, obj, cert, ok = measure(P, Y, y, mu, lam, tol)
+    if not ok and res <= 100 * tol and cert.gap <= 100 * tol:
+        Yp = polish(P, Y)
+        res_p, obj_p, cert_p, ok_p = measure(P, Yp, y, mu, lam, tol)
+        if ok_p or res_p < res:
+            Y, res, cert, ok = Yp, res_p, cert_p, ok_p
+    return {"Y": Y, "y": y, "mu": mu, "lam": lam, "cert": cert, "res": res, "optimal": ok,
+            "score": max(res, cert.gap)}
+
+
+def min_eigs(P: Scaled, y: np.ndarray, mu: float, k: int, dense_threshold: int,
+              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+    """Smallest ``k`` eigenpairs of ``S = C - A^*(y) + mu I`` (on ``1^perp`` when centered).
+
+    Returns ``(vals, vecs, err)`` with ``err`` an error allowance (residual norm for Lanczos).
+    """
+    n = P.n
+    if P.V is not None:
+        return min_eigs_face(P, y, mu, k, dense_threshold, rng)
+    big = 0.0
+    if P.centered:
+        # P S P + big * 11^T / n: the constant vector (K 1 = 0) is pushed above the spectrum;
+        # ||S||_2 <= ||C||_F + ||A^*(y)||_F + |mu|
+        adj = adjoint_sparse(P.A, y)
+        big = 2.0 * (P.C.fro_norm() + float(spla.norm(adj)) + abs(mu)) + 1.0
+
+    def mat(X: np.ndarray) -> np.ndarray:
+        X2 = X if X.ndim == 2 else X[:, None]
+        Xp = X2 - X2.mean(axis=0, keepdims=True) if P.centered else X2
+        out = P.slack_matmat(y, mu, np.ascontiguousarray(Xp))
+        if P.centered:
+            out = out - out.mean(axis=0, keepdims=True) + big * X2.mean(axis=0, keepdims=True)
+        return out if X.ndim == 2 else out[:, 0]
+
+    k = max(1, min(k, n - 1 if n > 1 else 1))
+    if n <= dense_threshold:
+        return dense_smallest(mat(np.eye(n)), k)
+    # shift by a norm bound so that the wanted eigenvalues are far from 0: ARPACK's test is
+    # relative to |theta|, hopeless for the (near-)zero eigenvalues of a complementary slack
+    shift = big if P.centered else 2.0 * (
+        P.C.fro_norm() + float(spla.norm(adjoint_sparse(P.A, y))) + abs(mu)) + 1.0
+
+    def shifted(X: np.ndarray) -> np.ndarray:
+        return mat(X) + shift * X
+
+    op = spla.LinearOperator((n, n), matvec=shifted, matmat=shifted, dtype=float)
+    v0 = rng.standard_normal(n)
+    w = np.zeros(0)
+    for ncv, tol_ in ((min(n, max(2 * k + 1, 40)), 1e-10), (min(n, max(4 * k + 1, 120)), 1e-8)):
+        try:
+            w, V = spla.eigsh(op, k=k, which="SA", v0=v0, tol=tol_, ncv=ncv,
+                              maxiter=max(1000, 5 * n))
+            break
+        except spla.ArpackNoConvergence as exc:
+            w, V = exc.eigenvalues, exc.eigenvectors
+            if w.size:
+                break
+    if w.size == 0:
+        if n <= 4000:
+            S = mat(np.eye(n))
+            w, V = sla.eigh(0.5 * (S + S.T))
+            return w[:k], V[:, :k], 1e-12 * max(1.0, float(np.max(np.abs(w))))
+        return np.array([-math.inf]), np.zeros((n, 1)), 0.0
+    w = w - shift
+    order = np.argsort(w)
+    w, V = w[order], V[:, order]
+    res = np.linalg.norm(mat(V) - V * w, axis=0)
+    return w, V, float(res[0]) if res.size else 0.0
+
+
+def dense_smallest(S: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """The ``k`` smallest eigenpairs of a dense symmetric matrix (LAPACK evr, subset only:
+    0.5 s at n = 1800 against 1.9 s for the whole spectrum) and a rounding allowance."""
+    S = 0.5 * (S + S.T)
+    w, V = sla.eigh(S, subset_by_index=[0, k - 1], driver="evr")
+    return w, V, 1e-12 * max(1.0, float(np.linalg.norm(S)))
+
+
+def min_eigs_face(P: Scaled, y: np.ndarray, mu: float, k: int, dense_threshold: int,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+    """Smallest eigenpairs of the reduced slack ``V^T S V`` (eigenvectors returned as ``V x``)."""
+    V = P.V
+    f = V.shape[1]
+    if f == 0:
+        return np.array([math.inf]), np.zeros((P.n, 1)), 0.0
+    k = max(1, min(k, f - 1 if f > 1 else 1))
+    if f <= dense_threshold:
+        w, U, err = dense_smallest(V.T @ P.slack_matmat(y, mu, V), k)
+        return w, V @ U, err
+    shift = 2.0 * P.slack_norm_bound(y, mu) + 1.0
+
+    def mat(X: np.ndarray) -> np.ndarray:
+        X2 = X if X.ndim == 2 else X[:, None]
+        out = V.T @ P.slack_matmat(y, mu, np.ascontiguousarray(V @ X2))
+        return out if X.ndim == 2 else out[:, 0]
+
+    op = spla.LinearOperator((f, f), matvec=lambda x: mat(x) + shift * x,
+                             matmat=lambda X: mat(X) + shift * X, dtype=float)
+    try:
+        w, U = spla.eigsh(op, k=k, which="SA", v0=rng.standard_normal(f), tol=1e-10,
+                          ncv=min(f, max(2 * k + 1, 40)), maxiter=max(1000, 5 * f))
+    except spla.ArpackNoConvergence as exc:
+        w, U = exc.eigenvalues, exc.eigenvectors
+        if not w.size:
+            return np.array([-math.inf]), np.zeros((P.n, 1)), 0.0
+    w = w - shift
+    order = np.argsort(w)
+    w, U = w[order], U[:, order]
+    res = np.linalg.norm(mat(U) - U * w, axis=0)
+    return w, V @ U, float(res[0])
+
+
+
+def ls_dual(P: Scaled, Y: np.ndarray, y: np.ndarray, mu: float,
+             iters: int = 200) -> np.ndarray:
+    """``argmin_y ||P (C - A^*(y) + mu I) Y||_F`` by LSQR started at ``y`` (P: centering)."""
+    A = P.A
+    n, r = Y.shape
+    Yc = np.ascontiguousarray(Y)
+
+    def mv(w: np.ndarray) -> np.ndarray:
+        return P.project(adj_times(A.rows, A.ii, A.jj, A.vals, w, Yc)).ravel()
+
+    def rmv(z: np.ndarray) -> np.ndarray:
+        Z = np.ascontiguousarray(P.project(z.reshape(n, r)))
+        return 0.5 * a_of_ydt(A.rows, A.ii, A.jj, A.vals, Yc, Z, A.m)
+
+    op = spla.LinearOperator((n * r, A.m), matvec=mv, rmatvec=rmv, dtype=float)
+    target = P.project(P.C.matmat(Yc) + mu * Yc).ravel()
+    dy = spla.lsqr(op, target - mv(y), atol=1e-12, btol=1e-12, iter_lim=iters)[0]
+    return y + dy
+
+
+def polish(P: Scaled, Y: np.ndarray, steps: int = 5, cg_iters: int = 400) -> np.ndarray:
+    """Gauss-Newton steps toward ``A(YY^T) = b``: the least-norm ``D`` with
+    ``J D = -r`` (``J D = A(Y D^T + D Y^T)``), ``D = -J^T (J J^T)^{-1} r`` by CG, with a
+    backtracking step length (the quadratic term ``A(D D^T)`` can undo a full step)."""
+    A = P.A
+
+    def JT(w: np.ndarray, Yc: np.ndarray) -> np.ndarray:
+        return P.project(2.0 * adj_times(A.rows, A.ii, A.jj, A.vals, w, Yc))
+
+    for _ in range(steps):
+        r = P.residual(Y)
+        Yc = np.ascontiguousarray(Y)
+        op = spla.LinearOperator(
+            (A.m, A.m), dtype=float,
+            matvec=lambda w, Yc=Yc: a_of_ydt(A.rows, A.ii, A.jj, A.vals, Yc,
+                                              np.ascontiguousarray(JT(w, Yc)), A.m))
+        with np.errstate(divide="ignore", invalid="ignore"):  # singular J J^T (e.g. Y = 0)
+            w, _ = spla.cg(op, -r, maxiter=cg_iters, rtol=1e-6)
+        if not np.all(np.isfinite(w)):
+            break
+        D = JT(w, Yc)
+        nr = float(np.linalg.norm(r))
+        for a in (1.0, 0.5, 0.25, 0.125):
+            Yn = np.ascontiguousarray(Y + a * D)
+            if np.linalg.norm(P.residual(Yn)) < nr:
+                break
+        else:
+            break
+        Y = Yn
+    return Y

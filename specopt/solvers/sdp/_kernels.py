@@ -1,0 +1,63 @@
+"""Compiled kernels of the SDP engine: ``A(Y Y^T)``, ``A^*(w) X`` and ``A(Y D^T + D Y^T)`` for
+rows in COO form (:class:`specopt.solvers.sdp._data.SparseRows`), O(nnz(A) r) each."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._jit import lazy_njit
+
+
+@lazy_njit(cache=True, fastmath=True)
+def a_of_yyt(rows, ii, jj, vals, Y, m):  # pragma: no cover - compiled
+    """``A(Y Y^T)``: ``out[r] += a_k <Y[i_k], Y[j_k]>``."""
+    out = np.zeros(m)
+    r = Y.shape[1]
+    for k in range(rows.size):
+        i = ii[k]
+        j = jj[k]
+        s = 0.0
+        for c in range(r):
+            s += Y[i, c] * Y[j, c]
+        out[rows[k]] += vals[k] * s
+    return out
+
+
+@lazy_njit(cache=True, fastmath=True)
+def adj_times(rows, ii, jj, vals, w, X):  # pragma: no cover - compiled
+    """``A^*(w) X`` with ``A^*(w) = sum_r w_r (A_r + A_r^T) / 2``."""
+    out = np.zeros_like(X)
+    p = X.shape[1]
+    for k in range(rows.size):
+        c = 0.5 * w[rows[k]] * vals[k]
+        if c == 0.0:
+            continue
+        i = ii[k]
+        j = jj[k]
+        for q in range(p):
+            out[i, q] += c * X[j, q]
+            out[j, q] += c * X[i, q]
+    return out
+
+
+@lazy_njit(cache=True, fastmath=True)
+def a_of_ydt(rows, ii, jj, vals, Y, D, m):  # pragma: no cover - compiled
+    """``A(Y D^T + D Y^T)``: ``out[r] += a_k (<Y[i_k], D[j_k]> + <D[i_k], Y[j_k]>)``."""
+    out = np.zeros(m)
+    r = Y.shape[1]
+    for k in range(rows.size):
+        i = ii[k]
+        j = jj[k]
+        s = 0.0
+        for c in range(r):
+            s += Y[i, c] * D[j, c] + D[i, c] * Y[j, c]
+        out[rows[k]] += vals[k] * s
+    return out
+
+
+def adjoint_sparse(A, w: np.ndarray) -> sp.csr_array:
+    """``A^*(w)`` as a sparse symmetric matrix."""
+    c = 0.5 * w[A.rows] * A.vals
+    M = sp.coo_array((np.r_[c, c], (np.r_[A.ii, A.jj], np.r_[A.jj, A.ii])), shape=(A.n, A.n))
+    return M.tocsr()

@@ -1,0 +1,356 @@
+"""The engine's front end: validate, choose the method (interior point for small ``n``, the
+factored method above or after it), convert back to the user's units. No CVXPY here.
+
+Problem (``sense="min"``; ``"max"`` is handled as ``min <-C, K>``)::
+
+    min_K  <C, K>   s.t.   A(K) = b   (m rows, A(K)_r = sum_k a_k K[i_k, j_k], sparse)
+                           K PSD,   [1^T K 1 = 0]   [tr K <= t]
+
+Status ``"optimal"`` needs the relative primal residual ``||A(K) - b|| / (1 + ||b||) <= tol``
+and the relative gap ``|<C,K> - bound| / (1 + |<C,K>|) <= tol`` with the bound on its proven
+side of ``<C, K>`` (within 5e-7 relative) (:mod:`specopt.solvers.sdp._certificate`); without a
+trace bound, the relative dual infeasibility and ``|<C,K> - b^T y| / (1 + |<C,K>|)`` both
+``<= tol``. Otherwise ``"inaccurate"`` (iteration/time cap reached), or ``"unbounded"`` with a
+recession ray (:mod:`specopt.solvers.sdp.recession`) and a feasible point.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import ip_sparse
+from ._certificate import certify_point, measure, relative_residual
+from ._data import INACCURATE, OPTIMAL, LowRankSDPResult, Scaled, SparseRows, SymOp
+from .bm import BMOptions, BMState, run_bm
+from .bm_diag import diagonal_targets, run_bm_diag
+from .recession import feasibility_trace_cap, recession_ray
+
+__all__ = ["IP_MAX_M", "IP_MAX_N", "mm_step_method", "solve_low_rank_sdp"]
+
+#: ``method="auto"`` uses the interior point up to these sizes (matrix side, rows), for single
+#: solves and for majorize-minimize steps alike. Measured in benchmarks/low_rank_sdp.py
+#: (docs/routes/low_rank_sdp.md); MVE steps on digits kNN graphs: N = 100: interior point 0.07 s
+#: per step vs factored 0.3-8.4 s (each certified to 1e-4); N = 400: 2.0 s vs 30+ s.
+IP_MAX_N = 1200
+IP_MAX_M = 8000
+
+
+def mm_step_method(method: str, n: int, m: int) -> str:
+    """The solver of one SDP (or majorize-minimize step): ``"ip"`` or ``"bm"``
+    (``method="auto"``: by size, ``IP_MAX_N`` / ``IP_MAX_M``)."""
+    if method not in ("auto", "ip", "bm"):
+        raise ValueError(f"method must be auto, ip or bm, got {method!r}")
+    if method != "auto":
+        return method
+    return "ip" if n <= IP_MAX_N and m <= IP_MAX_M else "bm"
+
+
+def solve_low_rank_sdp(
+    C: SymOp | np.ndarray | sp.sparray,
+    A: SparseRows,
+    b: np.ndarray,
+    *,
+    sense: str = "min",
+    trace_bound: float | None = None,
+    implied_trace_bound: float | None = None,
+    centered: bool = False,
+    face: Any = None,
+    rank: int | None = None,
+    max_rank: int | None = None,
+    Y0: np.ndarray | None = None,
+    y0: np.ndarray | None = None,
+    mu0: float = 0.0,
+    sigma0: float | None = None,
+    tol: float = 1e-5,
+    max_iters: int = 200,
+    inner_max_iters: int = 2000,
+    time_limit: float | None = None,
+    dense_threshold: int = 2500,
+    eig_k: int = 4,
+    seed: int | None = 0,
+    sigma_factor: float = 4.0,
+    sigma_max: float = 1e6,
+    inner: str = "auto",
+    newton_max_iters: int = 100,
+    method: str = "auto",
+    verbose: bool = False,
+    callback: Callable | None = None,
+    objective_scale: float = 1.0,
+    objective_offset: float = 0.0,
+) -> LowRankSDPResult:
+    """Solve ``min/max <C, K> s.t. A(K) = b, K PSD [, 1^T K 1 = 0] [, tr K <= trace_bound]``.
+
+    Parameters
+    ----------
+    C : the objective matrix (:class:`SymOp`, or a dense / scipy-sparse symmetric array).
+    A, b : the rows (:class:`SparseRows`) and right-hand side (length ``A.m``).
+    sense : ``"min"`` or ``"max"``.
+    trace_bound : ``t`` in the constraint ``tr K <= t`` (None: no such constraint).
+    implied_trace_bound : a bound on ``tr K`` valid for every feasible ``K`` that is *not* a
+        constraint (e.g. :func:`graph_trace_bound`); used only by the certificate.
+    centered : add the centering constraint ``1^T K 1 = 0`` (as ``Y^T 1 = 0``).
+    face : a :class:`specopt.solvers.sdp.facial.FaceReduction` (e.g. from
+        :func:`~specopt.solvers.sdp.facial.clique_face`): ``Y`` is kept in the face's range
+        ``V`` (``K = V Z V^T``), the dual slack is checked as ``V^T S V``, and the bound carries
+        the exposing-matrix correction that makes it valid for the original problem
+        (:func:`~specopt.solvers.sdp.facial.face_correction`). Needs a trace bound.
+    rank, max_rank : initial factor width (default ``min(n, 8)``, or ``Y0``'s) and its cap
+        (default ``n``).
+    Y0, y0, mu0, sigma0 : warm start (a previous result's ``Y, y, mu, sigma``, user units).
+    tol : relative primal residual and relative gap targets (module docstring).
+    max_iters, inner_max_iters, time_limit : outer iterations, L-BFGS iterations per outer
+        iteration, wall-clock cap in seconds (every stage checks it).
+    dense_threshold : dense ``eigh`` (smallest eigenpairs only) of the dual slack for ``n`` up to
+        this, Lanczos above (ARPACK stalled for 60 s on the clustered near-zero spectrum of an
+        SDE slack at n = 1797 where the dense subset solve takes 0.5 s).
+    eig_k : eigenpairs computed per check (and columns added per rank growth at most).
+    sigma_factor, sigma_max : penalty growth factor (when the residual did not drop 4x) and cap.
+    inner : "lbfgs" (scipy L-BFGS-B), "trust-krylov" (Newton-Krylov with exact Hessian-vector
+        products) or "auto" (L-BFGS while ``sigma < 1e3``, where it is cheaper; Newton-Krylov
+        above, where L-BFGS stalls on the penalty's conditioning: measured on SDE swiss rolls).
+    method : "bm" (the Burer-Monteiro augmented Lagrangian, :mod:`specopt.solvers.sdp.bm`),
+        "ip" (the sparse-row interior point, :mod:`specopt.solvers.sdp.ip_sparse`, then the
+        factored method from its point if the certificate does not close) or "auto" ("ip" for
+        ``n <= IP_MAX_N`` and ``m <= IP_MAX_M`` without a warm start: 20-40 dense steps of
+        ``O(n^3 + m^3)``; "bm" above or when warm-started).
+    callback : called once per outer iteration as ``callback(it, objective=..., gap=...,
+        violation=<relative primal residual>)`` (e.g. a :class:`specopt._progress.Progress`).
+    objective_scale, objective_offset : the objective shown by ``verbose`` and passed to
+        ``callback`` is ``objective_scale * <C, K> + objective_offset`` (the caller's own
+        objective when it reached this form by a sign change and a constant).
+    """
+    t_start = time.perf_counter()
+    C, b = _validate(C, A, b, sense, method, inner, trace_bound, face)
+    n = A.n
+    sgn = 1.0 if sense == "min" else -1.0
+    if trace_bound is None and implied_trace_bound is None and face is None:
+        v = recession_ray(C, A, centered, sense)
+        if v is not None:
+            return _unbounded(C, A, b, v, sense=sense, centered=centered, tol=tol,
+                              time_limit=time_limit, seed=seed, verbose=verbose, t_start=t_start,
+                              method=method)
+    P = Scaled(C, A, b, trace_bound, implied_trace_bound, centered, sgn, face)
+    rng = np.random.default_rng(seed)
+    max_rank = n if max_rank is None else max(1, min(int(max_rank), n))
+    if face is not None:  # rank(K) <= dim of the face
+        max_rank = max(1, min(max_rank, face.dim))
+    st = _start(P, Y0, y0, mu0, sigma0, rank, max_rank, rng)
+    d = diagonal_targets(P.A, P.b) if not centered and face is None else None
+    if d is not None:  # the rows fix the diagonal: tr K = sum(d) for every feasible K
+        P.t_cert = float(d.sum()) if P.t_cert is None else min(P.t_cert, float(d.sum()))
+    bm_iters = max_iters
+    if mm_step_method(method, n, P.m) == "ip" and (method == "ip" or Y0 is None):
+        ip_cb = None
+        if callback is not None:  # IP steps numbered across HKM and NT, in the caller's units
+            steps = itertools.count(1)
+
+            def ip_cb(_it: int, objective: float, **kw: Any) -> None:
+                shown = objective_scale * objective * P.gamma * P.kappa * P.sense
+                callback(next(steps), objective=shown + objective_offset, **kw)
+
+        bm_iters, time_limit = _ip_then(P, st, tol, time_limit, t_start, dense_threshold, eig_k,
+                                        rng, verbose, ip_cb, max_rank, max_iters)
+    opts = BMOptions(tol=tol, max_iters=bm_iters, inner_max_iters=inner_max_iters, inner=inner,
+                     newton_max_iters=newton_max_iters, sigma_factor=sigma_factor,
+                     sigma_max=sigma_max, eig_k=eig_k, dense_threshold=dense_threshold,
+                     max_rank=max_rank, time_limit=time_limit, t_start=t_start, verbose=verbose,
+                     callback=callback, objective_scale=objective_scale,
+                     objective_offset=objective_offset)
+    if d is not None and trace_bound is None and method != "ip" and st.status != OPTIMAL:
+        run_bm_diag(P, d, st, opts, rng, r0=rank)
+    else:
+        run_bm(P, st, opts, rng)
+    return _finish(P, C, st, tol, t_start)
+
+
+def _validate(C: Any, A: SparseRows, b: Any, sense: str, method: str, inner: str,
+              trace_bound: float | None, face: Any) -> tuple[SymOp, np.ndarray]:
+    """Check the options and shapes; ``C`` as a :class:`SymOp`, ``b`` as a float vector."""
+    if method not in ("auto", "bm", "ip"):
+        raise ValueError(f"method must be auto, bm or ip, got {method!r}")
+    if inner not in ("auto", "lbfgs", "trust-krylov", "trust-ncg"):
+        raise ValueError(f"inner must be auto, lbfgs, trust-krylov or trust-ncg, got {inner!r}")
+    if sense not in ("min", "max"):
+        raise ValueError(f"sense must be 'min' or 'max', got {sense!r}")
+    n = A.n
+    b = np.asarray(b, dtype=float).ravel()
+    if b.size != A.m:
+        raise ValueError(f"b has {b.size} entries for {A.m} rows")
+    if not np.all(np.isfinite(b)):
+        raise ValueError("b must be finite")
+    if not isinstance(C, SymOp):
+        C = SymOp(n, sparse=C) if sp.issparse(C) else SymOp(n, dense=np.asarray(C, dtype=float))
+    if C.n != n:
+        raise ValueError(f"C is {C.n} x {C.n} but the rows act on {n} x {n} matrices")
+    if trace_bound is not None and not trace_bound >= 0:
+        raise ValueError(f"trace_bound must be >= 0, got {trace_bound}")
+    if face is not None and face.V.shape[0] != n:
+        raise ValueError(f"face basis has {face.V.shape[0]} rows for n = {n}")
+    return C, b
+
+
+def _start(P: Scaled, Y0: np.ndarray | None, y0: np.ndarray | None, mu0: float,
+           sigma0: float | None, rank: int | None, max_rank: int,
+           rng: np.random.Generator) -> BMState:
+    """The starting point in solver units: the warm start, or a random ``Y`` of the rows' scale."""
+    n = P.n
+    if Y0 is not None:
+        Y = np.array(Y0, dtype=float, copy=True).reshape(n, -1) / math.sqrt(P.kappa)
+        if rank is not None and Y.shape[1] < rank:
+            Y = np.c_[Y, 1e-3 * rng.standard_normal((n, rank - Y.shape[1]))]
+    else:
+        r0 = min(max_rank, rank if rank is not None else min(n, 8))
+        Y = rng.standard_normal((n, r0))
+        scale = (P.t if P.t is not None else max(1.0, float(np.mean(np.abs(P.b))) if P.m else 1.0)
+                 * n / 4)
+        Y *= math.sqrt(scale / max(float(np.sum(Y * Y)), 1e-300))
+    Y = np.ascontiguousarray(P.project(Y))
+    if y0 is not None:
+        y = np.asarray(y0, dtype=float).ravel() * P.sense / (P.row_scale * P.gamma)
+        if y.size != P.m:
+            raise ValueError(f"y0 has {y.size} entries for {P.m} rows")
+    else:
+        y = np.zeros(P.m)
+    return BMState(Y=Y, y=y, mu=float(mu0) / P.gamma,
+                   sigma=float(sigma0) if sigma0 is not None else 100.0)
+
+
+def _ip_then(P: Scaled, st: BMState, tol: float, time_limit: float | None, t_start: float,
+             dense_threshold: int, eig_k: int, rng: np.random.Generator, verbose: bool,
+             callback: Callable | None, max_rank: int,
+             max_iters: int) -> tuple[int, float | None]:
+    """The interior point, then what is left for the factored method: returns its iteration
+    budget and time limit (0 when the IP point is certified or the time is out)."""
+    ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose, callback)
+    st.Y, st.y, st.mu, st.lam, st.cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
+    st.best = (ip["score"], st.Y, st.y, st.mu, st.lam, st.cert)  # before any truncation below
+    st.it = ip["iterations"]
+    st.hist["ip"] = ip["history"]
+    st.hist["gap"].append(st.cert.gap)
+    st.hist["primal_residual"].append(ip["res"])
+    if ip["optimal"]:
+        st.status = OPTIMAL
+        return 0, time_limit
+    if time_limit is not None and time.perf_counter() - t_start > time_limit:
+        return 0, time_limit
+    if time_limit is None:
+        # the factored method rarely closes what the IP left open (degenerate SDEs): it gets
+        # 20x the IP's time, at least 20 s, unless the caller set a limit
+        time_limit = max(20.0, 20.0 * (time.perf_counter() - t_start))
+    # continue with the factored method from the IP's point: its leading columns up to the
+    # Barvinok-Pataki rank (an optimal K of rank r with r(r+1)/2 <= m + 1 exists), the
+    # multipliers already close
+    pataki = int(math.isqrt(2 * (P.m + 1))) + 2
+    st.Y = np.ascontiguousarray(st.Y[:, : max(1, min(st.Y.shape[1], max_rank, pataki))])
+    st.sigma = max(st.sigma, 1e3)
+    return max_iters, time_limit
+
+
+def _ip_stage(P: Scaled, tol: float, time_limit: float | None, t_start: float,
+              dense_threshold: int, eig_k: int, rng: np.random.Generator, verbose: bool,
+              callback: Callable | None) -> dict:
+    """Run :func:`~specopt.solvers.sdp.ip_sparse.solve_sparse_sdp_ip` on the scaled problem and
+    certify its point exactly as the factored method's (smallest eigenvalue of the dual slack at
+    the IP's ``y``, the bound, the residual of the returned factor).
+
+    HKM direction first; when its point is not certified, the NT direction from scratch (on the
+    degenerate swiss-roll SDEs NT kept long steps where HKM stalled; on well-posed ones HKM needs
+    fewer steps: digits N = 300, 18 vs 73) and the better certificate is kept. A point that is
+    nearly feasible gets Gauss-Newton steps onto the rows (a slightly infeasible point can have
+    an objective beyond the proven bound)."""
+    best: dict | None = None
+    C_dense = P.C.to_dense()
+    for kind in ("hkm", "nt"):
+        left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
+        if left is not None and left <= 0:
+            if best is not None:
+                break
+            left = 0.0  # out of time before the first direction: one IP step, not no point
+        ipr = ip_sparse.solve_sparse_sdp_ip(C_dense, P.A.rows, P.A.ii, P.A.jj, P.A.vals, P.b,
+                                            centered=P.centered, trace_bound=P.t,
+                                            tol=min(1e-7, 0.05 * tol), direction_kind=kind,
+                                            time_limit=left, face=P.V, verbose=verbose,
+                                            callback=callback)
+        out = certify_point(P, np.ascontiguousarray(ipr.Y), ipr.y, ipr.mu, tol,
+                            dense_threshold, eig_k, rng)
+        out.update(iterations=ipr.iterations + (best["iterations"] if best else 0),
+                   history=ipr.history)
+        if verbose:
+            print(f"[sdp] interior point ({kind}): {ipr.iterations} steps, res "
+                  f"{out['res']:.2e} lam_min {out['lam']:.2e} gap {out['cert'].gap:.2e} -> "
+                  f"{'certified' if out['optimal'] else 'not certified'}")
+        if best is None or out["optimal"] or out["score"] < best["score"]:
+            best = out
+        if best["optimal"]:
+            break
+    return best
+
+
+def _finish(P: Scaled, C: SymOp, st: BMState, tol: float, t_start: float) -> LowRankSDPResult:
+    """The best point (when the method ended uncertified on a worse one: penalty growth on
+    degenerate problems can drift), certified as it is, in the user's units."""
+    Y, y, mu, lam, cert = st.Y, st.y, st.mu, st.lam, st.cert
+    if st.status != OPTIMAL and st.best is not None and cert is not None:
+        if st.best[0] < max(relative_residual(P, Y), cert.gap):
+            _, Y, y, mu, lam, cert = st.best
+        _, _, cert, ok = measure(P, Y, y, mu, lam, tol)
+        if ok:
+            st.status = OPTIMAL
+    Yu = Y * math.sqrt(P.kappa)
+    r = P.residual(Y)
+    return LowRankSDPResult(
+        Y=Yu,
+        y=y * P.row_scale * P.gamma * P.sense,
+        mu=mu * P.gamma,
+        objective=float(np.sum(C.matmat(Yu) * Yu)),
+        bound=None if cert is None or cert.bound is None else P.user_objective(cert.bound),
+        gap=cert.gap if cert else math.inf,
+        dual_value=P.user_objective(cert.dual if cert else 0.0),
+        lambda_min=lam * P.gamma,
+        dual_infeasibility=cert.dinf if cert else math.inf,
+        primal_residual=float(np.linalg.norm(r)) / (1.0 + float(np.linalg.norm(P.b))),
+        max_abs_residual=float(np.max(np.abs(r / P.row_scale * P.kappa))) if r.size else 0.0,
+        status=st.status,
+        iterations=st.it,
+        inner_iterations=st.inner_total,
+        rank=Y.shape[1],
+        sigma=st.sigma,
+        trace_bound_used=None if P.t_cert is None else P.t_cert * P.kappa,
+        solve_time=time.perf_counter() - t_start,
+        history=st.hist,
+        rank_growths=st.growths,
+    )
+
+
+def _unbounded(C: SymOp, A: SparseRows, b: np.ndarray, v: np.ndarray, *, sense: str,
+               centered: bool, tol: float, time_limit: float | None, seed: int | None,
+               verbose: bool, t_start: float, method: str) -> LowRankSDPResult:
+    """With a recession ray ``v`` (:func:`~specopt.solvers.sdp.recession.recession_ray`):
+    unbounded if a feasible point exists. Feasibility is decided by the same problem with
+    ``tr K <= T`` added (:func:`~specopt.solvers.sdp.recession.feasibility_trace_cap`; bounded,
+    so the interior point certifies it). Status ``"unbounded"`` when that point satisfies the
+    rows to ``tol``; else the result of the bounded solve with status ``"inaccurate"``."""
+    T = feasibility_trace_cap(A, b)
+    if verbose:
+        print(f"[sdp] the objective improves without bound along a component of the row graph;"
+              f" feasibility check with tr K <= {T:.3g}")
+    res = solve_low_rank_sdp(C, A, b, sense=sense, centered=centered, trace_bound=T, tol=tol,
+                             time_limit=time_limit, seed=seed, verbose=verbose, method=method)
+    res.solve_time = time.perf_counter() - t_start
+    res.trace_bound_used = None
+    res.bound = None
+    if res.primal_residual <= tol:
+        res.status = "unbounded"
+        res.ray = v
+        res.objective = math.inf if sense == "max" else -math.inf
+        res.gap = 0.0
+    else:
+        res.status = INACCURATE
+    return res

@@ -1,0 +1,312 @@
+r"""Burer-Monteiro augmented Lagrangian on ``K = Y Y^T`` (solver units). No CVXPY here.
+
+The problem (:class:`~specopt.solvers.sdp._data.Scaled`, minimizing)::
+
+    min_K  <C, K>   s.t.   A(K) = b,  K PSD   [1^T K 1 = 0]   [tr K <= t]
+
+``K = Y Y^T`` with ``Y`` of shape ``n x r`` and the augmented Lagrangian
+
+    L(Y; y, sigma) = <C, YY^T> - y^T (A(YY^T) - b) + sigma/2 ||A(YY^T) - b||^2
+                     [+ (max(0, mu + sigma (||Y||_F^2 - t))^2 - mu^2) / (2 sigma)]
+
+whose gradient is ``2 S(y~) Y`` with ``S(y) = C - A^*(y) (+ mu~ I)`` and ``y~ = y - sigma r``.
+The centering row is ``Y^T 1 = 0`` (``Y`` and the gradient projected on column means zero).
+Each outer iteration (:func:`run_bm`) is five stages on a :class:`BMState`:
+
+- :func:`_inner_solve`: minimize ``L`` over ``Y`` with L-BFGS (scipy's L-BFGS-B, the evaluation
+  in compiled kernels for ``A(YY^T)`` and ``A^*(w) Y``, O(nnz r)), or Newton-Krylov with exact
+  Hessian-vector products once ``sigma >= 1e3``;
+- :func:`_update_multipliers`: ``y <- y - sigma r``, ``mu <- mu~``;
+- :func:`_certify`: smallest eigenpairs of the dual slack ``S(y)`` and the certificate
+  (:mod:`specopt.solvers.sdp._certificate`), with the least-squares dual when it is closer;
+- :func:`_check_termination`: certified, or polished onto the rows and certified, or the time
+  limit; the best point so far is kept;
+- :func:`_grow_rank`: a negative eigenvalue means the factored problem stalled at a non-optimal
+  point of the convex problem in ``K``; ``Y`` grows by the eigenvectors, each with the step that
+  minimizes ``L`` exactly along ``K + alpha^2 v v^T``; then the penalty grows by
+  ``sigma_factor`` when the residual did not drop by 4x.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.optimize as so
+
+from ._certificate import SDPCertificate, certificate, ls_dual, min_eigs, polish
+from ._data import INACCURATE, OPTIMAL, Scaled
+from ._kernels import a_of_ydt, a_of_yyt, adj_times
+
+__all__ = ["BMOptions", "BMState", "run_bm"]
+
+
+@dataclass(frozen=True)
+class BMOptions:
+    """Options of :func:`run_bm` (validated by the front end)."""
+
+    tol: float
+    max_iters: int
+    inner_max_iters: int = 2000
+    inner: str = "auto"
+    newton_max_iters: int = 100
+    sigma_factor: float = 4.0
+    sigma_max: float = 1e6
+    eig_k: int = 4
+    dense_threshold: int = 2500
+    max_rank: int = 1
+    time_limit: float | None = None
+    t_start: float = 0.0
+    verbose: bool = False
+    callback: Callable | None = None
+    #: the printed objective is ``scale * objective + offset`` (the caller's own objective)
+    objective_scale: float = 1.0
+    objective_offset: float = 0.0
+
+    def out_of_time(self) -> bool:
+        return self.time_limit is not None and time.perf_counter() - self.t_start > self.time_limit
+
+
+@dataclass
+class BMState:
+    """The iterate of the factored method (solver units) and its bookkeeping."""
+
+    Y: np.ndarray
+    y: np.ndarray
+    mu: float
+    sigma: float
+    it: int = 0
+    gtol: float = 1e-2
+    prev_res: float = math.inf
+    lam: float = -math.inf
+    cert: SDPCertificate | None = None
+    inner_total: int = 0
+    growths: int = 0
+    status: str = INACCURATE
+    #: ``(score, Y, y, mu, lam, cert)`` of the best point by ``max(residual, gap)``
+    best: tuple | None = None
+    hist: dict[str, list[float]] = field(default_factory=lambda: {
+        k: [] for k in ("objective", "primal_residual", "lambda_min", "sigma", "rank",
+                        "inner_iterations", "gap", "time_inner", "time_eig", "polish",
+                        "ls_dual_gap")})
+
+    def keep_if_best(self, res: float) -> None:
+        score = max(res, self.cert.gap)
+        if self.best is None or score < self.best[0]:
+            self.best = (score, self.Y, self.y, self.mu, self.lam, self.cert)
+
+
+def al_value_grad(Y: np.ndarray, P: Scaled, y: np.ndarray, sigma: float, mu: float):
+    """``(L, grad L, r, mu~)`` at ``Y``."""
+    r = P.residual(Y)
+    ytil = y - sigma * r
+    CY = P.C.matmat(Y)
+    val = float(np.sum(CY * Y)) - float(y @ r) + 0.5 * sigma * float(r @ r)
+    A = P.A
+    G = CY - adj_times(A.rows, A.ii, A.jj, A.vals, ytil, Y)
+    mut = 0.0
+    if P.t is not None:
+        tr = float(np.sum(Y * Y))
+        mut = max(0.0, mu + sigma * (tr - P.t))
+        val += (mut**2 - mu**2) / (2 * sigma)
+        G += mut * Y
+    return val, 2.0 * G, r, mut
+
+
+def al_hessp(Y: np.ndarray, D: np.ndarray, P: Scaled, ytil: np.ndarray, sigma: float,
+             mut: float) -> np.ndarray:
+    """Hessian of the augmented Lagrangian at ``Y`` applied to ``D``."""
+    A = P.A
+    dr = a_of_ydt(A.rows, A.ii, A.jj, A.vals, Y, D, A.m)
+    H = P.C.matmat(D) - adj_times(A.rows, A.ii, A.jj, A.vals, ytil, D)
+    H += sigma * adj_times(A.rows, A.ii, A.jj, A.vals, dr, Y)
+    if P.t is not None and mut > 0:
+        H += mut * D + 2.0 * sigma * float(np.sum(Y * D)) * Y
+    return 2.0 * H
+
+
+def grow(P: Scaled, Y: np.ndarray, y: np.ndarray, sigma: float, mu: float,
+         V: np.ndarray) -> np.ndarray:
+    """Append columns ``alpha_j v_j``, each with the exact minimizing step of ``L``."""
+    A = P.A
+    for j in range(V.shape[1]):
+        v = P.project(V[:, j:j + 1])[:, 0]
+        nv = float(np.linalg.norm(v))
+        if nv == 0:
+            continue
+        v = v / nv
+        r0 = P.residual(Y)
+        av = a_of_yyt(A.rows, A.ii, A.jj, A.vals, v[:, None], A.m)
+        cv = float(v @ P.C.matmat(v[:, None])[:, 0])
+        # L(u) = const + u (cv - y.av) + sigma/2 ||r0 + u av||^2 (+ trace term, linearized by mu)
+        slope = cv - float(y @ av) + sigma * float(r0 @ av) + mu
+        curv = sigma * float(av @ av)
+        if slope >= 0:
+            continue
+        u = -slope / curv if curv > 0 else 1.0
+        if P.t is not None:
+            u = min(u, max(P.t - float(np.sum(Y * Y)), 0.0) + 1e-3 * P.t)
+        Y = np.c_[Y, math.sqrt(max(u, 0.0)) * v]
+    return np.ascontiguousarray(Y)
+
+
+def run_bm(P: Scaled, st: BMState, opts: BMOptions, rng: np.random.Generator) -> BMState:
+    """Up to ``opts.max_iters`` outer iterations from ``st`` (its count continues ``st.it``);
+    ``st.status`` becomes ``"optimal"`` when a point is certified."""
+    first = st.it + 1
+    for it in range(first, first + opts.max_iters):
+        st.it = it
+        t_in = time.perf_counter()
+        nit, inner_ok = _inner_solve(P, st, opts)
+        res, obj = _update_multipliers(P, st)
+        t_eig = time.perf_counter()
+        lamv, vecs, err, obj = _certify(P, st, obj, res, opts, rng)
+        st.hist["time_inner"].append(t_eig - t_in)
+        st.hist["time_eig"].append(time.perf_counter() - t_eig)
+        record_iteration(P, st, obj, res, nit, opts)
+        if _check_termination(P, st, res, obj, opts):
+            break
+        _grow_rank(P, st, lamv, vecs, err, res, inner_ok, opts)
+        _update_penalty(st, res, opts)
+    return st
+
+
+def _inner_solve(P: Scaled, st: BMState, opts: BMOptions) -> tuple[int, bool]:
+    """Minimize ``L(.; y, sigma)`` from ``st.Y``; returns ``(iterations, converged)``."""
+    n, r_ = st.Y.shape
+    y, sigma, mu = st.y, st.sigma, st.mu
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        Yx = P.project(x.reshape(n, r_))
+        val, G, _, _ = al_value_grad(np.ascontiguousarray(Yx), P, y, sigma, mu)
+        return val, P.project(G).ravel()
+
+    def deadline(intermediate_result: Any = None) -> None:
+        """Stop at the time limit (scipy ends ``minimize`` on StopIteration)."""
+        if opts.out_of_time():
+            raise StopIteration
+
+    scale_g = max(1.0, float(np.linalg.norm(P.C.matmat(st.Y))))
+    method = opts.inner if opts.inner != "auto" else ("lbfgs" if sigma < 1e3 else "trust-krylov")
+    if method == "lbfgs":
+        cap = opts.inner_max_iters
+        opt = so.minimize(fun, st.Y.ravel(), jac=True, method="L-BFGS-B", callback=deadline,
+                          options={"maxiter": cap, "ftol": 1e-15, "maxcor": 20,
+                                   "gtol": st.gtol * scale_g / math.sqrt(st.Y.size)})
+    else:
+        cap = min(opts.inner_max_iters, opts.newton_max_iters)
+
+        def hessp(x: np.ndarray, d: np.ndarray) -> np.ndarray:
+            Yx = np.ascontiguousarray(P.project(x.reshape(n, r_)))
+            Dx = np.ascontiguousarray(P.project(d.reshape(n, r_)))
+            rr = P.residual(Yx)
+            mt = max(0.0, mu + sigma * (float(np.sum(Yx * Yx)) - P.t)) if P.t is not None \
+                else 0.0
+            return P.project(al_hessp(Yx, Dx, P, y - sigma * rr, sigma, mt)).ravel()
+
+        opt = so.minimize(fun, st.Y.ravel(), jac=True, hessp=hessp, method=method,
+                          callback=deadline, options={"maxiter": cap, "gtol": st.gtol * scale_g})
+    st.inner_total += int(opt.nit)
+    st.Y = np.ascontiguousarray(P.project(opt.x.reshape(n, r_)))
+    return int(opt.nit), bool(opt.nit < cap)
+
+
+def _update_multipliers(P: Scaled, st: BMState) -> tuple[float, float]:
+    """``y <- y - sigma r`` and ``mu <- mu~``; returns ``(relative residual, objective)``."""
+    _, _, r, mut = al_value_grad(st.Y, P, st.y, st.sigma, st.mu)
+    st.y = st.y - st.sigma * r
+    st.mu = mut
+    res = float(np.linalg.norm(r)) / (1.0 + float(np.linalg.norm(P.b)))
+    return res, float(np.sum(P.C.matmat(st.Y) * st.Y))
+
+
+def _certify(P: Scaled, st: BMState, obj: float, res: float, opts: BMOptions,
+             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """The dual slack's smallest eigenpairs at ``st.y`` and the certificate; near feasibility
+    the complementarity dual (``y`` minimizing ``||P (C - A^*(y) + mu I) Y||_F``, LSQR) replaces
+    ``st.y`` when its gap is smaller. Returns ``(eigenvalues, eigenvectors, error, objective)``."""
+    lamv, vecs, err = min_eigs(P, st.y, st.mu, opts.eig_k, opts.dense_threshold, rng)
+    st.lam = float(lamv[0]) - err
+    st.cert = certificate(P, st.y, st.mu, obj, st.lam)
+    if res <= 100 * opts.tol and not st.cert.ok(opts.tol):
+        y_ls = ls_dual(P, st.Y, st.y, st.mu)
+        lam_ls_v, vecs_ls, err_ls = min_eigs(P, y_ls, st.mu, opts.eig_k, opts.dense_threshold, rng)
+        lam_ls = float(lam_ls_v[0]) - err_ls
+        cert_ls = certificate(P, y_ls, st.mu, obj, lam_ls)
+        st.hist["ls_dual_gap"].append(cert_ls.gap)
+        if cert_ls.gap < st.cert.gap:
+            st.y, st.lam, st.cert = y_ls, lam_ls, cert_ls
+            lamv, vecs, err = lam_ls_v, vecs_ls, err_ls
+    return lamv, vecs, err, obj
+
+
+def record_iteration(P: Scaled, st: BMState, obj: float, res: float, nit: int,
+                     opts: BMOptions) -> None:
+    """History, callback and the verbose line (in the caller's objective)."""
+    h = st.hist
+    h["objective"].append(P.user_objective(obj))
+    h["primal_residual"].append(res)
+    h["lambda_min"].append(st.lam * P.gamma)
+    h["sigma"].append(st.sigma)
+    h["rank"].append(st.Y.shape[1])
+    h["inner_iterations"].append(nit)
+    h["gap"].append(st.cert.gap)
+    shown = opts.objective_scale * h["objective"][-1] + opts.objective_offset
+    if opts.callback is not None:
+        opts.callback(st.it, objective=shown, gap=st.cert.gap, violation=res)
+    if opts.verbose:
+        print(f"[sdp] it {st.it:3d} rank {st.Y.shape[1]:3d} obj {shown:.8g} res {res:.2e} "
+              f"lam_min {st.lam:.2e} gap {st.cert.gap:.2e} sigma {st.sigma:.1e} inner {nit} "
+              f"({h['time_inner'][-1]:.2f} s) eig {h['time_eig'][-1]:.2f} s")
+
+
+def _check_termination(P: Scaled, st: BMState, res: float, obj: float,
+                       opts: BMOptions) -> bool:
+    """Certified (as it is, or after a Gauss-Newton polish onto ``A(YY^T) = b`` when nearly
+    feasible with the gap closed), or out of time. Keeps the best point."""
+    tol, cert = opts.tol, st.cert
+    if res <= tol and cert.ok(tol) and cert.bound_side_ok(P, obj):
+        st.status = OPTIMAL
+        return True
+    if res <= 20 * tol and cert.ok(tol):
+        Yp = polish(P, st.Y)
+        res_p = float(np.linalg.norm(P.residual(Yp))) / (1.0 + float(np.linalg.norm(P.b)))
+        obj_p = float(np.sum(P.C.matmat(Yp) * Yp))
+        cert_p = certificate(P, st.y, st.mu, obj_p, st.lam)
+        st.hist["polish"].append(res_p)
+        if res_p < res:
+            st.Y, res, obj, st.cert = Yp, res_p, obj_p, cert_p
+            h = st.hist
+            h["primal_residual"][-1], h["gap"][-1] = res, cert_p.gap
+            h["objective"][-1] = P.user_objective(obj)
+            if res <= tol and cert_p.ok(tol) and cert_p.bound_side_ok(P, obj):
+                st.status = OPTIMAL
+                return True
+    st.keep_if_best(res)
+    return opts.out_of_time()
+
+
+def _grow_rank(P: Scaled, st: BMState, lamv: np.ndarray, vecs: np.ndarray, err: float,
+               res: float, inner_ok: bool, opts: BMOptions) -> None:
+    """Grow ``Y`` along the slack's negative eigenvectors after a converged inner solve, or at
+    once when the slack is far from PSD (an unconverged inner solve at too low a rank otherwise
+    never ends: digits N = 1797 stayed at rank 8 with lambda_min ~ -3 for 20 outer iterations)."""
+    grow_tol = max(opts.tol, 0.1 * res)
+    if st.lam < -grow_tol and st.Y.shape[1] < opts.max_rank and (
+            inner_ok or st.lam < -100 * grow_tol):
+        neg = lamv < -max(err, 1e-10)
+        V = vecs[:, neg][:, : opts.max_rank - st.Y.shape[1]]
+        st.Y = grow(P, st.Y, st.y, st.sigma, st.mu, V)
+        st.growths += 1
+
+
+def _update_penalty(st: BMState, res: float, opts: BMOptions) -> None:
+    """Raise ``sigma`` when the residual did not drop 4x; tighten the inner tolerance."""
+    if res > 0.25 * st.prev_res:
+        st.sigma = min(st.sigma * opts.sigma_factor, opts.sigma_max)
+    st.prev_res = res
+    st.gtol = max(min(0.5 * st.gtol, 0.1 * res), 0.1 * opts.tol)
