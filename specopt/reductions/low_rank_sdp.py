@@ -323,7 +323,7 @@ class LowRankSDPRoute(Route):
                                  face=face, callback=record, **run)
         if res.status not in (OPTIMAL, UNBOUNDED) and face is None:
             left = None if limit is None else limit - (time.perf_counter() - t0)
-            decided = _decide_status(d, res, kw, left, verbose)
+            decided = _decide_status(d, res, kw, left, getattr(cb, "log", None))
             if decided is not None:
                 decided.solve_time = time.perf_counter() - t0
                 return decided
@@ -441,17 +441,18 @@ def ray_check(d: LRData, D: np.ndarray) -> tuple[bool, float, float]:
 
 
 def _decide_status(d: LRData, res: Any, kw: dict, left: float | None,
-                   verbose: bool) -> RouteResult | None:
+                   say: Any = None) -> RouteResult | None:
     """``infeasible`` (a Farkas vector from the engine's diverging multipliers) or ``unbounded``
     (a certified recession direction and a feasible point) when the engine ended uncertified;
-    None when neither is proven."""
+    None when neither is proven. ``say(message)`` (the progress printer's log) reports the
+    checks."""
     sgn = 1.0 if d.sense == "max" else -1.0  # engine's y: A^*(y) - C PSD (max), C - A^*(y) (min)
     if d.A.m and res.y is not None and np.any(res.y):
         z = sgn * np.asarray(res.y, float)
         ok, lam, btz = farkas_check(d, z)
-        if verbose:
-            print(f"[low_rank_sdp] Farkas check on the multipliers: lambda_min {lam:.3g}, "
-                  f"b^T z {btz:.3g} -> {'infeasible' if ok else 'not proven'}")
+        if say is not None:
+            say(f"Farkas check on the multipliers: lambda_min {lam:.3g}, b^T z {btz:.3g} -> "
+                f"{'infeasible' if ok else 'not proven'}")
         if ok:
             return RouteResult(status=cp.INFEASIBLE, primal={},
                                objective=-np.inf if d.sense == "max" else np.inf,
@@ -472,9 +473,9 @@ def _decide_status(d: LRData, res: Any, kw: dict, left: float | None,
         return None
     D = ray.Y @ ray.Y.T
     ok, viol, gain = ray_check(d, D)
-    if verbose:
-        print(f"[low_rank_sdp] recession direction: |A(D)| {viol:.3g}, gain {gain:.3g} -> "
-              f"{'unbounded' if ok else 'not proven'}")
+    if say is not None:
+        say(f"recession direction: |A(D)| {viol:.3g}, gain {gain:.3g} -> "
+            f"{'unbounded' if ok else 'not proven'}")
     if not ok:
         return None
     return RouteResult(status=cp.UNBOUNDED, primal={},
