@@ -157,6 +157,10 @@ class Certificate:
             ok = np.isfinite(bnd)
             ax.plot(x[ok], bnd[ok], "s--", color="C1", mfc="none", zorder=1,
                     label=f"bound (final {final(bnd)})", **style)
+        elif self.bound is not None and math.isfinite(self.bound) and len(x):
+            # no bound trace (e.g. an interior point's bound comes only with the certificate)
+            ax.plot(x[-1:], [self.bound], "s", color="C1", mfc="none", ms=7, zorder=1,
+                    label=f"bound (certificate, {self.bound:.7g})")
         if obj is None and bnd is None:
             ax.text(0.5, 0.5, "no objective recorded", ha="center", va="center",
                     transform=ax.transAxes)
