@@ -707,19 +707,6 @@ class IteratedSDPRoute(Route):
             hist["objective"] += [sign * v for v in r.history["objective"]]
             hist["rel_change_objective"] += list(r.history["rel_change_objective"])
             hist["rel_change_K"] += list(r.history["rel_change_K"])
-        returned = float(point["objective"]) * sign
-        # the trace ends at the returned point: the iterate the last step certified (the
-        # later ones dropped) or the tie check's descent point (appended)
-        same = [i for i, v in enumerate(hist["objective"])
-                if abs(v - returned) <= 1e-12 * (1.0 + abs(returned))]
-        if same:
-            for key in hist:
-                del hist[key][same[-1] + 1:]
-        else:
-            hist["objective"].append(returned)
-            hist["time"].append(total)
-            hist["rel_change_objective"].append(np.nan)
-            hist["rel_change_K"].append(np.nan)
         total_iters = sum(r.total_iterations for r in results)
         extra = {
             "converged": res.converged,
