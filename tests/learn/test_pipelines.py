@@ -17,6 +17,7 @@ from specopt.learn import (
     LowRankITML,
     PSDBoostMetric,
     RelativeComparisonMetric,
+    TransformationSVM,
 )
 
 
@@ -102,6 +103,7 @@ MAKERS = {
     "ITML.gamma": lambda v: ITML(gamma=v),
     "LowRankITML.gamma": lambda v: LowRankITML(gamma=v),
     "ITMLSupervised.tol": lambda v: ITMLSupervised(tol=v),
+    "TransformationSVM.C": lambda v: TransformationSVM(C=v),
 }
 # gamma = inf is valid (hard constraints)
 BAD = [(k, v) for k in MAKERS for v in (np.nan, np.inf, -1.0)
@@ -115,15 +117,18 @@ def test_bad_numbers_named_before_any_solve(iris, monkeypatch, which, bad):
     import specopt.learn.itml as itml_mod
     import specopt.learn.psdboost as psd_mod
     import specopt.learn.relative_comparison as rc_mod
+    import specopt.learn.transformation as tr_mod
     from specopt.learn._base import InvalidParameterError
 
     def no_solve(*a, **k):
         raise AssertionError("a solve started")
 
     for mod, name in ((psd_mod, "solve"), (rc_mod, "dual_cd"), (itml_mod, "itml_linear"),
-                      (itml_mod, "itml_lowrank")):
+                      (itml_mod, "itml_lowrank"), (tr_mod, "make_tasks")):
         monkeypatch.setattr(mod, name, no_solve)
     X, y = iris
+    if which.startswith("TransformationSVM"):
+        X, y = X[y < 2], y[y < 2]  # binary
     param = which.split(".")[1]
     with pytest.raises(InvalidParameterError, match=rf"The '{param}' parameter of"):
         MAKERS[which](bad).fit(X, y)
