@@ -132,3 +132,31 @@ def test_bad_numbers_named_before_any_solve(iris, monkeypatch, which, bad):
     param = which.split(".")[1]
     with pytest.raises(InvalidParameterError, match=rf"The '{param}' parameter of"):
         MAKERS[which](bad).fit(X, y)
+
+
+def test_sparse_x_gets_a_clear_message_where_dense_is_needed(iris):
+    """Issue 23/24: sparse input is named (scikit-learn's message) before any solve; the
+    embeddings densify instead (tests/learn/test_embedding.py)."""
+    import scipy.sparse as sp
+
+    from specopt.learn import NuclearNormCompletion
+
+    X, y = iris
+    Xs = sp.csr_matrix(X)
+    for est in (ITMLSupervised(), PSDBoostMetric(), RelativeComparisonMetric(), LowRankITML(),
+                KernelITML()):
+        with pytest.raises(TypeError, match="Sparse data was passed"):
+            est.fit(Xs, y)
+    with pytest.raises(TypeError, match="Sparse data was passed"):
+        NuclearNormCompletion().fit(Xs)  # implicit zeros would read as observations
+
+
+def test_itml_index_pairs_with_a_preprocessor(iris):
+    X, y = iris
+    P = np.array([[0, 1], [0, 60], [50, 51], [50, 120]])
+    s = np.array([1, -1, 1, -1])
+    a = ITML(preprocessor=X, tol=1e-9).fit(P, s)
+    b = ITML(tol=1e-9).fit(np.stack([X[P[:, 0]], X[P[:, 1]]], axis=1), s)
+    np.testing.assert_allclose(a.get_mahalanobis_matrix(), b.get_mahalanobis_matrix())
+    with pytest.raises(ValueError, match=r"pair indices must lie in \[0, 150\)"):
+        ITML(preprocessor=X).fit(np.array([[0, 150]]), np.array([1]))
