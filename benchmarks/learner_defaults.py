@@ -1,10 +1,10 @@
 """Held-out accuracy and fit time against ``tol`` for the metric learners on bundled data.
 
-    python benchmarks/learner_defaults.py [--quick] [--data wine,breast_cancer,digits]
-    python benchmarks/learner_defaults.py --part variants     # KernelITML, LowRankITML
-    python benchmarks/learner_defaults.py --part embedding    # SDE (SCS eps), MVE (tol)
-    python benchmarks/learner_defaults.py --part completion   # SpectralMatrixCompletion (tol)
-    python benchmarks/learner_defaults.py --part lowrank      # LowRankITML defaults vs ITML
+    python -m benchmarks.learner_defaults [--quick] [--data wine,breast_cancer,digits]
+    python -m benchmarks.learner_defaults --part variants     # KernelITML, LowRankITML
+    python -m benchmarks.learner_defaults --part embedding    # SDE (SCS eps), MVE (tol)
+    python -m benchmarks.learner_defaults --part completion   # SpectralMatrixCompletion (tol)
+    python -m benchmarks.learner_defaults --part lowrank      # LowRankITML defaults vs ITML
 
 For each learner and data set (scikit-learn's wine, breast cancer and digits, standardized) and
 each of 3 seeded train/test splits (50/50, stratified): fit with a given ``tol``, score a

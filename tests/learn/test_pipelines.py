@@ -17,6 +17,7 @@ from specopt.learn import (
     LowRankITML,
     PSDBoostMetric,
     RelativeComparisonMetric,
+    TransformationSVM,
 )
 
 
@@ -102,6 +103,7 @@ MAKERS = {
     "ITML.gamma": lambda v: ITML(gamma=v),
     "LowRankITML.gamma": lambda v: LowRankITML(gamma=v),
     "ITMLSupervised.tol": lambda v: ITMLSupervised(tol=v),
+    "TransformationSVM.C": lambda v: TransformationSVM(C=v),
 }
 # gamma = inf is valid (hard constraints)
 BAD = [(k, v) for k in MAKERS for v in (np.nan, np.inf, -1.0)
@@ -115,15 +117,46 @@ def test_bad_numbers_named_before_any_solve(iris, monkeypatch, which, bad):
     import specopt.learn.itml as itml_mod
     import specopt.learn.psdboost as psd_mod
     import specopt.learn.relative_comparison as rc_mod
+    import specopt.learn.transformation as tr_mod
     from specopt.learn._base import InvalidParameterError
 
     def no_solve(*a, **k):
         raise AssertionError("a solve started")
 
     for mod, name in ((psd_mod, "solve"), (rc_mod, "dual_cd"), (itml_mod, "itml_linear"),
-                      (itml_mod, "itml_lowrank")):
+                      (itml_mod, "itml_lowrank"), (tr_mod, "make_tasks")):
         monkeypatch.setattr(mod, name, no_solve)
     X, y = iris
+    if which.startswith("TransformationSVM"):
+        X, y = X[y < 2], y[y < 2]  # binary
     param = which.split(".")[1]
     with pytest.raises(InvalidParameterError, match=rf"The '{param}' parameter of"):
         MAKERS[which](bad).fit(X, y)
+
+
+def test_sparse_x_gets_a_clear_message_where_dense_is_needed(iris):
+    """Issue 23/24: sparse input is named (scikit-learn's message) before any solve; the
+    embeddings densify instead (tests/learn/test_embedding.py)."""
+    import scipy.sparse as sp
+
+    from specopt.learn import NuclearNormCompletion
+
+    X, y = iris
+    Xs = sp.csr_matrix(X)
+    for est in (ITMLSupervised(), PSDBoostMetric(), RelativeComparisonMetric(), LowRankITML(),
+                KernelITML()):
+        with pytest.raises(TypeError, match="Sparse data was passed"):
+            est.fit(Xs, y)
+    with pytest.raises(TypeError, match="Sparse data was passed"):
+        NuclearNormCompletion().fit(Xs)  # implicit zeros would read as observations
+
+
+def test_itml_index_pairs_with_a_preprocessor(iris):
+    X, y = iris
+    P = np.array([[0, 1], [0, 60], [50, 51], [50, 120]])
+    s = np.array([1, -1, 1, -1])
+    a = ITML(preprocessor=X, tol=1e-9).fit(P, s)
+    b = ITML(tol=1e-9).fit(np.stack([X[P[:, 0]], X[P[:, 1]]], axis=1), s)
+    np.testing.assert_allclose(a.get_mahalanobis_matrix(), b.get_mahalanobis_matrix())
+    with pytest.raises(ValueError, match=r"pair indices must lie in \[0, 150\)"):
+        ITML(preprocessor=X).fit(np.array([[0, 150]]), np.array([1]))
