@@ -269,7 +269,7 @@ class LowRankSDPRoute(Route):
             kw["Y0"], kw["y0"] = warm[0], warm[1]
         res = solve_low_rank_sdp(d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                                  implied_trace_bound=d.implied_trace_bound, centered=d.centered,
-                                 face=face, verbose=verbose, **kw)
+                                 face=face, verbose=verbose, objective_offset=d.offset, **kw)
         if res.status == UNBOUNDED:  # a recession ray and a feasible point (solver docstring)
             return RouteResult(status=cp.UNBOUNDED, primal={},
                                objective=np.inf if d.sense == "max" else -np.inf,

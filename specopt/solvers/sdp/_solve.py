@@ -156,8 +156,9 @@ def solve_low_rank_sdp(
     bm_iters = max_iters
     if not use_diag and mm_step_method(method, n, P.m) == "ip" and (
             method == "ip" or Y0 is None):
+        shown = (objective_scale, objective_offset)
         bm_iters, time_limit = _ip_then(P, st, tol, time_limit, t_start, dense_threshold, eig_k,
-                                        rng, verbose, callback, max_rank, max_iters)
+                                        rng, verbose, callback, max_rank, max_iters, shown)
     opts = BMOptions(tol=tol, max_iters=bm_iters, inner_max_iters=inner_max_iters, inner=inner,
                      newton_max_iters=newton_max_iters, sigma_factor=sigma_factor,
                      sigma_max=sigma_max, eig_k=eig_k, dense_threshold=dense_threshold,
@@ -225,11 +226,12 @@ def _start(P: Scaled, Y0: np.ndarray | None, y0: np.ndarray | None, mu0: float,
 
 def _ip_then(P: Scaled, st: BMState, tol: float, time_limit: float | None, t_start: float,
              dense_threshold: int, eig_k: int, rng: np.random.Generator, verbose: bool,
-             callback: Callable | None, max_rank: int,
-             max_iters: int) -> tuple[int, float | None]:
+             callback: Callable | None, max_rank: int, max_iters: int,
+             shown: tuple[float, float] = (1.0, 0.0)) -> tuple[int, float | None]:
     """The interior point, then what is left for the factored method: returns its iteration
     budget and time limit (0 when the IP point is certified or the time is out)."""
-    ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose, callback)
+    ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose, callback,
+                   shown)
     st.Y, st.y, st.mu, st.lam, st.cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
     st.best = (ip["score"], st.Y, st.y, st.mu, st.lam, st.cert)  # before any truncation below
     st.it = ip["iterations"]
@@ -256,7 +258,7 @@ def _ip_then(P: Scaled, st: BMState, tol: float, time_limit: float | None, t_sta
 
 def _ip_stage(P: Scaled, tol: float, time_limit: float | None, t_start: float,
               dense_threshold: int, eig_k: int, rng: np.random.Generator, verbose: bool,
-              callback: Callable | None) -> dict:
+              callback: Callable | None, shown: tuple[float, float] = (1.0, 0.0)) -> dict:
     """Run :func:`~specopt.solvers.sdp.ip_sparse.solve_sparse_sdp_ip` on the scaled problem and
     certify its point exactly as the factored method's (smallest eigenvalue of the dual slack at
     the IP's ``y``, the bound, the residual of the returned factor).
@@ -265,7 +267,8 @@ def _ip_stage(P: Scaled, tol: float, time_limit: float | None, t_start: float,
     degenerate swiss-roll SDEs NT kept long steps where HKM stalled; on well-posed ones HKM needs
     fewer steps: digits N = 300, 18 vs 73) and the better certificate is kept. A point that is
     nearly feasible gets Gauss-Newton steps onto the rows (a slightly infeasible point can have
-    an objective beyond the proven bound)."""
+    an objective beyond the proven bound). ``shown``: the caller's ``(objective_scale,
+    objective_offset)`` for the verbose lines and the callback."""
     best: dict | None = None
     C_dense = P.C.to_dense()
     for kind in ("hkm", "nt"):
@@ -278,7 +281,9 @@ def _ip_stage(P: Scaled, tol: float, time_limit: float | None, t_start: float,
                                             centered=P.centered, trace_bound=P.t,
                                             tol=min(1e-7, 0.05 * tol), direction_kind=kind,
                                             time_limit=left, face=P.V, verbose=verbose,
-                                            callback=callback)
+                                            callback=callback,
+                                            objective_scale=shown[0] * P.user_objective(1.0),
+                                            objective_offset=shown[1])
         out = certify_point(P, np.ascontiguousarray(ipr.Y), ipr.y, ipr.mu, tol,
                             dense_threshold, eig_k, rng)
         out.update(iterations=ipr.iterations + (best["iterations"] if best else 0),
