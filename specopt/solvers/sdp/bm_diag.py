@@ -106,28 +106,11 @@ def _mix_sweeps(indptr, indices, data, X, sweeps):  # pragma: no cover - compile
 
 @lazy_njit(cache=True, fastmath=True)
 def _value_grad(indptr, indices, data, X):  # pragma: no cover - compiled
-    """``(f, z, rgrad)``: ``z_i = <(C X)_i, X_i>``, ``f = sum z``, ``rgrad = 2 (C X - z X)``."""
-    n, r = X.shape
-    G = np.empty_like(X)
-    z = np.empty(n)
-    v = np.zeros(r)
-    f = 0.0
-    for i in range(n):
-        for c in range(r):
-            v[c] = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            a = data[k]
-            for c in range(r):
-                v[c] += a * X[j, c]
-        zi = 0.0
-        for c in range(r):
-            zi += v[c] * X[i, c]
-        z[i] = zi
-        f += zi
-        for c in range(r):
-            G[i, c] = 2.0 * (v[c] - zi * X[i, c])
-    return f, z, G
+    """``(f, z, rgrad)``: ``z_i = <(C X)_i, X_i>``, ``f = sum z``, ``rgrad = 2 (C X - z X)``
+    (the tangent product below with ``Z = X`` and no shift)."""
+    z = np.empty(X.shape[0])
+    G = _hess_kernel(indptr, indices, data, X, np.zeros(X.shape[0]), X, z)
+    return z.sum(), z, G
 
 
 @lazy_njit(cache=True, fastmath=True)
@@ -141,6 +124,7 @@ def _tcg_kernel(indptr, indices, data, X, z, g, minv, radius, max_iters, kappa,
     gn = math.sqrt(np.sum(g * g))
     zv = np.empty_like(X)
     d = np.empty_like(X)
+    scratch = np.empty(n)
     rz = 0.0
     for i in range(n):
         for c in range(r):
@@ -151,7 +135,7 @@ def _tcg_kernel(indptr, indices, data, X, z, g, minv, radius, max_iters, kappa,
     alpha, e_e_new = 0.0, 0.0
     stop = gn * min(gn ** theta, kappa)
     for _ in range(max_iters):
-        Hd = _hess_kernel(indptr, indices, data, X, z, d)
+        Hd = _hess_kernel(indptr, indices, data, X, z, d, scratch)
         dHd = np.sum(d * Hd)
         if dHd > 0:
             alpha = rz / dHd
@@ -185,8 +169,9 @@ def _tcg_kernel(indptr, indices, data, X, z, g, minv, radius, max_iters, kappa,
 
 
 @lazy_njit(cache=True, fastmath=True)
-def _hess_kernel(indptr, indices, data, X, z, Z):  # pragma: no cover - compiled
-    """``2 P_X((C - Diag(z)) Z)`` row by row (one pass over ``C``)."""
+def _hess_kernel(indptr, indices, data, X, z, Z, p):  # pragma: no cover - compiled
+    """``2 P_X((C - Diag(z)) Z)`` row by row (one pass over ``C``); ``p[i]`` receives
+    ``<((C - Diag(z)) Z)_i, X_i>``."""
     n, r = X.shape
     out = np.empty_like(Z)
     v = np.zeros(r)
@@ -198,11 +183,12 @@ def _hess_kernel(indptr, indices, data, X, z, Z):  # pragma: no cover - compiled
             a = data[k]
             for c in range(r):
                 v[c] += a * Z[j, c]
-        p = 0.0
+        pi = 0.0
         for c in range(r):
-            p += v[c] * X[i, c]
+            pi += v[c] * X[i, c]
+        p[i] = pi
         for c in range(r):
-            out[i, c] = 2.0 * (v[c] - p * X[i, c])
+            out[i, c] = 2.0 * (v[c] - pi * X[i, c])
     return out
 
 
@@ -226,7 +212,7 @@ class _Sphere:
         return float(f), z, G
 
     def hess(self, X: np.ndarray, z: np.ndarray, Z: np.ndarray) -> np.ndarray:
-        return _hess_kernel(*self.csr, X, z, np.ascontiguousarray(Z))
+        return _hess_kernel(*self.csr, X, z, np.ascontiguousarray(Z), np.empty(X.shape[0]))
 
 
 def _tcg(M: _Sphere, X: np.ndarray, z: np.ndarray, g: np.ndarray, radius: float,
