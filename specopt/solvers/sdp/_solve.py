@@ -150,7 +150,9 @@ def solve_low_rank_sdp(
     d = diagonal_targets(P.A, P.b) if not centered and face is None else None
     if d is not None:  # the rows fix the diagonal: tr K = sum(d) for every feasible K
         P.t_cert = float(d.sum()) if P.t_cert is None else min(P.t_cert, float(d.sum()))
-    use_diag = d is not None and trace_bound is None and (
+    # the sphere method works on a sparse C~ (a dense or low-rank part is made dense: small n)
+    sparse_c = (C.U is None and C.dense is None) or n <= 3000
+    use_diag = d is not None and trace_bound is None and sparse_c and (
         method == "bm" or (method == "auto" and n >= DIAG_MIN_N))
     if use_diag and rank is None and Y0 is None:
         rank = min(max_rank, max(8, math.isqrt(2 * n) // 3 + 1))
