@@ -29,6 +29,11 @@ from ._data import Scaled
 from ._kernels import a_of_ydt, adj_times, adjoint_sparse
 from .facial import face_correction
 
+#: the deflated operator's smallest eigenvalue is dense up to this n, Lanczos above (no cluster at
+#: 0 once range(Y) is deflated: maxG32, n = 2000, Lanczos 0.3 s against several s for the dense
+#: subset solve at load ~15)
+DEFLATED_DENSE_MAX_N = 600
+
 
 @dataclass(frozen=True)
 class SDPCertificate:
@@ -194,8 +199,9 @@ def min_eig_lower_bound(P: Scaled, y: np.ndarray, mu: float, Y: np.ndarray,
     eigenproblem), ``b = lambda_min(S22)`` (Lanczos on ``P_perp S P_perp + beta Q Q^T``, whose
     spectrum has no cluster at 0, minus the Ritz residual) and ``e = ||P_perp S Q||_2``; so
     ``lambda_min(S) >= lambda_min([[a, e], [e, b]])``. Returns the bound and the Ritz vector of
-    ``b`` (the direction for a rank growth). ``b`` is exact (dense) for ``n <= dense_threshold``;
-    above, the Lanczos Ritz value is the extreme one with probability one, not certainty."""
+    ``b`` (the direction for a rank growth). ``b`` is exact (dense) for
+    ``n <= min(dense_threshold, DEFLATED_DENSE_MAX_N)``; above, the Lanczos Ritz value is the
+    extreme one with probability one, not certainty."""
     n = P.n
     U, sv, _ = np.linalg.svd(Y, full_matrices=False)
     Q = np.ascontiguousarray(U[:, sv >= rel_cut * sv[0]]) if sv.size and sv[0] > 0 \
@@ -216,7 +222,7 @@ def min_eig_lower_bound(P: Scaled, y: np.ndarray, mu: float, Y: np.ndarray,
         out = perp(P.slack_matmat(y, mu, Xp)) + 2.0 * bound * (Q @ (Q.T @ X2))
         return out if X.ndim == 2 else out[:, 0]
 
-    if n <= dense_threshold:
+    if n <= min(dense_threshold, DEFLATED_DENSE_MAX_N):
         w, V, err = dense_smallest(mat(np.eye(n)), 1)
     else:
         op = spla.LinearOperator((n, n), matvec=lambda x: mat(x) + bound * x,

@@ -73,12 +73,13 @@ def diagonal_targets(A: SparseRows, b: np.ndarray) -> np.ndarray | None:
 @lazy_njit(cache=True, fastmath=True)
 def _mix_sweeps(indptr, indices, data, X, sweeps):  # pragma: no cover - compiled
     """``sweeps`` passes of ``X_i <- -g_i / ||g_i||``, ``g_i = sum_{j != i} C_ij X_j``;
-    returns the largest row change of the last pass."""
+    returns the decrease of ``f = <C, X X^T>`` over the last pass (``2 (<g, x_old> + ||g||)``
+    per row)."""
     n, r = X.shape
     g = np.zeros(r)
-    delta = 0.0
+    dec = 0.0
     for _ in range(sweeps):
-        delta = 0.0
+        dec = 0.0
         for i in range(n):
             for c in range(r):
                 g[c] = 0.0
@@ -90,24 +91,87 @@ def _mix_sweeps(indptr, indices, data, X, sweeps):  # pragma: no cover - compile
                 for c in range(r):
                     g[c] += v * X[j, c]
             nrm = 0.0
+            old = 0.0
             for c in range(r):
                 nrm += g[c] * g[c]
+                old += g[c] * X[i, c]
             nrm = math.sqrt(nrm)
             if nrm == 0.0:
                 continue
-            ch = 0.0
+            dec += 2.0 * (old + nrm)
             for c in range(r):
-                new = -g[c] / nrm
-                ch += (new - X[i, c]) ** 2
-                X[i, c] = new
-            if ch > delta:
-                delta = ch
-    return math.sqrt(delta)
+                X[i, c] = -g[c] / nrm
+    return dec
 
 
 @lazy_njit(cache=True, fastmath=True)
-def _hess_kernel(indptr, indices, data, X, z, Z):  # pragma: no cover - compiled
-    """``2 P_X((C - Diag(z)) Z)`` row by row (one pass over ``C``)."""
+def _value_grad(indptr, indices, data, X):  # pragma: no cover - compiled
+    """``(f, z, rgrad)``: ``z_i = <(C X)_i, X_i>``, ``f = sum z``, ``rgrad = 2 (C X - z X)``
+    (the tangent product below with ``Z = X`` and no shift)."""
+    z = np.empty(X.shape[0])
+    G = _hess_kernel(indptr, indices, data, X, np.zeros(X.shape[0]), X, z)
+    return z.sum(), z, G
+
+
+@lazy_njit(cache=True, fastmath=True)
+def _tcg_kernel(indptr, indices, data, X, z, g, minv, radius, max_iters, kappa,
+                theta):  # pragma: no cover - compiled
+    """Preconditioned Steihaug-Toint CG (see :func:`_tcg`); returns ``(e, He, on boundary)``."""
+    n, r = X.shape
+    e = np.zeros_like(X)
+    He = np.zeros_like(X)
+    res = g.copy()
+    gn = math.sqrt(np.sum(g * g))
+    zv = np.empty_like(X)
+    d = np.empty_like(X)
+    scratch = np.empty(n)
+    rz = 0.0
+    for i in range(n):
+        for c in range(r):
+            zv[i, c] = minv[i] * res[i, c]
+            d[i, c] = -zv[i, c]
+            rz += res[i, c] * zv[i, c]
+    e_e, e_d, d_d = 0.0, 0.0, rz
+    alpha, e_e_new = 0.0, 0.0
+    stop = gn * min(gn ** theta, kappa)
+    for _ in range(max_iters):
+        Hd = _hess_kernel(indptr, indices, data, X, z, d, scratch)
+        dHd = np.sum(d * Hd)
+        if dHd > 0:
+            alpha = rz / dHd
+            e_e_new = e_e + 2.0 * alpha * e_d + alpha * alpha * d_d
+        if dHd <= 0 or e_e_new >= radius * radius:
+            tau = (-e_d + math.sqrt(max(e_d * e_d + d_d * (radius * radius - e_e), 0.0))) / d_d
+            return e + tau * d, He + tau * Hd, True
+        rr = 0.0
+        for i in range(n):
+            for c in range(r):
+                e[i, c] += alpha * d[i, c]
+                He[i, c] += alpha * Hd[i, c]
+                res[i, c] += alpha * Hd[i, c]
+                rr += res[i, c] * res[i, c]
+        e_e = e_e_new
+        if math.sqrt(rr) <= stop:
+            break
+        rz_new = 0.0
+        for i in range(n):
+            for c in range(r):
+                zv[i, c] = minv[i] * res[i, c]
+                rz_new += res[i, c] * zv[i, c]
+        beta = rz_new / rz
+        for i in range(n):
+            for c in range(r):
+                d[i, c] = -zv[i, c] + beta * d[i, c]
+        e_d = beta * (e_d + alpha * d_d)
+        d_d = rz_new + beta * beta * d_d
+        rz = rz_new
+    return e, He, False
+
+
+@lazy_njit(cache=True, fastmath=True)
+def _hess_kernel(indptr, indices, data, X, z, Z, p):  # pragma: no cover - compiled
+    """``2 P_X((C - Diag(z)) Z)`` row by row (one pass over ``C``); ``p[i]`` receives
+    ``<((C - Diag(z)) Z)_i, X_i>``."""
     n, r = X.shape
     out = np.empty_like(Z)
     v = np.zeros(r)
@@ -119,11 +183,12 @@ def _hess_kernel(indptr, indices, data, X, z, Z):  # pragma: no cover - compiled
             a = data[k]
             for c in range(r):
                 v[c] += a * Z[j, c]
-        p = 0.0
+        pi = 0.0
         for c in range(r):
-            p += v[c] * X[i, c]
+            pi += v[c] * X[i, c]
+        p[i] = pi
         for c in range(r):
-            out[i, c] = 2.0 * (v[c] - p * X[i, c])
+            out[i, c] = 2.0 * (v[c] - pi * X[i, c])
     return out
 
 
@@ -143,12 +208,11 @@ class _Sphere:
 
     def at(self, X: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """``(f, z, rgrad)`` at ``X``."""
-        CX = self.Ct @ X
-        z = np.sum(CX * X, axis=1)
-        return float(z.sum()), z, 2.0 * (CX - z[:, None] * X)
+        f, z, G = _value_grad(*self.csr, np.ascontiguousarray(X))
+        return float(f), z, G
 
     def hess(self, X: np.ndarray, z: np.ndarray, Z: np.ndarray) -> np.ndarray:
-        return _hess_kernel(*self.csr, X, z, np.ascontiguousarray(Z))
+        return _hess_kernel(*self.csr, X, z, np.ascontiguousarray(Z), np.empty(X.shape[0]))
 
 
 def _tcg(M: _Sphere, X: np.ndarray, z: np.ndarray, g: np.ndarray, radius: float,
@@ -159,38 +223,9 @@ def _tcg(M: _Sphere, X: np.ndarray, z: np.ndarray, g: np.ndarray, radius: float,
     rows tangent); returns ``(e, H e, on the boundary)`` (Conn, Gould & Toint, Alg. 7.5.1)."""
     dS = M.Ct.diagonal() - z
     floor = 1e-3 * max(float(np.mean(np.abs(dS))), 1e-300)
-    minv = 1.0 / np.maximum(dS, floor)[:, None]
-    e = np.zeros_like(X)
-    He = np.zeros_like(X)
-    r = g.copy()
-    gn = math.sqrt(float(np.vdot(g, g)))
-    zv = minv * r
-    d = -zv
-    rz = float(np.vdot(r, zv))
-    e_e, e_d, d_d = 0.0, 0.0, rz  # M-inner products of e and d
-    for _ in range(max_iters):
-        Hd = M.hess(X, z, d)
-        dHd = float(np.vdot(d, Hd))
-        alpha = rz / dHd if dHd > 0 else math.inf
-        e_e_new = e_e + 2.0 * alpha * e_d + alpha * alpha * d_d if dHd > 0 else math.inf
-        if dHd <= 0 or e_e_new >= radius**2:
-            # to the boundary along d
-            tau = (-e_d + math.sqrt(max(e_d * e_d + d_d * (radius**2 - e_e), 0.0))) / d_d
-            return e + tau * d, He + tau * Hd, True
-        e += alpha * d
-        He += alpha * Hd
-        e_e = e_e_new
-        r += alpha * Hd
-        if math.sqrt(float(np.vdot(r, r))) <= gn * min(gn**theta, kappa):
-            break
-        zv = minv * r
-        rz_new = float(np.vdot(r, zv))
-        beta = rz_new / rz
-        d = -zv + beta * d
-        e_d = beta * (e_d + alpha * d_d)
-        d_d = rz_new + beta * beta * d_d
-        rz = rz_new
-    return e, He, False
+    minv = 1.0 / np.maximum(dS, floor)
+    return _tcg_kernel(*M.csr, X, z, g, minv, float(radius), int(max_iters), float(kappa),
+                       float(theta))
 
 
 def _rtr(M: _Sphere, X: np.ndarray, gtol: float, max_iters: int, opts: BMOptions,
@@ -286,13 +321,10 @@ def _mix(M: _Sphere, X: np.ndarray, opts: BMOptions) -> None:
     """Mixing sweeps on ``X`` (in place) in groups of 5 until the objective decreases by less
     than ``SWEEP_RTOL`` (relative) over a group, at most ``MAX_SWEEPS``."""
     indptr, indices, data = M.csr
-    f_prev = M.at(X)[0]
+    f = abs(M.at(X)[0])
     for _ in range(MAX_SWEEPS // 5):
-        _mix_sweeps(indptr, indices, data, X, 5)
-        f_now = M.at(X)[0]
-        if f_prev - f_now <= SWEEP_RTOL * abs(f_now) or opts.out_of_time():
+        if _mix_sweeps(indptr, indices, data, X, 5) <= SWEEP_RTOL * f or opts.out_of_time():
             break
-        f_prev = f_now
 
 
 def _row_multipliers(P: Scaled, w: np.ndarray) -> np.ndarray:

@@ -78,6 +78,8 @@ def test_scaled_rows_and_auto_route():
     assert auto.status == ip.status == "optimal"
     assert "ip" not in auto.history and "ip" in ip.history
     assert auto.objective == pytest.approx(ip.objective, rel=1e-6)
+    # the row multipliers (the duals the route reports) in the same convention
+    assert np.allclose(auto.y, ip.y, rtol=1e-4, atol=1e-5 * np.abs(ip.y).max())
 
 
 def test_diagonal_targets_rejects_other_rows():
