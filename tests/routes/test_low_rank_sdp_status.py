@@ -222,3 +222,59 @@ def test_trace_bound_dual_matches_clarabel(sense):
     ref.solve(solver=cp.CLARABEL)
     for c, r in zip(prob.constraints[1:], ref.constraints[1:], strict=True):
         assert float(c.dual_value) == pytest.approx(float(r.dual_value), rel=1e-4, abs=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# auto's thresholds: both sides of each
+# --------------------------------------------------------------------------------------------
+def test_pays_off_rule_both_sides_of_each_threshold():
+    from specopt.reductions import low_rank_sdp as lr
+
+    n0 = lr.PAYS_OFF_MIN_N
+    assert not lr.pays_off_rule(n0 - 1, n0 - 1, True, True)[0]
+    assert lr.pays_off_rule(n0, n0, False, True)[0]
+    k, n = lr.PAYS_OFF_ROWS_PER_N, 100
+    assert lr.pays_off_rule(n, k * n, False, True)[0]
+    ok, why = lr.pays_off_rule(n, k * n + 1, False, True)
+    assert not ok and "rows" in why
+    big = lr.PAYS_OFF_ANY_M_N
+    assert not lr.pays_off_rule(big, k * big + 1, False, True)[0]
+    assert lr.pays_off_rule(big + 1, 50 * big, False, False)[0]
+    cold = lr.PAYS_OFF_COLD_MIN_N
+    ok, why = lr.pays_off_rule(cold - 1, cold - 1, False, False)
+    assert not ok and "numba" in why
+    assert lr.pays_off_rule(cold, cold, False, False)[0]
+    cc = lr.PAYS_OFF_COLD_CENTERED_MIN_N
+    assert not lr.pays_off_rule(cc - 1, 3 * cc, True, False)[0]
+    assert lr.pays_off_rule(cc, 3 * cc, True, False)[0]
+
+
+def _maxcut(n: int) -> cp.Problem:
+    rng = np.random.default_rng(0)
+    W = np.triu(rng.random((n, n)) < 0.1, 1).astype(float)
+    L = np.diag((W + W.T).sum(1)) - W - W.T
+    K = cp.Variable((n, n), symmetric=True)
+    return cp.Problem(cp.Maximize(cp.trace(L @ K)), [K >> 0, cp.diag(K) == 1])
+
+
+def _theta(n: int, rows: int) -> cp.Problem:
+    I, J = np.triu_indices(n, 1)
+    K = cp.Variable((n, n), symmetric=True)
+    return cp.Problem(cp.Maximize(cp.sum(K)),
+                      [K >> 0, cp.trace(K) == 1, K[I[:rows], J[:rows]] == 0])
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_auto_route_follows_the_rule(monkeypatch, warm):
+    from specopt.reductions import low_rank_sdp as lr
+
+    monkeypatch.setattr(lr, "numba_loaded", lambda: warm)
+    cold = lr.PAYS_OFF_COLD_MIN_N
+    for n in (cold - 1, cold):
+        want = "low_rank_sdp" if (warm or n >= cold) else "conic"
+        assert specopt.explain(_maxcut(n)).auto_route == want
+    # the rows rule (theta, n = 60): m = 5 n + 1 rows goes conic, 5 n - 1 (plus tr K) the engine
+    k = lr.PAYS_OFF_ROWS_PER_N
+    assert specopt.explain(_theta(60, k * 60)).auto_route == "conic"
+    assert specopt.explain(_theta(60, k * 60 - 1)).auto_route == (
+        "low_rank_sdp" if warm else "conic")
