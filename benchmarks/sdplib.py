@@ -162,10 +162,15 @@ def main() -> None:
     ap.add_argument("--scs-max-n", type=int, default=1000)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--out", default="sdplib")
+    ap.add_argument("--report", action="store_true",
+                    help="print the tables of benchmarks/results/<out>.json (no runs)")
     ap.add_argument("--child", nargs=2, metavar=("PATH", "BACKEND"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(*args.child)
+        return
+    if args.report:
+        report(args.out)
         return
     pub = published(args.data)
     files = sorted(args.data.glob("*.dat-s"), key=lambda p: (header(p)[0], p.stem))
@@ -183,7 +188,7 @@ def main() -> None:
             else:
                 res = run_json_subprocess([str(Path(__file__).resolve()), "--child", str(path),
                                            backend], timeout=args.cap + 30, root=ROOT)
-                if "error" in res:
+                if "status" not in res:  # the subprocess failed or hit the cap
                     row.update(status="timeout" if "timeout" in res["error"] else "error",
                                time=res.get("time"), error=res["error"], correct=False)
                 else:
@@ -209,6 +214,27 @@ def main() -> None:
           f"got right: median {fmt(r['median'])}, worst {fmt(r['worst'])}; specopt alone correct "
           f"on {r['specopt_only']}, a generic solver alone on {r['generic_only']}. "
           f"Load average {load0[0]:.1f} -> {os.getloadavg()[0]:.1f}. JSON: {out}")
+
+
+def report(name: str) -> None:
+    """Tables of a stored run (rows where the forced route did not apply marked ``n/a``)."""
+    from benchmarks._common import RESULTS
+
+    payload = json.loads((RESULTS / f"{name}.json").read_text())
+    rows, meta = payload["rows"], payload["meta"]
+    for r in rows:
+        if r["status"] == "error" and "does not apply" in str(r.get("error", "")):
+            r["status"] = "n/a"
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    summary = summarize(rows, backends)
+    print(markdown_table([r for r in rows if r["status"] != "n/a"], COLUMNS))
+    print()
+    print(markdown_table(summary["counts"], ["backend", "run", "certified", "correct"]))
+    r = summary["ratio"]
+    print(f"\nspecopt time / fastest correct generic solver, on the {r['both']} problems both "
+          f"got right: median {fmt(r['median'])}, worst {fmt(r['worst'])}; specopt alone correct "
+          f"on {r['specopt_only']}, a generic solver alone on {r['generic_only']}. Load average "
+          f"{meta['load_start'][0]:.1f} -> {meta['load_end'][0]:.1f}, cap {meta['cap_s']:g} s.")
 
 
 def fmt(x: float | None) -> str:
