@@ -81,18 +81,25 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
 #: (SDE n = 30, swiss roll seed 0: the engine ends uncertified after 31 s where Clarabel takes
 #: 3.1 s and SCS > 60 s: a degenerate instance; the rule keeps it on the engine only in a warm
 #: process, where the conic default (SCS from n = 24) is the slower alternative on SDE.)
+#: SDPLIB (benchmarks/sdplib.py, same conditions): qap6 (n = 37, m = 229) cold engine 5.5 s
+#: certified vs SCS > 70 s (Clarabel 1.1 s, inaccurate).
 #: So: below ``PAYS_OFF_MIN_N`` the conic solvers take milliseconds; warm, the engine wins from
 #: n = 20 while the interior point's ``O(m^3)`` Schur complement stays small
 #: (``m <= PAYS_OFF_ROWS_PER_N * n``; theta at n = 100 with m = 990 rows loses to SCS even
-#: warm); above ``PAYS_OFF_ANY_M_N`` the generic solvers cannot run (Clarabel's dense KKT, SCS's
-#: eigendecompositions) and the engine always pays off; cold (numba not yet imported), the
-#: start-up exceeds SCS's whole solve on max-cut / theta up to n = 100, so the engine starts at
-#: ``PAYS_OFF_COLD_MIN_N``, except with centering (SDE-type rows), where SCS times out from n = 30.
+#: warm, qap6 with m = 6.2 n wins); above ``PAYS_OFF_ANY_M_N`` the generic solvers cannot run
+#: (Clarabel's dense KKT, SCS's eigendecompositions) and the engine always pays off. Cold (numba
+#: not imported yet in this process), the one-off start-up decides: below
+#: ``PAYS_OFF_COLD_MIN_N`` (= 24, where the conic default turns from Clarabel to SCS) conic;
+#: with only diagonal-type rows (``m <= n + 1``, max-cut), where SCS is fast (0.15-2.6 s vs the
+#: cold engine's 3.7-4.2 s up to n = 100), conic below ``PAYS_OFF_COLD_DIAG_MIN_N``; otherwise
+#: the engine, since SCS's time is unbounded there (SDE > 60 s from n = 30, qap6 > 70 s). The
+#: known loss of this rule: theta at n = 50 cold (3.8 s vs SCS 1.4 s at load 15; ~0.5 s of it
+#: numba's start-up on an idle machine).
 PAYS_OFF_MIN_N = 20
-PAYS_OFF_ROWS_PER_N = 5
+PAYS_OFF_ROWS_PER_N = 8
 PAYS_OFF_ANY_M_N = 300
-PAYS_OFF_COLD_MIN_N = 150
-PAYS_OFF_COLD_CENTERED_MIN_N = 24
+PAYS_OFF_COLD_MIN_N = 24
+PAYS_OFF_COLD_DIAG_MIN_N = 150
 #: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side (each step the
 #: cold sparse-row interior point while ``n <= MM_IP_MAX_N``; ``inner="low_rank"`` forces it,
 #: ``"conic"`` never). Measured (user-written MVE, digits k = 5 / spokes k = 3, inner="auto"
@@ -281,23 +288,28 @@ def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool) -> float 
 
 def pays_off_rule(n: int, m: int, centered: bool, warm: bool) -> tuple[bool, str]:
     """``route="auto"``'s choice for an ``n x n`` matrix with ``m`` rows (thresholds and their
-    measurements above): ``(pays off, why)``; ``warm`` is whether numba is loaded already."""
+    measurements above): ``(pays off, why)``; ``warm`` is whether numba is loaded already
+    (``centered`` counts as one more row)."""
+    m_eff = m + int(centered)
     if n < PAYS_OFF_MIN_N:
         return False, f"n = {n} < {PAYS_OFF_MIN_N}: the conic solvers take milliseconds here"
     if n > PAYS_OFF_ANY_M_N:
         return True, (f"n = {n} > {PAYS_OFF_ANY_M_N}: beyond what Clarabel / SCS hold in "
                       "reasonable time")
-    if m > PAYS_OFF_ROWS_PER_N * n:
-        return False, (f"{m} rows > {PAYS_OFF_ROWS_PER_N} n at n = {n}: the interior point's "
-                       "O(m^3) steps lose to SCS (measured)")
+    if m_eff > PAYS_OFF_ROWS_PER_N * n:
+        return False, (f"{m_eff} rows > {PAYS_OFF_ROWS_PER_N} n at n = {n}: the interior "
+                       "point's O(m^3) steps lose to SCS (measured)")
     if warm:
         return True, f"n = {n} >= {PAYS_OFF_MIN_N}, m = {m} (measured crossover vs Clarabel/SCS)"
-    cold_min = PAYS_OFF_COLD_CENTERED_MIN_N if centered else PAYS_OFF_COLD_MIN_N
-    if n >= cold_min:
-        return True, (f"n = {n} >= {cold_min}{' with centering' if centered else ''}: faster "
-                      "than SCS including the engine's one-off numba start-up")
-    return False, (f"n = {n} < {cold_min}: the engine's one-off numba start-up (0.5-4 s) exceeds "
-                   "the conic solve in this process")
+    if n < PAYS_OFF_COLD_MIN_N:
+        return False, (f"n = {n} < {PAYS_OFF_COLD_MIN_N}: Clarabel's solve is shorter than the "
+                       "engine's one-off numba start-up (0.5-4 s)")
+    if m_eff <= n + 1 and n < PAYS_OFF_COLD_DIAG_MIN_N:
+        return False, (f"diagonal-type rows (m = {m_eff}) at n = {n} < "
+                       f"{PAYS_OFF_COLD_DIAG_MIN_N}: SCS is faster than the engine's one-off "
+                       "numba start-up")
+    return True, (f"n = {n}, m = {m_eff}: faster than SCS including the engine's one-off numba "
+                  "start-up (measured)")
 
 
 class LowRankSDPRoute(Route):

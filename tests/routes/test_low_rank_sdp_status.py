@@ -231,22 +231,25 @@ def test_pays_off_rule_both_sides_of_each_threshold():
     from specopt.reductions import low_rank_sdp as lr
 
     n0 = lr.PAYS_OFF_MIN_N
-    assert not lr.pays_off_rule(n0 - 1, n0 - 1, True, True)[0]
+    assert not lr.pays_off_rule(n0 - 1, 3 * n0, True, True)[0]
     assert lr.pays_off_rule(n0, n0, False, True)[0]
     k, n = lr.PAYS_OFF_ROWS_PER_N, 100
     assert lr.pays_off_rule(n, k * n, False, True)[0]
     ok, why = lr.pays_off_rule(n, k * n + 1, False, True)
     assert not ok and "rows" in why
+    assert not lr.pays_off_rule(n, k * n, True, True)[0]  # centering counts as a row
     big = lr.PAYS_OFF_ANY_M_N
     assert not lr.pays_off_rule(big, k * big + 1, False, True)[0]
     assert lr.pays_off_rule(big + 1, 50 * big, False, False)[0]
     cold = lr.PAYS_OFF_COLD_MIN_N
-    ok, why = lr.pays_off_rule(cold - 1, cold - 1, False, False)
+    ok, why = lr.pays_off_rule(cold - 1, 3 * cold, True, False)
     assert not ok and "numba" in why
-    assert lr.pays_off_rule(cold, cold, False, False)[0]
-    cc = lr.PAYS_OFF_COLD_CENTERED_MIN_N
-    assert not lr.pays_off_rule(cc - 1, 3 * cc, True, False)[0]
-    assert lr.pays_off_rule(cc, 3 * cc, True, False)[0]
+    assert lr.pays_off_rule(cold, 3 * cold, True, False)[0]
+    diag = lr.PAYS_OFF_COLD_DIAG_MIN_N
+    ok, why = lr.pays_off_rule(diag - 1, diag, False, False)
+    assert not ok and "diagonal" in why
+    assert lr.pays_off_rule(diag, diag, False, False)[0]
+    assert lr.pays_off_rule(diag - 1, diag + 1, False, False)[0]  # more rows than the diagonal
 
 
 def _maxcut(n: int) -> cp.Problem:
@@ -269,12 +272,12 @@ def test_auto_route_follows_the_rule(monkeypatch, warm):
     from specopt.reductions import low_rank_sdp as lr
 
     monkeypatch.setattr(lr, "numba_loaded", lambda: warm)
-    cold = lr.PAYS_OFF_COLD_MIN_N
-    for n in (cold - 1, cold):
-        want = "low_rank_sdp" if (warm or n >= cold) else "conic"
+    diag = lr.PAYS_OFF_COLD_DIAG_MIN_N
+    for n in (diag - 1, diag):
+        want = "low_rank_sdp" if (warm or n >= diag) else "conic"
         assert specopt.explain(_maxcut(n)).auto_route == want
-    # the rows rule (theta, n = 60): m = 5 n + 1 rows goes conic, 5 n - 1 (plus tr K) the engine
+    # the rows rule (theta, n = 60): tr K plus 8 n rows goes conic, tr K plus 8 n - 1 rows the
+    # engine (cold too: more rows than a diagonal)
     k = lr.PAYS_OFF_ROWS_PER_N
     assert specopt.explain(_theta(60, k * 60)).auto_route == "conic"
-    assert specopt.explain(_theta(60, k * 60 - 1)).auto_route == (
-        "low_rank_sdp" if warm else "conic")
+    assert specopt.explain(_theta(60, k * 60 - 1)).auto_route == "low_rank_sdp"
