@@ -206,14 +206,20 @@ def main() -> None:
             "summary": summary, "problems": [p.stem for p in names]}
     out = write_json(args.out, rows, meta)
     print()
-    print(markdown_table(rows, COLUMNS))
+    print_tables(rows, summary, meta)
+    print(f"JSON: {out}")
+
+
+def print_tables(rows: list[dict], summary: dict, meta: dict) -> None:
+    """The results table (``n/a`` rows left out), the counts and the time ratios."""
+    print(markdown_table([r for r in rows if r["status"] != "n/a"], COLUMNS))
     print()
     print(markdown_table(summary["counts"], ["backend", "run", "certified", "correct"]))
     r = summary["ratio"]
     print(f"\nspecopt time / fastest correct generic solver, on the {r['both']} problems both "
           f"got right: median {fmt(r['median'])}, worst {fmt(r['worst'])}; specopt alone correct "
-          f"on {r['specopt_only']}, a generic solver alone on {r['generic_only']}. "
-          f"Load average {load0[0]:.1f} -> {os.getloadavg()[0]:.1f}. JSON: {out}")
+          f"on {r['specopt_only']}, a generic solver alone on {r['generic_only']}. Load average "
+          f"{meta['load_start'][0]:.1f} -> {meta['load_end'][0]:.1f}, cap {meta['cap_s']:g} s.")
 
 
 def report(name: str) -> None:
@@ -226,15 +232,7 @@ def report(name: str) -> None:
         if r["status"] == "error" and "does not apply" in str(r.get("error", "")):
             r["status"] = "n/a"
     backends = list(dict.fromkeys(r["backend"] for r in rows))
-    summary = summarize(rows, backends)
-    print(markdown_table([r for r in rows if r["status"] != "n/a"], COLUMNS))
-    print()
-    print(markdown_table(summary["counts"], ["backend", "run", "certified", "correct"]))
-    r = summary["ratio"]
-    print(f"\nspecopt time / fastest correct generic solver, on the {r['both']} problems both "
-          f"got right: median {fmt(r['median'])}, worst {fmt(r['worst'])}; specopt alone correct "
-          f"on {r['specopt_only']}, a generic solver alone on {r['generic_only']}. Load average "
-          f"{meta['load_start'][0]:.1f} -> {meta['load_end'][0]:.1f}, cap {meta['cap_s']:g} s.")
+    print_tables(rows, summarize(rows, backends), meta)
 
 
 def fmt(x: float | None) -> str:

@@ -149,6 +149,17 @@ def _check_duals(prob: cp.Problem, K: cp.Variable, tol: float) -> None:
     K.value = Kopt
 
 
+def _solved_and_reference(model, tol: float = 1e-8):
+    """The model solved on the route (checked ``optimal``, duals checked) and on Clarabel."""
+    K, prob = model()
+    specopt.solve(prob, route="low_rank_sdp", tol=tol)
+    assert prob.status == cp.OPTIMAL
+    _check_duals(prob, K, 1e-6)
+    _, ref = model()
+    ref.solve(solver=cp.CLARABEL)
+    return prob, ref
+
+
 def test_maxcut_psd_dual_matches_clarabel():
     rng = np.random.default_rng(1)
     n = 25
@@ -160,12 +171,7 @@ def test_maxcut_psd_dual_matches_clarabel():
         K = cp.Variable((n, n), symmetric=True)
         return K, cp.Problem(cp.Maximize(cp.trace(L @ K) / 4), [K >> 0, cp.diag(K) == 1])
 
-    K, prob = model()
-    specopt.solve(prob, route="low_rank_sdp", tol=1e-8)
-    assert prob.status == cp.OPTIMAL
-    _check_duals(prob, K, 1e-6)
-    _, ref = model()
-    ref.solve(solver=cp.CLARABEL)
+    prob, ref = _solved_and_reference(model)
     Z, Zref = prob.constraints[0].dual_value, ref.constraints[0].dual_value
     np.testing.assert_allclose(Z, Zref, atol=1e-4 * np.abs(Zref).max())
     np.testing.assert_allclose(prob.constraints[1].dual_value, ref.constraints[1].dual_value,
@@ -214,12 +220,7 @@ def test_trace_bound_dual_matches_clarabel(sense):
         return K, cp.Problem(sense(cp.trace(C @ K)),
                              [K >> 0, cp.trace(K) <= 2, K[0, 1] == 0.05])
 
-    K, prob = model()
-    specopt.solve(prob, route="low_rank_sdp", tol=1e-8)
-    assert prob.status == cp.OPTIMAL
-    _check_duals(prob, K, 1e-6)
-    _, ref = model()
-    ref.solve(solver=cp.CLARABEL)
+    prob, ref = _solved_and_reference(model)
     for c, r in zip(prob.constraints[1:], ref.constraints[1:], strict=True):
         assert float(c.dual_value) == pytest.approx(float(r.dual_value), rel=1e-4, abs=1e-6)
 
