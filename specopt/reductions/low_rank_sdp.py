@@ -82,21 +82,24 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
 #: 3.1 s and SCS > 60 s: a degenerate instance; the rule keeps it on the engine only in a warm
 #: process, where the conic default (SCS from n = 24) is the slower alternative on SDE.)
 #: SDPLIB (benchmarks/sdplib.py, same conditions): qap6 (n = 37, m = 229) cold engine 5.5 s
-#: certified vs SCS > 70 s (Clarabel 1.1 s, inaccurate).
+#: certified vs SCS > 70 s (Clarabel 1.1 s, inaccurate); qap8 (n = 65, m = 529 = 8.1 n) engine
+#: 21.8 s certified vs SCS > 70 s (Clarabel fails); gpp100 (diagonal rows plus one dense row)
+#: SCS and Clarabel > 70 s.
 #: So: below ``PAYS_OFF_MIN_N`` the conic solvers take milliseconds; warm, the engine wins from
 #: n = 20 while the interior point's ``O(m^3)`` Schur complement stays small
-#: (``m <= PAYS_OFF_ROWS_PER_N * n``; theta at n = 100 with m = 990 rows loses to SCS even
-#: warm, qap6 with m = 6.2 n wins); above ``PAYS_OFF_ANY_M_N`` the generic solvers cannot run
-#: (Clarabel's dense KKT, SCS's eigendecompositions) and the engine always pays off. Cold (numba
+#: (``m <= PAYS_OFF_ROWS_PER_N * n``; theta at n = 100 with m = 9.9 n rows loses to SCS even
+#: warm, qap6 / qap8 with m = 6.2 n / 8.1 n win); above ``PAYS_OFF_ANY_M_N`` the generic
+#: solvers cannot run (Clarabel's dense KKT, SCS's eigendecompositions) and the engine always
+#: pays off. Cold (numba
 #: not imported yet in this process), the one-off start-up decides: below
 #: ``PAYS_OFF_COLD_MIN_N`` (= 24, where the conic default turns from Clarabel to SCS) conic;
-#: with only diagonal-type rows (``m <= n + 1``, max-cut), where SCS is fast (0.15-2.6 s vs the
+#: when every row fixes one diagonal entry (max-cut), where SCS is fast (0.15-2.6 s vs the
 #: cold engine's 3.7-4.2 s up to n = 100), conic below ``PAYS_OFF_COLD_DIAG_MIN_N``; otherwise
 #: the engine, since SCS's time is unbounded there (SDE > 60 s from n = 30, qap6 > 70 s). The
 #: known loss of this rule: theta at n = 50 cold (3.8 s vs SCS 1.4 s at load 15; ~0.5 s of it
 #: numba's start-up on an idle machine).
 PAYS_OFF_MIN_N = 20
-PAYS_OFF_ROWS_PER_N = 8
+PAYS_OFF_ROWS_PER_N = 9
 PAYS_OFF_ANY_M_N = 300
 PAYS_OFF_COLD_MIN_N = 24
 PAYS_OFF_COLD_DIAG_MIN_N = 150
@@ -286,10 +289,12 @@ def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool) -> float 
     return None
 
 
-def pays_off_rule(n: int, m: int, centered: bool, warm: bool) -> tuple[bool, str]:
+def pays_off_rule(n: int, m: int, centered: bool, warm: bool,
+                  diagonal_rows: bool = False) -> tuple[bool, str]:
     """``route="auto"``'s choice for an ``n x n`` matrix with ``m`` rows (thresholds and their
     measurements above): ``(pays off, why)``; ``warm`` is whether numba is loaded already
-    (``centered`` counts as one more row)."""
+    (``centered`` counts as one more row); ``diagonal_rows`` whether every row fixes one
+    diagonal entry (max-cut)."""
     m_eff = m + int(centered)
     if n < PAYS_OFF_MIN_N:
         return False, f"n = {n} < {PAYS_OFF_MIN_N}: the conic solvers take milliseconds here"
@@ -304,8 +309,8 @@ def pays_off_rule(n: int, m: int, centered: bool, warm: bool) -> tuple[bool, str
     if n < PAYS_OFF_COLD_MIN_N:
         return False, (f"n = {n} < {PAYS_OFF_COLD_MIN_N}: Clarabel's solve is shorter than the "
                        "engine's one-off numba start-up (0.5-4 s)")
-    if m_eff <= n + 1 and n < PAYS_OFF_COLD_DIAG_MIN_N:
-        return False, (f"diagonal-type rows (m = {m_eff}) at n = {n} < "
+    if diagonal_rows and n < PAYS_OFF_COLD_DIAG_MIN_N:
+        return False, (f"diagonal rows (m = {m_eff}) at n = {n} < "
                        f"{PAYS_OFF_COLD_DIAG_MIN_N}: SCS is faster than the engine's one-off "
                        "numba start-up")
     return True, (f"n = {n}, m = {m_eff}: faster than SCS including the engine's one-off numba "
@@ -333,7 +338,12 @@ class LowRankSDPRoute(Route):
                            f"{', '.join(parts)}: low-rank factorization K = Y Y^T", data)
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
-        return pays_off_rule(match.data.n, match.data.A.m, match.data.centered, numba_loaded())
+        d: LRData = match.data
+        A = d.A
+        single = np.bincount(A.rows, minlength=A.m) == 1 if A.m else np.zeros(0, bool)
+        diag = bool(A.m) and not d.centered and d.trace_bound is None and bool(
+            np.all(single[A.rows] & (A.ii == A.jj)))
+        return pays_off_rule(d.n, A.m, d.centered, numba_loaded(), diag)
 
     def solve(self, problem: cp.Problem, match: Match, *, solver: str | None = None,
               verbose: bool = False, **opts: Any) -> RouteResult:

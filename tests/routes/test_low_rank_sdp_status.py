@@ -247,10 +247,10 @@ def test_pays_off_rule_both_sides_of_each_threshold():
     assert not ok and "numba" in why
     assert lr.pays_off_rule(cold, 3 * cold, True, False)[0]
     diag = lr.PAYS_OFF_COLD_DIAG_MIN_N
-    ok, why = lr.pays_off_rule(diag - 1, diag, False, False)
+    ok, why = lr.pays_off_rule(diag - 1, diag - 1, False, False, True)
     assert not ok and "diagonal" in why
-    assert lr.pays_off_rule(diag, diag, False, False)[0]
-    assert lr.pays_off_rule(diag - 1, diag + 1, False, False)[0]  # more rows than the diagonal
+    assert lr.pays_off_rule(diag, diag, False, False, True)[0]
+    assert lr.pays_off_rule(diag - 1, diag, False, False, False)[0]  # e.g. gpp: one dense row
 
 
 def _maxcut(n: int) -> cp.Problem:
@@ -277,8 +277,12 @@ def test_auto_route_follows_the_rule(monkeypatch, warm):
     for n in (diag - 1, diag):
         want = "low_rank_sdp" if (warm or n >= diag) else "conic"
         assert specopt.explain(_maxcut(n)).auto_route == want
-    # the rows rule (theta, n = 60): tr K plus 8 n rows goes conic, tr K plus 8 n - 1 rows the
-    # engine (cold too: more rows than a diagonal)
+        # a graph-partition row (sum of all entries) on top: not diagonal rows only
+        gpp = _maxcut(n)
+        gpp = cp.Problem(gpp.objective, [*gpp.constraints, cp.sum(gpp.variables()[0]) == 0])
+        assert specopt.explain(gpp).auto_route == "low_rank_sdp"
+    # the rows rule (theta, n = 60): tr K plus k n rows goes conic, tr K plus k n - 1 rows the
+    # engine (cold too: not only diagonal rows)
     k = lr.PAYS_OFF_ROWS_PER_N
     assert specopt.explain(_theta(60, k * 60)).auto_route == "conic"
     assert specopt.explain(_theta(60, k * 60 - 1)).auto_route == "low_rank_sdp"
