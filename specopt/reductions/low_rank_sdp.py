@@ -90,19 +90,16 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
 #: (``m <= PAYS_OFF_ROWS_PER_N * n``; theta at n = 100 with m = 9.9 n rows loses to SCS even
 #: warm, qap6 / qap8 with m = 6.2 n / 8.1 n win); above ``PAYS_OFF_ANY_M_N`` the generic
 #: solvers cannot run (Clarabel's dense KKT, SCS's eigendecompositions) and the engine always
-#: pays off. Cold (numba
-#: not imported yet in this process), the one-off start-up decides: below
-#: ``PAYS_OFF_COLD_MIN_N`` (= 24, where the conic default turns from Clarabel to SCS) conic;
-#: when every row fixes one diagonal entry (max-cut), where SCS is fast (0.15-2.6 s vs the
-#: cold engine's 3.7-4.2 s up to n = 100), conic below ``PAYS_OFF_COLD_DIAG_MIN_N``; otherwise
-#: the engine, since SCS's time is unbounded there (SDE > 60 s from n = 30, qap6 > 70 s). The
-#: known loss of this rule: theta at n = 50 cold (3.8 s vs SCS 1.4 s at load 15; ~0.5 s of it
-#: numba's start-up on an idle machine).
+#: pays off. Cold (numba not imported yet in this process), the one-off start-up decides only
+#: below ``PAYS_OFF_COLD_MIN_N`` (= 24, where the conic default turns from Clarabel to SCS):
+#: above, SCS's time is unbounded (SDE > 60 s from n = 30, qap6 / qap8 > 70 s, mcp124-1 (max-cut)
+#: 63 s via the conic route) while the start-up is ~0.5 s idle. Known losses of this rule, all by
+#: the start-up: max-cut G(n, 0.1) at n = 20-100 (cold engine 3.7-4.2 s vs SCS 0.15-2.6 s at
+#: load 15), mcp100 (2.1 s vs SCS 1.3 s), theta at n = 50 (3.8 s vs SCS 1.4 s).
 PAYS_OFF_MIN_N = 20
 PAYS_OFF_ROWS_PER_N = 9
 PAYS_OFF_ANY_M_N = 300
 PAYS_OFF_COLD_MIN_N = 24
-PAYS_OFF_COLD_DIAG_MIN_N = 150
 #: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side (each step the
 #: cold sparse-row interior point while ``n <= MM_IP_MAX_N``; ``inner="low_rank"`` forces it,
 #: ``"conic"`` never). Measured (user-written MVE, digits k = 5 / spokes k = 3, inner="auto"
@@ -289,12 +286,10 @@ def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool) -> float 
     return None
 
 
-def pays_off_rule(n: int, m: int, centered: bool, warm: bool,
-                  diagonal_rows: bool = False) -> tuple[bool, str]:
+def pays_off_rule(n: int, m: int, centered: bool, warm: bool) -> tuple[bool, str]:
     """``route="auto"``'s choice for an ``n x n`` matrix with ``m`` rows (thresholds and their
     measurements above): ``(pays off, why)``; ``warm`` is whether numba is loaded already
-    (``centered`` counts as one more row); ``diagonal_rows`` whether every row fixes one
-    diagonal entry (max-cut)."""
+    (``centered`` counts as one more row)."""
     m_eff = m + int(centered)
     if n < PAYS_OFF_MIN_N:
         return False, f"n = {n} < {PAYS_OFF_MIN_N}: the conic solvers take milliseconds here"
@@ -304,17 +299,10 @@ def pays_off_rule(n: int, m: int, centered: bool, warm: bool,
     if m_eff > PAYS_OFF_ROWS_PER_N * n:
         return False, (f"{m_eff} rows > {PAYS_OFF_ROWS_PER_N} n at n = {n}: the interior "
                        "point's O(m^3) steps lose to SCS (measured)")
-    if warm:
-        return True, f"n = {n} >= {PAYS_OFF_MIN_N}, m = {m} (measured crossover vs Clarabel/SCS)"
-    if n < PAYS_OFF_COLD_MIN_N:
+    if not warm and n < PAYS_OFF_COLD_MIN_N:
         return False, (f"n = {n} < {PAYS_OFF_COLD_MIN_N}: Clarabel's solve is shorter than the "
                        "engine's one-off numba start-up (0.5-4 s)")
-    if diagonal_rows and n < PAYS_OFF_COLD_DIAG_MIN_N:
-        return False, (f"diagonal rows (m = {m_eff}) at n = {n} < "
-                       f"{PAYS_OFF_COLD_DIAG_MIN_N}: SCS is faster than the engine's one-off "
-                       "numba start-up")
-    return True, (f"n = {n}, m = {m_eff}: faster than SCS including the engine's one-off numba "
-                  "start-up (measured)")
+    return True, f"n = {n}, m = {m_eff} (measured crossover vs Clarabel / SCS)"
 
 
 class LowRankSDPRoute(Route):
@@ -339,11 +327,7 @@ class LowRankSDPRoute(Route):
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         d: LRData = match.data
-        A = d.A
-        single = np.bincount(A.rows, minlength=A.m) == 1 if A.m else np.zeros(0, bool)
-        diag = bool(A.m) and not d.centered and d.trace_bound is None and bool(
-            np.all(single[A.rows] & (A.ii == A.jj)))
-        return pays_off_rule(d.n, A.m, d.centered, numba_loaded(), diag)
+        return pays_off_rule(d.n, d.A.m, d.centered, numba_loaded())
 
     def solve(self, problem: cp.Problem, match: Match, *, solver: str | None = None,
               verbose: bool = False, **opts: Any) -> RouteResult:

@@ -246,11 +246,6 @@ def test_pays_off_rule_both_sides_of_each_threshold():
     ok, why = lr.pays_off_rule(cold - 1, 3 * cold, True, False)
     assert not ok and "numba" in why
     assert lr.pays_off_rule(cold, 3 * cold, True, False)[0]
-    diag = lr.PAYS_OFF_COLD_DIAG_MIN_N
-    ok, why = lr.pays_off_rule(diag - 1, diag - 1, False, False, True)
-    assert not ok and "diagonal" in why
-    assert lr.pays_off_rule(diag, diag, False, False, True)[0]
-    assert lr.pays_off_rule(diag - 1, diag, False, False, False)[0]  # e.g. gpp: one dense row
 
 
 def _maxcut(n: int) -> cp.Problem:
@@ -273,16 +268,12 @@ def test_auto_route_follows_the_rule(monkeypatch, warm):
     from specopt.reductions import low_rank_sdp as lr
 
     monkeypatch.setattr(lr, "numba_loaded", lambda: warm)
-    diag = lr.PAYS_OFF_COLD_DIAG_MIN_N
-    for n in (diag - 1, diag):
-        want = "low_rank_sdp" if (warm or n >= diag) else "conic"
+    cold = lr.PAYS_OFF_COLD_MIN_N
+    for n in (cold - 1, cold):
+        want = "low_rank_sdp" if (warm or n >= cold) else "conic"
         assert specopt.explain(_maxcut(n)).auto_route == want
-        # a graph-partition row (sum of all entries) on top: not diagonal rows only
-        gpp = _maxcut(n)
-        gpp = cp.Problem(gpp.objective, [*gpp.constraints, cp.sum(gpp.variables()[0]) == 0])
-        assert specopt.explain(gpp).auto_route == "low_rank_sdp"
     # the rows rule (theta, n = 60): tr K plus k n rows goes conic, tr K plus k n - 1 rows the
-    # engine (cold too: not only diagonal rows)
+    # engine
     k = lr.PAYS_OFF_ROWS_PER_N
     assert specopt.explain(_theta(60, k * 60)).auto_route == "conic"
     assert specopt.explain(_theta(60, k * 60 - 1)).auto_route == "low_rank_sdp"
