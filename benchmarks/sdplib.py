@@ -17,7 +17,7 @@ GB at n = 250, on a shared 23 GB machine; mcp100 already takes ~50 s), so it is 
 ``--clarabel-max-n`` (150); SCS does one eigendecomposition of each block per iteration (~0.5 s
 at n = 1000 on one thread, thousands of iterations), skipped above ``--scs-max-n`` (1000).
 
-Columns: problem, n (largest block), m, backend, status, value, rel_err
+Columns: problem, n (largest PSD block), m, backend, status, value, rel_err
 ``|value - published| / max(1, |published|)`` (maxG51 = 4.006255e+03 and qap10 = -1.093e+03,
 the corrected values), ``correct`` (the expected status, and for ``optimal*`` the value within
 the published precision: half a unit of its last printed digit, plus 1e-6 relative), certified
@@ -97,7 +97,8 @@ def judge(name: str, status: str | None, value: float | None, pub: str | None) -
 
 
 def header(path: Path) -> tuple[int, int]:
-    """(largest block side, m) from the header lines, without reading the entries."""
+    """(largest PSD block side, m) from the header lines, without reading the entries (diagonal
+    blocks are nonnegative vectors: they do not count for the order)."""
     from specopt.io import _numbers
 
     with open(path) as fh:
@@ -110,7 +111,7 @@ def header(path: Path) -> tuple[int, int]:
     (m,) = _numbers(lines[0], 1, "m", path, 1, int)
     (nb,) = _numbers(lines[1], 1, "blocks", path, 2, int)
     sizes = _numbers(lines[2], nb, "sizes", path, 3, int)
-    return max(abs(s) for s in sizes), m
+    return max([s for s in sizes if s > 0], default=1), m
 
 
 # --------------------------------------------------------------------------------------------
