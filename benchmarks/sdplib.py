@@ -17,7 +17,7 @@ GB at n = 250, on a shared 23 GB machine; mcp100 already takes ~50 s), so it is 
 ``--clarabel-max-n`` (150); SCS does one eigendecomposition of each block per iteration (~0.5 s
 at n = 1000 on one thread, thousands of iterations), skipped above ``--scs-max-n`` (1000).
 
-Columns: problem, n (largest block), m, backend, status, value, rel_err
+Columns: problem, n (largest PSD block), m, backend, status, value, rel_err
 ``|value - published| / max(1, |published|)`` (maxG51 = 4.006255e+03 and qap10 = -1.093e+03,
 the corrected values), ``correct`` (the expected status, and for ``optimal*`` the value within
 the published precision: half a unit of its last printed digit, plus 1e-6 relative), certified
@@ -97,7 +97,8 @@ def judge(name: str, status: str | None, value: float | None, pub: str | None) -
 
 
 def header(path: Path) -> tuple[int, int]:
-    """(largest block side, m) from the header lines, without reading the entries."""
+    """(largest PSD block side, m) from the header lines, without reading the entries (diagonal
+    blocks are nonnegative vectors: they do not count for the order)."""
     from specopt.io import _numbers
 
     with open(path) as fh:
@@ -110,7 +111,7 @@ def header(path: Path) -> tuple[int, int]:
     (m,) = _numbers(lines[0], 1, "m", path, 1, int)
     (nb,) = _numbers(lines[1], 1, "blocks", path, 2, int)
     sizes = _numbers(lines[2], nb, "sizes", path, 3, int)
-    return max(abs(s) for s in sizes), m
+    return max([s for s in sizes if s > 0], default=1), m
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,10 +163,15 @@ def main() -> None:
     ap.add_argument("--scs-max-n", type=int, default=1000)
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--out", default="sdplib")
+    ap.add_argument("--report", action="store_true",
+                    help="print the tables of benchmarks/results/<out>.json (no runs)")
     ap.add_argument("--child", nargs=2, metavar=("PATH", "BACKEND"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(*args.child)
+        return
+    if args.report:
+        report(args.out)
         return
     pub = published(args.data)
     files = sorted(args.data.glob("*.dat-s"), key=lambda p: (header(p)[0], p.stem))
@@ -183,7 +189,7 @@ def main() -> None:
             else:
                 res = run_json_subprocess([str(Path(__file__).resolve()), "--child", str(path),
                                            backend], timeout=args.cap + 30, root=ROOT)
-                if "error" in res:
+                if "status" not in res:  # the subprocess failed or hit the cap
                     row.update(status="timeout" if "timeout" in res["error"] else "error",
                                time=res.get("time"), error=res["error"], correct=False)
                 else:
@@ -201,14 +207,33 @@ def main() -> None:
             "summary": summary, "problems": [p.stem for p in names]}
     out = write_json(args.out, rows, meta)
     print()
-    print(markdown_table(rows, COLUMNS))
+    print_tables(rows, summary, meta)
+    print(f"JSON: {out}")
+
+
+def print_tables(rows: list[dict], summary: dict, meta: dict) -> None:
+    """The results table (``n/a`` rows left out), the counts and the time ratios."""
+    print(markdown_table([r for r in rows if r["status"] != "n/a"], COLUMNS))
     print()
     print(markdown_table(summary["counts"], ["backend", "run", "certified", "correct"]))
     r = summary["ratio"]
     print(f"\nspecopt time / fastest correct generic solver, on the {r['both']} problems both "
           f"got right: median {fmt(r['median'])}, worst {fmt(r['worst'])}; specopt alone correct "
-          f"on {r['specopt_only']}, a generic solver alone on {r['generic_only']}. "
-          f"Load average {load0[0]:.1f} -> {os.getloadavg()[0]:.1f}. JSON: {out}")
+          f"on {r['specopt_only']}, a generic solver alone on {r['generic_only']}. Load average "
+          f"{meta['load_start'][0]:.1f} -> {meta['load_end'][0]:.1f}, cap {meta['cap_s']:g} s.")
+
+
+def report(name: str) -> None:
+    """Tables of a stored run (rows where the forced route did not apply marked ``n/a``)."""
+    from benchmarks._common import RESULTS
+
+    payload = json.loads((RESULTS / f"{name}.json").read_text())
+    rows, meta = payload["rows"], payload["meta"]
+    for r in rows:
+        if r["status"] == "error" and "does not apply" in str(r.get("error", "")):
+            r["status"] = "n/a"
+    backends = list(dict.fromkeys(r["backend"] for r in rows))
+    print_tables(rows, summarize(rows, backends), meta)
 
 
 def fmt(x: float | None) -> str:

@@ -309,11 +309,11 @@ def sdpa_data(problem: cp.Problem) -> SDPAData:
         i, j = M.col % n, M.col // n
         # <F, Y> = sum_ij M_ij Y_ij = sum F_ij Y_ij with F the symmetric part of M
         lo, hi = np.minimum(i, j), np.maximum(i, j)
-        val = np.where(i == j, M.data, 0.5 * M.data)
-        S = sp.coo_array((val, (M.row * n + lo, hi)), shape=(M.shape[0] * n, n))
-        S.sum_duplicates()
+        S = sp.coo_array((M.data, (M.row * n + lo, hi)), shape=(M.shape[0] * n, n))
+        S.sum_duplicates()  # M_ij + M_ji, halved after the sum (no underflow of tiny values)
         S.eliminate_zeros()
-        return S.row // n, S.row % n, S.col, S.data
+        r, c = S.row % n, S.col
+        return S.row // n, r, c, np.where(r == c, S.data, 0.5 * S.data)
 
     entries = [block(Y, True)]
     sizes = [n]

@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._progress import progress_for, user_history
+from ..solvers._jit import numba_loaded
 from ..solvers.sdp import (
     OPTIMAL,
     UNBOUNDED,
@@ -58,13 +59,47 @@ from .registry import register_route
 _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_limit", "seed",
                "inner", "dense_threshold", "sigma0", "eig_k", "sigma_max", "method")
 
-#: ``route="auto"`` picks the low-rank engine for ``n >= PAYS_OFF_MIN_N`` (side of K).
-#: Measured (SDE CVXPY models, specopt.solve route="low_rank_sdp" vs route="conic", same run,
-#: load ~6; scratch of benchmarks/low_rank_sdp.py): with the sparse-row interior point the engine
-#: is faster from the smallest sizes: N = 16: 0.014-0.045 s vs Clarabel 0.028-0.11 s; N = 24-48:
-#: 0.02-0.23 s vs SCS 0.08-37 s (digits, hubs-and-spokes, swiss roll). Below 20 both take
-#: milliseconds and Clarabel's answers are certified as they are.
+#: ``route="auto"``'s rule (:func:`pays_off_rule`; n the side of K, m the rows). Measured with
+#: benchmarks/low_rank_auto.py (one CVXPY model per family and size, each backend in its own
+#: process, load 13-18 on 2 cores; JSON benchmarks/results/low_rank_auto.json), engine = the
+#: first solve of the process (numba's one-off start-up, ~3.5 s at that load, ~0.5 s idle,
+#: included), warm = after one small solve; times in s:
+#:
+#: ========== ===== ===== ====== ========== =========
+#: family      n     m    engine   warm      Clarabel / SCS
+#: maxcut      20    20    3.7     0.13      0.21 / 0.15
+#: maxcut      50    50    4.2     0.19      3.1 / 0.67
+#: maxcut      100   100   4.0     0.43      > 30 / 2.6
+#: maxcut      150   150   6.0      -          - / 7.1   (earlier run, load ~13)
+#: theta       20    ~40   3.5     0.23      0.28 / 0.18
+#: theta       50    ~250  3.8     0.47      3.0 / 1.4
+#: theta       100   ~990  7.9     5.0       > 30 / 3.8
+#: sde         20    ~80   3.0      -        0.28 / 2.8
+#: sde         50    ~200  5.2      -        11.4 (inaccurate) / > 60
+#: ========== ===== ===== ====== ========== =========
+#:
+#: (SDE n = 30, swiss roll seed 0: the engine ends uncertified after 31 s where Clarabel takes
+#: 3.1 s and SCS > 60 s: a degenerate instance; the rule keeps it on the engine only in a warm
+#: process, where the conic default (SCS from n = 24) is the slower alternative on SDE.)
+#: SDPLIB (benchmarks/sdplib.py, same conditions): qap6 (n = 37, m = 229) cold engine 5.5 s
+#: certified vs SCS > 70 s (Clarabel 1.1 s, inaccurate); qap8 (n = 65, m = 529 = 8.1 n) engine
+#: 21.8 s certified vs SCS > 70 s (Clarabel fails); gpp100 (diagonal rows plus one dense row)
+#: engine 1.95 s certified vs SCS 20 s "optimal" 4.4e-4 off the published value, Clarabel > 70 s.
+#: So: below ``PAYS_OFF_MIN_N`` the conic solvers take milliseconds; warm, the engine wins from
+#: n = 20 while the interior point's ``O(m^3)`` Schur complement stays small
+#: (``m <= PAYS_OFF_ROWS_PER_N * n``; theta at n = 100 with m = 9.9 n rows loses to SCS even
+#: warm, qap6 / qap8 with m = 6.2 n / 8.1 n win); above ``PAYS_OFF_ANY_M_N`` the generic
+#: solvers cannot run (Clarabel's dense KKT, SCS's eigendecompositions) and the engine always
+#: pays off. Cold (numba not imported yet in this process), the one-off start-up decides only
+#: below ``PAYS_OFF_COLD_MIN_N`` (= 24, where the conic default turns from Clarabel to SCS):
+#: above, SCS's time is unbounded (SDE > 60 s from n = 30, qap6 / qap8 > 70 s, mcp124-1 (max-cut)
+#: 63 s via the conic route) while the start-up is ~0.5 s idle. Known losses of this rule, all by
+#: the start-up: max-cut G(n, 0.1) at n = 20-100 (cold engine 3.7-4.2 s vs SCS 0.15-2.6 s at
+#: load 15), mcp100 (2.1 s vs SCS 1.3 s), theta at n = 50 (3.8 s vs SCS 1.4 s).
 PAYS_OFF_MIN_N = 20
+PAYS_OFF_ROWS_PER_N = 9
+PAYS_OFF_ANY_M_N = 300
+PAYS_OFF_COLD_MIN_N = 24
 #: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side (each step the
 #: cold sparse-row interior point while ``n <= MM_IP_MAX_N``; ``inner="low_rank"`` forces it,
 #: ``"conic"`` never). Measured (user-written MVE, digits k = 5 / spokes k = 3, inner="auto"
@@ -257,6 +292,25 @@ def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool) -> float 
     return None
 
 
+def pays_off_rule(n: int, m: int, centered: bool, warm: bool) -> tuple[bool, str]:
+    """``route="auto"``'s choice for an ``n x n`` matrix with ``m`` rows (thresholds and their
+    measurements above): ``(pays off, why)``; ``warm`` is whether numba is loaded already
+    (``centered`` counts as one more row)."""
+    m_eff = m + int(centered)
+    if n < PAYS_OFF_MIN_N:
+        return False, f"n = {n} < {PAYS_OFF_MIN_N}: the conic solvers take milliseconds here"
+    if n > PAYS_OFF_ANY_M_N:
+        return True, (f"n = {n} > {PAYS_OFF_ANY_M_N}: beyond what Clarabel / SCS hold in "
+                      "reasonable time")
+    if m_eff > PAYS_OFF_ROWS_PER_N * n:
+        return False, (f"{m_eff} rows > {PAYS_OFF_ROWS_PER_N} n at n = {n}: the interior "
+                       "point's O(m^3) steps lose to SCS (measured)")
+    if not warm and n < PAYS_OFF_COLD_MIN_N:
+        return False, (f"n = {n} < {PAYS_OFF_COLD_MIN_N}: Clarabel's solve is shorter than the "
+                       "engine's one-off numba start-up (0.5-4 s)")
+    return True, f"n = {n}, m = {m_eff} (measured crossover vs Clarabel / SCS)"
+
+
 class LowRankSDPRoute(Route):
     """Burer-Monteiro augmented Lagrangian for one PSD matrix with sparse rows (global)."""
 
@@ -278,10 +332,8 @@ class LowRankSDPRoute(Route):
                            f"{', '.join(parts)}: low-rank factorization K = Y Y^T", data)
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
-        n = match.data.n
-        if n >= PAYS_OFF_MIN_N:
-            return True, f"n = {n} >= {PAYS_OFF_MIN_N} (measured crossover vs Clarabel/SCS)"
-        return False, f"n = {n} < {PAYS_OFF_MIN_N}: the conic solvers are as fast here"
+        d: LRData = match.data
+        return pays_off_rule(d.n, d.A.m, d.centered, numba_loaded())
 
     def solve(self, problem: cp.Problem, match: Match, *, solver: str | None = None,
               verbose: bool = False, **opts: Any) -> RouteResult:

@@ -149,6 +149,17 @@ def _check_duals(prob: cp.Problem, K: cp.Variable, tol: float) -> None:
     K.value = Kopt
 
 
+def _solved_and_reference(model, tol: float = 1e-8):
+    """The model solved on the route (checked ``optimal``, duals checked) and on Clarabel."""
+    K, prob = model()
+    specopt.solve(prob, route="low_rank_sdp", tol=tol)
+    assert prob.status == cp.OPTIMAL
+    _check_duals(prob, K, 1e-6)
+    _, ref = model()
+    ref.solve(solver=cp.CLARABEL)
+    return prob, ref
+
+
 def test_maxcut_psd_dual_matches_clarabel():
     rng = np.random.default_rng(1)
     n = 25
@@ -160,12 +171,7 @@ def test_maxcut_psd_dual_matches_clarabel():
         K = cp.Variable((n, n), symmetric=True)
         return K, cp.Problem(cp.Maximize(cp.trace(L @ K) / 4), [K >> 0, cp.diag(K) == 1])
 
-    K, prob = model()
-    specopt.solve(prob, route="low_rank_sdp", tol=1e-8)
-    assert prob.status == cp.OPTIMAL
-    _check_duals(prob, K, 1e-6)
-    _, ref = model()
-    ref.solve(solver=cp.CLARABEL)
+    prob, ref = _solved_and_reference(model)
     Z, Zref = prob.constraints[0].dual_value, ref.constraints[0].dual_value
     np.testing.assert_allclose(Z, Zref, atol=1e-4 * np.abs(Zref).max())
     np.testing.assert_allclose(prob.constraints[1].dual_value, ref.constraints[1].dual_value,
@@ -214,11 +220,60 @@ def test_trace_bound_dual_matches_clarabel(sense):
         return K, cp.Problem(sense(cp.trace(C @ K)),
                              [K >> 0, cp.trace(K) <= 2, K[0, 1] == 0.05])
 
-    K, prob = model()
-    specopt.solve(prob, route="low_rank_sdp", tol=1e-8)
-    assert prob.status == cp.OPTIMAL
-    _check_duals(prob, K, 1e-6)
-    _, ref = model()
-    ref.solve(solver=cp.CLARABEL)
+    prob, ref = _solved_and_reference(model)
     for c, r in zip(prob.constraints[1:], ref.constraints[1:], strict=True):
         assert float(c.dual_value) == pytest.approx(float(r.dual_value), rel=1e-4, abs=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# auto's thresholds: both sides of each
+# --------------------------------------------------------------------------------------------
+def test_pays_off_rule_both_sides_of_each_threshold():
+    from specopt.reductions import low_rank_sdp as lr
+
+    n0 = lr.PAYS_OFF_MIN_N
+    assert not lr.pays_off_rule(n0 - 1, 3 * n0, True, True)[0]
+    assert lr.pays_off_rule(n0, n0, False, True)[0]
+    k, n = lr.PAYS_OFF_ROWS_PER_N, 100
+    assert lr.pays_off_rule(n, k * n, False, True)[0]
+    ok, why = lr.pays_off_rule(n, k * n + 1, False, True)
+    assert not ok and "rows" in why
+    assert not lr.pays_off_rule(n, k * n, True, True)[0]  # centering counts as a row
+    big = lr.PAYS_OFF_ANY_M_N
+    assert not lr.pays_off_rule(big, k * big + 1, False, True)[0]
+    assert lr.pays_off_rule(big + 1, 50 * big, False, False)[0]
+    cold = lr.PAYS_OFF_COLD_MIN_N
+    ok, why = lr.pays_off_rule(cold - 1, 3 * cold, True, False)
+    assert not ok and "numba" in why
+    assert lr.pays_off_rule(cold, 3 * cold, True, False)[0]
+
+
+def _maxcut(n: int) -> cp.Problem:
+    rng = np.random.default_rng(0)
+    W = np.triu(rng.random((n, n)) < 0.1, 1).astype(float)
+    L = np.diag((W + W.T).sum(1)) - W - W.T
+    K = cp.Variable((n, n), symmetric=True)
+    return cp.Problem(cp.Maximize(cp.trace(L @ K)), [K >> 0, cp.diag(K) == 1])
+
+
+def _theta(n: int, rows: int) -> cp.Problem:
+    I, J = np.triu_indices(n, 1)
+    K = cp.Variable((n, n), symmetric=True)
+    return cp.Problem(cp.Maximize(cp.sum(K)),
+                      [K >> 0, cp.trace(K) == 1, K[I[:rows], J[:rows]] == 0])
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_auto_route_follows_the_rule(monkeypatch, warm):
+    from specopt.reductions import low_rank_sdp as lr
+
+    monkeypatch.setattr(lr, "numba_loaded", lambda: warm)
+    cold = lr.PAYS_OFF_COLD_MIN_N
+    for n in (cold - 1, cold):
+        want = "low_rank_sdp" if (warm or n >= cold) else "conic"
+        assert specopt.explain(_maxcut(n)).auto_route == want
+    # the rows rule (theta, n = 60): tr K plus k n rows goes conic, tr K plus k n - 1 rows the
+    # engine
+    k = lr.PAYS_OFF_ROWS_PER_N
+    assert specopt.explain(_theta(60, k * 60)).auto_route == "conic"
+    assert specopt.explain(_theta(60, k * 60 - 1)).auto_route == "low_rank_sdp"
