@@ -138,32 +138,45 @@ def psd_block_sides(problem: cp.Problem) -> list[int]:
     return sides
 
 
-def dense_kkt_dimension(problem: cp.Problem) -> int:
-    """The estimate ``d`` of the module docstring (PSD blocks plus dense coupling rows).
-
-    The rows are counted on the normalized description (``reductions.analysis``), so every
-    spelling of the same rows gives the same ``d``: ``row_quad_forms(V, X) >= ...``, a list of
-    ``trace(A_r @ X) >= ...`` and hinge terms ``pos(rho - <A_r, X>)`` alike.
-    """
+def dense_rows(problem: cp.Problem) -> int:
+    """Rows that couple densely to a PSD matrix, counted on the normalized description
+    (``reductions.analysis``), so every spelling of the same rows counts alike:
+    ``row_quad_forms(V, X) >= ...``, a list of ``trace(A_r @ X) >= ...`` and hinge terms
+    ``pos(rho - <A_r, X>)``."""
     from .reductions.analysis import analyze
 
-    d = sum(n * (n + 1) // 2 for n in psd_block_sides(problem))
     try:
-        return d + analyze(problem).dense_rows()
+        return analyze(problem).dense_rows()
     except Exception:  # a parameter without a value, an unreadable expression: the tree
         from .atoms import RowQuadForms
 
         roots = [problem.objective.expr, *problem.constraints]
-        return d + sum(node.size for root in roots for node in walk(root)
-                       if isinstance(node, RowQuadForms))
+        return sum(node.size for root in roots for node in walk(root)
+                   if isinstance(node, RowQuadForms))
+
+
+def dense_kkt_dimension(problem: cp.Problem) -> int:
+    """``sum_i n_i (n_i + 1) / 2`` over the PSD blocks plus the dense rows: the size of the
+    conic form's dense part taken as one block (what a Clarabel solve must hold at most; the
+    gate's feasibility probe is sized by it)."""
+    return sum(n * (n + 1) // 2 for n in psd_block_sides(problem)) + dense_rows(problem)
+
+
+def largest_kkt_block(problem: cp.Problem) -> int:
+    """``max_i n_i (n_i + 1) / 2`` over the PSD blocks plus the dense rows: the largest dense
+    block of Clarabel's KKT system, which sets its cost (the blocks factor one by one; the
+    rows couple them)."""
+    sides = psd_block_sides(problem)
+    return max((n * (n + 1) // 2 for n in sides), default=0) + dense_rows(problem)
 
 
 def default_backend(problem: cp.Problem) -> str:
-    """MOSEK if licensed; else Clarabel for small dense KKT parts, SCS for large ones."""
+    """MOSEK if licensed; else Clarabel while the largest dense KKT block is small
+    (:func:`largest_kkt_block` ``<= CLARABEL_MAX_DENSE_DIM``), SCS above."""
     if mosek_licensed():
         return "MOSEK"
     usable = available_backends()
-    if dense_kkt_dimension(problem) <= CLARABEL_MAX_DENSE_DIM and "CLARABEL" in usable:
+    if largest_kkt_block(problem) <= CLARABEL_MAX_DENSE_DIM and "CLARABEL" in usable:
         return "CLARABEL"
     if "SCS" in usable:
         return "SCS"
