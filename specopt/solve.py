@@ -221,8 +221,23 @@ def _run_route(
     check_numeric_options(opts)
     t0 = time.perf_counter()
     chosen, match = choose_route(problem, route)
-    result, checks = _solve_and_check(problem, chosen, match, solver, verbose, opts)
     attempts: list[dict[str, Any]] = []
+    try:
+        result, checks = _solve_and_check(problem, chosen, match, solver, verbose, opts)
+    except cp.error.SolverError as exc:
+        # the backend specopt picked failed outright (Clarabel on SDPLIB hinf13): the other
+        # one, with its own defaults; a backend the user named is not replaced
+        alt = None
+        if chosen.name == "conic" and solver is None and retry:
+            from .backends import default_backend
+
+            alt = _alternative_backend(default_backend(problem))
+        if alt is None:
+            raise
+        attempts.append({"backend": default_backend(problem), "status": "solver_error",
+                         "failed": str(exc)})
+        retry_opts = {k: v for k, v in opts.items() if k in ("warm_start",)}
+        result, checks = _solve_and_check(problem, chosen, match, alt, verbose, retry_opts)
     bad = gate.failed(checks)
     retryable = result.status in gate.CERTIFIED or result.status == cp.INFEASIBLE
     if bad and retryable and chosen.name == "conic" and retry:

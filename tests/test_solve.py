@@ -182,3 +182,28 @@ def test_default_backend_is_set_by_the_largest_block_not_the_sum():
     big = _sdpa_shaped([40], 3)
     assert largest_kkt_block(big) > CLARABEL_MAX_DENSE_DIM
     assert specopt.default_backend(big) == "SCS"
+
+
+@pytest.mark.skipif(specopt.mosek_licensed(), reason="MOSEK is the default when licensed")
+def test_default_backend_that_fails_is_replaced_but_a_named_one_is_not(monkeypatch, rng):
+    from specopt import _cvxpy_compat as compat
+
+    original = compat.conic_solve
+
+    def clarabel_fails(problem, backend, *args, **kwargs):
+        if backend == "CLARABEL":
+            raise cp.error.SolverError("Solver 'CLARABEL' failed.")
+        return original(problem, backend, *args, **kwargs)
+
+    monkeypatch.setattr(compat, "conic_solve", clarabel_fails)
+    prob, _, _ = spectraplex_problem(rng)
+    assert specopt.default_backend(prob) == "CLARABEL"
+    specopt.solve(prob, route="conic")
+    cert = specopt.certificate(prob)
+    assert cert.backend == "SCS" and prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+    assert cert.attempts[0]["backend"] == "CLARABEL"
+    assert cert.attempts[0]["status"] == "solver_error"
+    prob2, _, _ = spectraplex_problem(rng)
+    with pytest.raises(cp.error.SolverError, match="CLARABEL"):
+        specopt.solve(prob2, route="conic", solver="CLARABEL")
+    assert prob2.status is None
