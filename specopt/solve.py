@@ -223,8 +223,23 @@ def _run_route(
     check_solver_name(solver)
     t0 = time.perf_counter()
     chosen, match = choose_route(problem, route)
-    result, checks = _solve_and_check(problem, chosen, match, solver, verbose, opts)
     attempts: list[dict[str, Any]] = []
+    try:
+        result, checks = _solve_and_check(problem, chosen, match, solver, verbose, opts)
+    except cp.error.SolverError as exc:
+        # the backend specopt picked failed outright (Clarabel on SDPLIB hinf13): the other
+        # one, with its own defaults; a backend the user named is not replaced
+        alt = first = None
+        if chosen.name == "conic" and solver is None and retry:
+            from .backends import default_backend
+
+            first = default_backend(problem)
+            alt = _alternative_backend(first)
+        if alt is None:
+            raise
+        attempts.append({"backend": first, "status": "solver_error", "failed": str(exc)})
+        result, checks = _solve_and_check(problem, chosen, match, alt, verbose,
+                                          _retry_options(opts))
     bad = gate.failed(checks)
     retryable = result.status in gate.CERTIFIED or result.status == cp.INFEASIBLE
     if bad and retryable and chosen.name == "conic" and retry:
@@ -232,11 +247,9 @@ def _run_route(
         if alt is not None:
             attempts.append({"backend": result.backend, "status": result.status,
                              "failed": gate.describe(checks, bad)})
-            # solver-specific options of the first backend do not carry over
-            retry_opts = {k: v for k, v in opts.items() if k in ("warm_start",)}
             try:
                 result2, checks2 = _solve_and_check(problem, chosen, match, alt, verbose,
-                                                    retry_opts)
+                                                    _retry_options(opts))
             except cp.error.SolverError as exc:
                 attempts.append({"backend": alt, "status": "solver_error", "failed": str(exc)})
             else:
@@ -351,6 +364,11 @@ def _solve_and_check(
     result.extra = dict(result.extra or {})
     result.extra["_gate_measured"] = meas
     return result, gate.run_checks(problem, result, chosen.is_global, meas)
+
+
+def _retry_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """The options that carry over to another backend (not the first one's own settings)."""
+    return {k: v for k, v in opts.items() if k in ("warm_start",)}
 
 
 def _alternative_backend(backend: str) -> str | None:

@@ -32,7 +32,7 @@ def _spectraplex(n: int, seed: int, maximize: bool, mu: float, cut: float):
     return cp.Problem(cp.Minimize(f + mu * cp.sum_squares(X)), cons)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(n=st.integers(2, 6), seed=st.integers(0, 10**6), maximize=st.booleans(),
        mu=st.sampled_from([0.0, 0.1]), cut=st.sampled_from([0.0, 0.3]),
        eps=st.sampled_from([1e-2, 1e-3, 1e-4]))

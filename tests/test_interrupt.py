@@ -27,7 +27,18 @@ def _max_delay() -> float:
     with a load average below 2)."""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    return MAX_DELAY * max(1.0, max(load, workers + 1) / (os.cpu_count() or 1))
+    by_load = max(1.0, max(load, workers + 1) / (os.cpu_count() or 1))
+    # the load average lags a burst that just started: measure the share of a core a busy loop
+    # gets now as well, and allow for the slower of the two
+    return MAX_DELAY * max(by_load, 1.0 / _cpu_share())
+
+
+def _cpu_share(seconds: float = 0.3) -> float:
+    """CPU time over wall time of a busy loop in this process (1.0 on an idle core)."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    while time.perf_counter() - w0 < seconds:
+        pass
+    return max(0.05, min(1.0, (time.process_time() - c0) / (time.perf_counter() - w0)))
 ROUTES = ["conic-SCS", "conic-CLARABEL", "iterated_sdp-SCS", "iterated_sdp-CLARABEL", "bregman",
           "matrix_generation", "dual_cd"]
 

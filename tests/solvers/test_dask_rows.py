@@ -21,6 +21,7 @@ from specopt.solvers.matrix_generation import (  # noqa: E402
     FactoredOperator,
     StackedOperator,
 )
+from tests._helpers import checked_reference  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -180,7 +181,7 @@ def test_matrix_generation_dask_equals_in_memory_and_clarabel(rng):
         return cp.Problem(cp.Maximize(rho - 0.2 * cp.sum(xi)), cons)
 
     ref = build(P, Q)
-    ref.solve(solver=cp.CLARABEL)
+    checked_reference(ref, cp.CLARABEL)
     mem = build(P, Q)
     specopt.solve(mem, route="matrix_generation", tol=1e-8)
     for chunk, master in ((17, "psd"), (64, "lp")):
