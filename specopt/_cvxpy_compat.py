@@ -165,7 +165,9 @@ def affine_coefficients(
         raise ValueError("expression has variables outside the given list")
     holder = cp.Problem(cp.Minimize(0), [v == 0 for v in variables])
     inverse = InverseData(holder)
-    tensor = CoeffExtractor(inverse, None).affine(expr)
+    # the SciPy backend: as fast as the C++ one here (faster on large dense data, measured) and,
+    # unlike it, it lets the main thread run, so Ctrl-C interrupts a long extraction
+    tensor = CoeffExtractor(inverse, cp.SCIPY_CANON_BACKEND).affine(expr)
     full = sp.csr_array(tensor.reshape((expr.size, inverse.x_length + 1), order="F"))
     coeffs: dict[int, sp.csr_array] = {}
     for v in variables:

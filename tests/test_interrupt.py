@@ -29,7 +29,8 @@ def _max_delay() -> float:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     return MAX_DELAY * max(1.0, max(load, workers + 1) / (os.cpu_count() or 1))
 ROUTES = ["conic-SCS", "conic-CLARABEL", "iterated_sdp-SCS", "iterated_sdp-CLARABEL", "bregman",
-          "matrix_generation", "dual_cd"]
+          "matrix_generation", "matrix_generation-psd", "matrix_generation-cuts",
+          "matrix_generation-extraction", "low_rank_sdp", "dual_cd", "highs"]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -57,3 +58,7 @@ def test_sigint_stops_the_solve_within_a_second(route):
     limit = _max_delay()
     assert 0.0 <= delay <= limit, f"KeyboardInterrupt {delay:.2f} s after SIGINT (max {limit:.1f})"
     assert untouched == "True" and no_status == "True"  # values as before, no status written
+    if route == "highs":  # the abandoned solve was cancelled, not left running
+        assert "cancelled HighsModelStatus.kInterrupt" in out, out
+    else:  # SIGINT still reaches Python afterwards, and the next solve works
+        assert "usable True True" in out, out

@@ -46,6 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._cvxpy_compat import affine_coefficients
+from .._interrupt import call_interruptibly
 
 # --------------------------------------------------------------------------------------------
 # Short names for expressions (explain reasons: never a matrix dump)
@@ -271,7 +272,9 @@ def affine_maps(exprs: list, variables: list[cp.Variable] | None = None) -> list
         offs = dense_value(stacked.value).ravel(order="F")
         coeffs: dict = {}
     else:
-        coeffs, offs = affine_coefficients(stacked, allvars)
+        # CVXPY's coefficient extraction is compiled code that can run for minutes on large
+        # data: run it so that Ctrl-C interrupts it (worker thread, specopt._interrupt)
+        coeffs, offs = call_interruptibly(affine_coefficients, stacked, allvars)
     out = []
     start = 0
     aux_owner = {a.id: (vid, V) for a, vid, V in found}

@@ -51,8 +51,9 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .._interrupt import call_interruptibly
 from ._dask_rows import initial_working_set, stack_rows  # no dask import unless Dask-backed
-from ._highs import new_highs
+from ._highs import new_highs, run_highs
 from .small_sdp_ip import solve_small_sdp
 
 __all__ = [
@@ -441,12 +442,12 @@ class _Master:
         self.col_age = self.col_age[keep]
 
     def solve(self):
-        self.h.run()
+        run_highs(self.h)
         status = self.h.getModelStatus()
         if status == highspy.HighsModelStatus.kNotset:
             # the warm start failed inside HiGHS (seen after column deletion): solve cold
             self.h.clearSolver()
-            self.h.run()
+            run_highs(self.h)
             status = self.h.getModelStatus()
         sol = self.h.getSolution()
         x = np.asarray(sol.col_value)
@@ -882,7 +883,7 @@ def _psd_block_master_clarabel(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, 
         for key, val in extra.items():
             setattr(st, key, val)
         solver = clarabel.DefaultSolver(sp.csc_array((nx, nx)), q, Aall, b, cones, st)
-        sol = solver.solve()
+        sol = call_interruptibly(solver.solve)
         if str(sol.status) in ("Solved", "AlmostSolved", "DualInfeasible"):
             break
     if str(sol.status) in ("DualInfeasible", "AlmostDualInfeasible"):
@@ -1189,7 +1190,7 @@ def _polish_z(ax, G, c, lb, ub, zlb, zub):
     h.changeObjectiveSense(highspy.ObjSense.kMaximize)
     h.addCols(p, np.asarray(c, float), f(zlb), f(zub), Gc.nnz, Gc.indptr.astype(np.int32),
               Gc.indices.astype(np.int32), Gc.data.astype(float))
-    h.run()
+    run_highs(h)
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None, None
     z = np.clip(np.asarray(h.getSolution().col_value), zlb, zub)
