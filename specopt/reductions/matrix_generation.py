@@ -44,6 +44,7 @@ from ..solvers.matrix_generation import (
     StackedOperator,
     SymOperator,
     UnboundedProblem,
+    phase_one,
     solve_spectraplex_lp,
     sum_operators,
 )
@@ -429,6 +430,14 @@ class MatrixGenerationRoute(Route):
                                backend=_backend(kw), solve_time=time.perf_counter() - t0)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             raise cp.error.SolverError(f"matrix generation failed: {exc}") from exc
+        if res.status not in ("optimal", "infeasible") and kw.get("master") == "psd":
+            # the PSD-block / cut masters have no phase 1: a solve that did not converge may
+            # be facing infeasible constraints; the LP master's phase 1 decides (with a
+            # checked Farkas certificate), at every size
+            if phase_one(data.A, data.G, data.lb, data.ub, data.zlb, data.zub, data.trace,
+                         data.trace_eq, dense=data.A.n <= 300,
+                         time_limit=kw.get("time_limit", np.inf)):
+                res.status = "infeasible"
         elapsed = time.perf_counter() - t0
         s = data.sense
         if res.status == "infeasible":
