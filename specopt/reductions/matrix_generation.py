@@ -48,7 +48,7 @@ from ..solvers.matrix_generation import (
     solve_spectraplex_lp,
     sum_operators,
 )
-from ..validate import check_options
+from ..validate import check_finite, check_options
 from .analysis import AffineMap, HingeTerm, short, try_analyze, zero_map
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
@@ -71,6 +71,36 @@ _ROUTE_OPTS = (
 PAYS_OFF_MIN_N = 100
 PAYS_OFF_MIN_ROWS = 2000
 PAYS_OFF_MIN_DATA = 2e7
+
+
+def _operator_arrays(op) -> list:
+    """The in-memory arrays an operator is built from (Dask-backed parts are checked lazily, in
+    their passes over the data: ``specopt.solvers._dask_rows``)."""
+    if hasattr(op, "ops"):
+        return [a for o in op.ops for a in _operator_arrays(o)]
+    return [getattr(op, k) for k in ("V", "M", "A") if isinstance(getattr(op, k, None), (
+        np.ndarray, sp.sparray, sp.spmatrix))]
+
+
+def _check_data(data: MGData) -> None:
+    """NaN / inf in the extracted data: a ValueError naming the variable or constraint, before
+    any solve (HiGHS loops on a NaN cost)."""
+    for v in data.zvars:
+        sl = data.zslices[v.id]
+        check_finite(f"the objective's coefficients of variable {v.name()!r}", data.c[sl])
+        check_finite(f"the bounds of variable {v.name()!r}", data.zlb[sl], allow_inf=True)
+        check_finite(f"the bounds of variable {v.name()!r}", data.zub[sl], allow_inf=True)
+    for a in _operator_arrays(data.C):
+        check_finite(f"the objective's coefficients of {data.X.name()!r}", a)
+    for con, sl, _ in data.rows:
+        where = f"constraint {short(str(con))!r}"
+        check_finite(f"the right-hand side of {where}", data.lb[sl], allow_inf=True)
+        check_finite(f"the right-hand side of {where}", data.ub[sl], allow_inf=True)
+        G = data.G[np.arange(data.G.shape[0])[sl]]
+        check_finite(f"the coefficients of {where}", G)
+    for a in _operator_arrays(data.A):
+        check_finite("the constraint coefficients of " + repr(data.X.name()), a)
+    check_finite("the constant term of the objective", np.array([data.offset]))
 
 
 @dataclass
@@ -403,6 +433,7 @@ class MatrixGenerationRoute(Route):
         if data is None:
             raise RouteMismatch("no matrix-generation data: call recognize first")
         check_options('matrix_generation', opts, _ROUTE_OPTS)
+        _check_data(data)
         kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, **opts}
         t0 = time.perf_counter()
 

@@ -233,3 +233,17 @@ def test_lp_master_artificials_keep_the_column_layout():
     val = prob.value
     prob.solve(solver="CLARABEL")
     assert val == pytest.approx(prob.value, rel=1e-5)
+
+
+@pytest.mark.parametrize("C", [np.nan, np.inf])
+def test_bad_data_named_before_any_solve(C):
+    """NaN / inf in the data of a model handed to matrix generation (HiGHS loops on a NaN cost):
+    a ValueError naming the variable; zero rows in row_quad_forms: a ValueError naming V."""
+    P, Q = psdboost_triplet_factors(3, 12, 0)
+    prob, X = psdboost_problem(P, Q, C)
+    xi = prob.variables()[-1] if prob.variables()[-1].size > 1 else prob.variables()[1]
+    with pytest.raises(ValueError, match=r"coefficients of variable .* contains (NaN|infinite)"):
+        specopt.solve(prob, route="matrix_generation")
+    assert X.value is None and xi.value is None
+    with pytest.raises(ValueError, match="V has no rows"):
+        specopt.row_quad_forms(np.zeros((0, 3)), X)
