@@ -7,10 +7,10 @@ form: every row of ``row_quad_forms(V, X)`` on an ``n x n`` variable becomes a d
     nnz = sum over row_quad_forms nodes (rows * n^2) + sum over constant data (its entries)
 
 nonzeros, and the canonicalization plus the solver's KKT system hold each several times:
-:data:`CONIC_BYTES_PER_NONZERO` bytes per nonzero (22.6 GB measured for an in-memory PSDBoost with
-D = 50 and m = 1e5, nnz = m D^2 = 2.5e8, issue 23). The factored routes keep the data as given
-plus small working sets: :data:`FACTORED_BYTES_PER_ENTRY` bytes per data entry (0.5 GB for the
-same 1e7 entries of V). A route fits when its estimate is at most :data:`MEMORY_FRACTION` of the
+:data:`CONIC_BYTES_PER_NONZERO` bytes per counted nonzero (22.6 GB measured, still growing, for an
+in-memory PSDBoost with D = 50 and m = 1e5, issue 23: two row_quad_forms, nnz = 2 m D^2 = 5e8). The factored routes keep the data as given
+plus small working sets: :data:`FACTORED_BYTES_PER_ENTRY` bytes per data entry (0.5 GB measured
+for the same 1e7 entries of P and Q). A route fits when its estimate is at most :data:`MEMORY_FRACTION` of the
 physical memory (``os.sysconf``, else ``/proc/meminfo``; unknown memory: everything fits).
 """
 
@@ -25,7 +25,7 @@ import numpy as np
 from ._tree import problem_nodes
 
 #: bytes per nonzero of the conic form at the conic route's peak (CVXPY + the solver)
-CONIC_BYTES_PER_NONZERO = 90.0
+CONIC_BYTES_PER_NONZERO = 45.0
 #: bytes per data entry (V, constants) at a factored route's peak (matrix generation)
 FACTORED_BYTES_PER_ENTRY = 64.0
 #: share of the physical memory a route may plan to use

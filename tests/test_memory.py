@@ -27,8 +27,8 @@ def test_estimate_counts_m_n_squared_per_row_quad_forms():
     prob, _, m, D = _psdboost()
     nnz, data = memory.form_sizes(prob)
     assert nnz >= 2 * m * D * D and data >= 2 * m * D
-    # the estimate the issue measured: D = 50, m = 1e5 -> 2.5e8 nonzeros, ~22.6 GB
-    assert memory.CONIC_BYTES_PER_NONZERO * 1e5 * 50**2 == pytest.approx(22.5e9, rel=0.01)
+    # the issue's measurement: D = 50, m = 1e5, two row_quad_forms -> 5e8 nonzeros, 22.6 GB
+    assert memory.CONIC_BYTES_PER_NONZERO * 2 * 1e5 * 50**2 == pytest.approx(22.6e9, rel=0.01)
     assert memory.physical_memory() is None or memory.physical_memory() > 0
 
 
