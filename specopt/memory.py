@@ -7,11 +7,12 @@ form: every row of ``row_quad_forms(V, X)`` on an ``n x n`` variable becomes a d
     nnz = sum over row_quad_forms nodes (rows * n^2) + sum over constant data (its entries)
 
 nonzeros, and the canonicalization plus the solver's KKT system hold each several times:
-:data:`CONIC_BYTES_PER_NONZERO` bytes per counted nonzero (22.6 GB measured, still growing, for an
-in-memory PSDBoost with D = 50 and m = 1e5, issue 23: two row_quad_forms, nnz = 2 m D^2 = 5e8). The factored routes keep the data as given
-plus small working sets: :data:`FACTORED_BYTES_PER_ENTRY` bytes per data entry (0.5 GB measured
-for the same 1e7 entries of P and Q). A route fits when its estimate is at most :data:`MEMORY_FRACTION` of the
-physical memory (``os.sysconf``, else ``/proc/meminfo``; unknown memory: everything fits).
+:data:`CONIC_BYTES_PER_NONZERO` bytes per counted nonzero (22.6 GB measured, still growing, for
+an in-memory PSDBoost with D = 50 and m = 1e5, issue 23: two row_quad_forms, nnz = 2 m D^2 =
+5e8). The factored routes keep the data as given plus small working sets:
+:data:`FACTORED_BYTES_PER_ENTRY` bytes per data entry (0.5 GB measured for the same 1e7 entries
+of P and Q). A route fits when its estimate is at most :data:`MEMORY_FRACTION` of the physical
+memory (``os.sysconf``, else ``/proc/meminfo``; unknown memory: everything fits).
 """
 
 from __future__ import annotations
