@@ -55,7 +55,7 @@ def long_problem(route: str):
         from test_gate import _wine_itml
 
         prob, W = _wine_itml()  # infeasible: runs until max_sweeps
-        return prob, W, dict(route="bregman", max_sweeps=10**9, tol=1e-300)
+        return prob, W, dict(route="bregman", max_sweeps=10**9, tol=1e-300, slow_after=None)
     if route == "matrix_generation":
         n = 120
         C = rng.standard_normal((n, n))
