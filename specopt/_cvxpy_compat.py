@@ -147,6 +147,11 @@ def linop_row_quad_forms(V: np.ndarray, arg_obj):
 # --------------------------------------------------------------------------------------------
 # Reading affine maps
 # --------------------------------------------------------------------------------------------
+#: constant entries in an expression from which its coefficients are extracted with CVXPY's
+#: SciPy canonicalization backend (interruptible) rather than the C++ one
+SCIPY_EXTRACTION_MIN_DATA = 10**6
+
+
 def affine_coefficients(
     expr: cp.Expression, variables: list[cp.Variable]
 ) -> tuple[dict[int, sp.csr_array], np.ndarray]:
@@ -165,7 +170,12 @@ def affine_coefficients(
         raise ValueError("expression has variables outside the given list")
     holder = cp.Problem(cp.Minimize(0), [v == 0 for v in variables])
     inverse = InverseData(holder)
-    tensor = CoeffExtractor(inverse, None).affine(expr)
+    # large data: the SciPy backend, as fast as the C++ one there (faster on dense rows: 23 s
+    # against 38 s for 20000 rows on a 30 x 30 variable) and, unlike it, it lets the main thread
+    # run, so Ctrl-C interrupts a long extraction; small data: the C++ one (1.6x faster, measured
+    # on a 110 x 110 SDP)
+    big = sum(c.size for c in expr.constants()) >= SCIPY_EXTRACTION_MIN_DATA
+    tensor = CoeffExtractor(inverse, cp.SCIPY_CANON_BACKEND if big else None).affine(expr)
     full = sp.csr_array(tensor.reshape((expr.size, inverse.x_length + 1), order="F"))
     coeffs: dict[int, sp.csr_array] = {}
     for v in variables:

@@ -22,6 +22,7 @@ from . import gate
 from ._solver_names import check_solver_name
 from ._threads import check_threads, limit_threads, problem_size
 from .certificate import STATIONARY, Certificate, relative_gap
+from .memory import check_fits
 from .reductions import Match, Route, RouteResult, get_route, routes_in_order
 from .validate import check_numeric_options, check_problem
 
@@ -119,13 +120,15 @@ def explain(problem: cp.Problem) -> Explanation:
     verdicts: list[RouteVerdict] = []
     chosen = None
     for route in routes_in_order():
-        match = _recognize(route, problem)
+        match = check_fits(route, problem, _recognize(route, problem))
         verdict = RouteVerdict(route.name, match.ok, match.reason)
         if match.ok:
             verdict.pays_off, verdict.pays_off_reason = route.pays_off(problem, match)
             if chosen is None and verdict.pays_off:
                 chosen = verdict
         verdicts.append(verdict)
+    if chosen is None:  # as choose_route: the first matching route when none pays off
+        chosen = next((v for v in verdicts if v.matches), None)
     if chosen is not None:
         chosen.chosen_by_auto = True
     return Explanation(verdicts)
@@ -171,7 +174,7 @@ def choose_route(problem: cp.Problem, route: str = "auto") -> tuple[Route, Match
         return chosen, match
     fallback = None
     for candidate in routes_in_order():
-        match = _recognize(candidate, problem)
+        match = check_fits(candidate, problem, _recognize(candidate, problem))
         if not match.ok:
             continue
         pays, _ = candidate.pays_off(problem, match)

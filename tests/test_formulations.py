@@ -968,3 +968,71 @@ def test_user_mve_agrees_across_inner_methods():
         vals[inner] = specopt.solve(prob, inner=inner, init="relaxation")
         assert specopt.certificate(prob).status == specopt.STATIONARY, inner
     assert vals["conic"] == pytest.approx(vals["low_rank"], rel=1e-3), vals
+
+
+def _psdboost_spelling(spelling: str):
+    rng = np.random.default_rng(5)
+    m, D = 40, 4
+    P, Q = rng.standard_normal((m, D)), rng.standard_normal((m, D))
+    X = cp.Variable((D, D), PSD=spelling == "symmetry") if spelling == "symmetry" else \
+        cp.Variable((D, D), symmetric=True)
+    rho, xi = cp.Variable(), cp.Variable(m)
+    margins = specopt.row_quad_forms(P, X) - specopt.row_quad_forms(Q, X)
+    extra = {"psd": X >> 0, "lambda_min": cp.lambda_min(X) >= 0, "symmetry": X == X.T}
+    cons = [cp.trace(X) == 1, margins >= rho - xi, xi >= 0, extra[spelling]]
+    return cp.Problem(cp.Maximize(rho - 0.1 * cp.sum(xi)), cons), X
+
+
+def test_lambda_min_and_symmetry_spellings_reach_matrix_generation_and_agree():
+    """PSDBoost with ``X >> 0``, ``lambda_min(X) >= 0``, or a PSD variable with a redundant
+    ``X == X.T``: the same route (matrix generation when named; the same auto choice) and the
+    same optimum as Clarabel."""
+    ref, _ = _psdboost_spelling("psd")
+    ref.solve(solver="CLARABEL")
+    auto = specopt.explain(_psdboost_spelling("psd")[0]).auto_route
+    for spelling in ("psd", "lambda_min", "symmetry"):
+        prob, X = _psdboost_spelling(spelling)
+        assert specopt.explain(prob).auto_route == auto
+        specopt.solve(prob, route="matrix_generation", tol=1e-8)
+        assert prob.status == cp.OPTIMAL
+        assert specopt.certificate(prob).route == "matrix_generation"
+        assert prob.value == pytest.approx(ref.value, rel=1e-6, abs=1e-6)
+        assert np.linalg.eigvalsh(X.value).min() >= -1e-8
+
+
+def test_redundant_symmetry_row_in_itml_and_maxcut():
+    """``W == W.T`` on a PSD ITML variable (bregman said "not a distance inequality") and on a
+    symmetric max-cut variable (low_rank_sdp solved n^2 zero rows): dropped, same answer as
+    Clarabel on the route the spelling without it takes."""
+    rng = np.random.default_rng(2)
+    d, n, m = 4, 14, 12
+    Xd = rng.standard_normal((d, n))
+    pairs = rng.choice(n, (m, 2), replace=True)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    V = (Xd[:, pairs[:, 0]] - Xd[:, pairs[:, 1]]).T
+    B = rng.standard_normal((d, d))
+    p = np.einsum("ij,jk,ik->i", V, B @ B.T + 0.5 * np.eye(d), V)
+    S, Dd = np.arange(0, len(p), 2), np.arange(1, len(p), 2)
+    W = cp.Variable((d, d), PSD=True)
+    cons = [specopt.row_quad_forms(V[S], W) <= 1.2 * p[S],
+            specopt.row_quad_forms(V[Dd], W) >= p[Dd] / 1.2]
+    itml = cp.Problem(cp.Minimize(specopt.logdet_div(W, np.eye(d))), cons)
+    specopt.solve(itml, route="bregman", tol=1e-10)
+    val = itml.value
+    itml_sym = cp.Problem(itml.objective, [*cons, W == W.T])
+    specopt.solve(itml_sym, route="bregman", tol=1e-10)
+    assert itml_sym.status == cp.OPTIMAL and itml_sym.value == pytest.approx(val, rel=1e-7)
+    itml_sym.solve(solver="CLARABEL")
+    assert itml_sym.value == pytest.approx(val, rel=1e-5, abs=1e-6)
+    k = 12
+    A = np.abs(rng.standard_normal((k, k)))
+    L = np.diag((A + A.T).sum(1)) - (A + A.T)
+    Xm = cp.Variable((k, k), symmetric=True)
+    maxcut = cp.Problem(cp.Maximize(cp.trace(L @ Xm)), [Xm >> 0, cp.diag(Xm) == 1, Xm == Xm.T])
+    ex = specopt.explain(maxcut)
+    assert ex.auto_route == specopt.explain(
+        cp.Problem(maxcut.objective, maxcut.constraints[:2])).auto_route
+    specopt.solve(maxcut, route="low_rank_sdp")
+    val = maxcut.value
+    maxcut.solve(solver="CLARABEL")
+    assert val == pytest.approx(maxcut.value, rel=1e-5)
