@@ -968,3 +968,26 @@ def test_user_mve_agrees_across_inner_methods():
         vals[inner] = specopt.solve(prob, inner=inner, init="relaxation")
         assert specopt.certificate(prob).status == specopt.STATIONARY, inner
     assert vals["conic"] == pytest.approx(vals["low_rank"], rel=1e-3), vals
+
+
+def test_clarabel_failure_hands_the_steps_to_the_engine(monkeypatch):
+    """Without solver=, a Clarabel failure on an engine-shaped subproblem moves the MM steps to
+    the SDP engine (not to SCS); the stationary value is the same."""
+    make = _user_mve_models()[0]
+    ref = specopt.solve(make())
+    from specopt import _cvxpy_compat as compat
+
+    original = compat.solve_in_place
+
+    def failing(problem, solver, *args, **kwargs):
+        if solver == "CLARABEL":
+            raise cp.error.SolverError("Solver 'CLARABEL' failed (injected)")
+        return original(problem, solver, *args, **kwargs)
+
+    monkeypatch.setattr(compat, "solve_in_place", failing)
+    prob = make()
+    value = specopt.solve(prob)
+    cert = specopt.certificate(prob)
+    assert cert.backend == "low_rank_sdp" and cert.status == specopt.STATIONARY
+    assert cert.extra["backend_fallbacks"][0]["to"] == "low_rank_sdp"
+    assert value == pytest.approx(ref, rel=1e-3)
