@@ -711,15 +711,7 @@ class IteratedSDPRoute(Route):
             lr_run = low_rank_subproblem(surr, required=inner == "low_rank", tol=inner_tol,
                                          method=inner_method)
             if lr_run is not None:
-                def run(Bs: list[np.ndarray], _lr=lr_run) -> dict[str, Any]:
-                    point = _lr(Bs)
-                    timings["solves"] += 1
-                    timings["solve"] += point["low_rank"].solve_time
-                    timings["statuses"].append(point["status"])
-                    if point["status"] != cp.OPTIMAL:  # step not certified to inner_tol
-                        timings["inaccurate"] += 1
-                    return point
-
+                engine["run"] = lr_run  # every step on the engine (engine_step)
                 backend = state["backend"] = "low_rank_sdp"
                 lr_defaults = {"tol": max(1e-6, 10 * inner_tol),
                                "tol_K": max(1e-4, 1e2 * inner_tol),
