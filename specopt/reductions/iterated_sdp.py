@@ -489,6 +489,14 @@ _SCS_POLISH_ITERS = 4
 ITERATED_CLARABEL_MAX_DENSE_DIM = 2000
 
 
+#: With ``inner="auto"`` and no ``solver=``, the steps run on the SDP engine from
+#: ``max(low_rank_sdp.ITERATED_MIN_N, ITERATED_ENGINE_MIN_N)`` on (an MVE subproblem's dense KKT
+#: estimate n(n+1)/2 passes ITERATED_CLARABEL_MAX_DENSE_DIM at n = 63); below, Clarabel
+#: certifies the kNN families whose engine steps stall (swiss roll, S-curve, spiral at N = 30:
+#: Clarabel 6-39 s stationary_point, the engine > 40 s and uncertified, load 15).
+ITERATED_ENGINE_MIN_N = 63
+
+
 def inner_backend(subproblem: cp.Problem) -> str:
     """The conic backend of the MM steps (``solver=None``): MOSEK when licensed, else Clarabel up
     to ``ITERATED_CLARABEL_MAX_DENSE_DIM``, else the default backend."""
@@ -706,10 +714,12 @@ class IteratedSDPRoute(Route):
         if inner not in ("auto", "conic", "low_rank"):
             raise ValueError(f"inner must be 'auto', 'conic' or 'low_rank', got {inner!r}")
         if inner != "conic" and solver is None or inner == "low_rank":
-            from .low_rank_sdp import low_rank_subproblem
+            from . import low_rank_sdp as lrr
 
-            lr_run = low_rank_subproblem(surr, required=inner == "low_rank", tol=inner_tol,
-                                         method=inner_method)
+            lr_run = lrr.low_rank_subproblem(
+                surr, required=inner == "low_rank", tol=inner_tol, method=inner_method,
+                min_n=None if lrr.ITERATED_MIN_N is None
+                else max(lrr.ITERATED_MIN_N, ITERATED_ENGINE_MIN_N))
             if lr_run is not None:
                 engine["run"] = lr_run  # every step on the engine (engine_step)
                 backend = state["backend"] = "low_rank_sdp"
