@@ -313,7 +313,7 @@ TIE_TOL = 1e-4
 #: ``max(MIN_TIE_SOLVES, TIE_SOLVE_FRACTION * MM steps)``: the check is a bounded fraction of the
 #: run (measured in docs/routes/iterated_sdp.md).
 MAX_TIE_SOLVES = 12
-MIN_TIE_SOLVES = 4
+MIN_TIE_SOLVES = 2
 TIE_SOLVE_FRACTION = 0.5
 #: Safety cap on MM steps: the stop is by the stationarity measure; hitting the cap is reported
 #: (``stop_reason="max_iters"``, not certified).
