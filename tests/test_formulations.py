@@ -415,12 +415,8 @@ def test_issue_mve_alpha_with_row_centering_solves():
     assert abs(value - value2) <= 1e-4 * abs(value2)
 
 
-def test_iterated_sdp_falls_back_when_inner_solve_fails(monkeypatch):
-    """An inner solve that raises with the first backend is retried with another one."""
-    make = _mve_spellings()[0]
-    opts = {"init": "relaxation", "max_iters": 200, "tol": 1e-9, "tol_K": 1e-7}
-    ref = specopt.solve(make(), route="iterated_sdp", solver="SCS", **opts)
-    # inner solves go through compat.solve_in_place (interruptible); inject the failure there
+def _fail_clarabel(monkeypatch):
+    """Every Clarabel solve raises (inner solves go through compat.solve_in_place)."""
     from specopt import _cvxpy_compat as compat
 
     original = compat.solve_in_place
@@ -431,6 +427,14 @@ def test_iterated_sdp_falls_back_when_inner_solve_fails(monkeypatch):
         return original(problem, solver, *args, **kwargs)
 
     monkeypatch.setattr(compat, "solve_in_place", failing)
+
+
+def test_iterated_sdp_falls_back_when_inner_solve_fails(monkeypatch):
+    """An inner solve that raises with the first backend is retried with another one."""
+    make = _mve_spellings()[0]
+    opts = {"init": "relaxation", "max_iters": 200, "tol": 1e-9, "tol_K": 1e-7}
+    ref = specopt.solve(make(), route="iterated_sdp", solver="SCS", **opts)
+    _fail_clarabel(monkeypatch)
     prob = make()
     value = specopt.solve(prob, route="iterated_sdp", solver="CLARABEL", **opts)
     cert = specopt.certificate(prob)
@@ -440,6 +444,8 @@ def test_iterated_sdp_falls_back_when_inner_solve_fails(monkeypatch):
 
     def all_fail(*args, **kwargs):
         raise cp.error.SolverError("injected")
+
+    from specopt import _cvxpy_compat as compat
 
     monkeypatch.setattr(compat, "solve_in_place", all_fail)
     with pytest.raises(cp.error.SolverError, match="every backend"):
@@ -1036,3 +1042,17 @@ def test_redundant_symmetry_row_in_itml_and_maxcut():
     val = maxcut.value
     maxcut.solve(solver="CLARABEL")
     assert val == pytest.approx(maxcut.value, rel=1e-5)
+
+
+def test_clarabel_failure_hands_the_steps_to_the_engine(monkeypatch):
+    """Without solver=, a Clarabel failure on an engine-shaped subproblem moves the MM steps to
+    the SDP engine (not to SCS); the stationary value is the same."""
+    make = _user_mve_models()[0]
+    ref = specopt.solve(make())
+    _fail_clarabel(monkeypatch)
+    prob = make()
+    value = specopt.solve(prob)
+    cert = specopt.certificate(prob)
+    assert cert.backend == "low_rank_sdp" and cert.status == specopt.STATIONARY
+    assert cert.extra["backend_fallbacks"][0]["to"] == "low_rank_sdp"
+    assert value == pytest.approx(ref, rel=1e-3)

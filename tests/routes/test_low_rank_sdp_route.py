@@ -290,6 +290,9 @@ def test_iterated_sdp_auto_inner_switch(monkeypatch):
     n = A.shape[0]
     J = np.eye(n) - 1.0 / n
     out = {}
+    import specopt.reductions.iterated_sdp as itr
+
+    monkeypatch.setattr(itr, "ITERATED_ENGINE_MIN_N", 0)  # the engine from ITERATED_MIN_N on
     for min_n in (n + 1, n):
         monkeypatch.setattr(lrr, "ITERATED_MIN_N", min_n)
         K, cons = sde_feasible_set(A, C)
