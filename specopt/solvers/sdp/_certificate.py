@@ -19,6 +19,7 @@ Gauss-Newton polish that certify a nearly optimal point. All in solver units
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,13 +105,15 @@ def measure(P: Scaled, Y: np.ndarray, y: np.ndarray, mu: float, lam: float,
 
 
 def certify_point(P: Scaled, Y: np.ndarray, y: np.ndarray, mu: float, tol: float,
-                  dense_threshold: int, eig_k: int, rng: np.random.Generator) -> dict:
+                  dense_threshold: int, eig_k: int, rng: np.random.Generator,
+                  out_of_time: Callable[[], bool] = lambda: False) -> dict:
     """The certificate of ``(Y, y, mu)`` (solver units), after a polish of ``Y`` when it is
-    nearly feasible and the bound is close but the point is not yet certified."""
+    nearly feasible and the bound is close but the point is not yet certified (the least-squares
+    dual and the polish are skipped once ``out_of_time()``: 25 s at n = 600, rank 357)."""
     lamv, _, err = min_eigs(P, y, mu, eig_k, dense_threshold, rng)
     lam = float(lamv[0]) - err
     res, obj, cert, ok = measure(P, Y, y, mu, lam, tol)
-    if not ok and res <= 100 * tol and cert.gap <= 100 * tol:
+    if not ok and res <= 100 * tol and cert.gap <= 100 * tol and not out_of_time():
         # the complementarity dual (LSQR from y) can close a gap the IP's y leaves open
         y_ls = ls_dual(P, Y, y, mu)
         lamv_ls, _, err_ls = min_eigs(P, y_ls, mu, eig_k, dense_threshold, rng)
@@ -118,7 +121,7 @@ def certify_point(P: Scaled, Y: np.ndarray, y: np.ndarray, mu: float, tol: float
         if certificate(P, y_ls, mu, obj, lam_ls).gap < cert.gap:
             y, lam = y_ls, lam_ls
             res, obj, cert, ok = measure(P, Y, y, mu, lam, tol)
-    if not ok and res <= 100 * tol and cert.gap <= 100 * tol:
+    if not ok and res <= 100 * tol and cert.gap <= 100 * tol and not out_of_time():
         Yp = polish(P, Y)
         res_p, obj_p, cert_p, ok_p = measure(P, Yp, y, mu, lam, tol)
         if ok_p or res_p < res:

@@ -297,7 +297,8 @@ def _ip_stage(P: Scaled, tol: float, time_limit: float | None, t_start: float,
                                             objective_scale=shown[0] * P.user_objective(1.0),
                                             objective_offset=shown[1])
         out = certify_point(P, np.ascontiguousarray(ipr.Y), ipr.y, ipr.mu, tol,
-                            dense_threshold, eig_k, rng)
+                            dense_threshold, eig_k, rng, out_of_time=lambda: time_limit is not None
+                            and time.perf_counter() - t_start > time_limit)
         out.update(iterations=ipr.iterations + (best["iterations"] if best else 0),
                    history=ipr.history)
         if verbose:

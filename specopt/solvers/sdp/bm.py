@@ -232,7 +232,7 @@ def _certify(P: Scaled, st: BMState, obj: float, res: float, opts: BMOptions,
     lamv, vecs, err = min_eigs(P, st.y, st.mu, opts.eig_k, opts.dense_threshold, rng)
     st.lam = float(lamv[0]) - err
     st.cert = certificate(P, st.y, st.mu, obj, st.lam)
-    if res <= 100 * opts.tol and not st.cert.ok(opts.tol):
+    if res <= 100 * opts.tol and not st.cert.ok(opts.tol) and not opts.out_of_time():
         y_ls = ls_dual(P, st.Y, st.y, st.mu)
         lam_ls_v, vecs_ls, err_ls = min_eigs(P, y_ls, st.mu, opts.eig_k, opts.dense_threshold, rng)
         lam_ls = float(lam_ls_v[0]) - err_ls
@@ -272,7 +272,7 @@ def _check_termination(P: Scaled, st: BMState, res: float, obj: float,
     if res <= tol and cert.ok(tol) and cert.bound_side_ok(P, obj):
         st.status = OPTIMAL
         return True
-    if res <= 20 * tol and cert.ok(tol):
+    if res <= 20 * tol and cert.ok(tol) and not opts.out_of_time():
         Yp = polish(P, st.Y)
         res_p = float(np.linalg.norm(P.residual(Yp))) / (1.0 + float(np.linalg.norm(P.b)))
         obj_p = float(np.sum(P.C.matmat(Yp) * Yp))

@@ -157,3 +157,19 @@ def test_verbose_prints_the_callers_objective(capsys):
     assert shown[-1] == pytest.approx(-2.0 * res.objective + 7.0, rel=1e-6)
     assert seen[-1] == pytest.approx(-2.0 * res.objective + 7.0, rel=1e-9)
     assert not math.isclose(seen[-1], res.objective)
+
+
+@pytest.mark.slow
+def test_time_limit_honoured_by_the_interior_point_stage():
+    """The IP stage's certificate (least-squares dual, polish) is skipped past the time limit:
+    a degenerate swiss-roll SDE (no certificate within the limit) returns close to it."""
+    from benchmarks.low_rank_sdp import instance
+    from specopt.solvers.sdp import graph_trace_bound
+
+    n, E, d2 = instance("swiss", 300, 0)
+    t0 = time.perf_counter()
+    res = solve_sdp(sp.identity(n, format="csr"), SparseRows.from_pairs(E, n), d2, sense="max",
+                    centered=True, implied_trace_bound=graph_trace_bound(n, E, d2), tol=1e-6,
+                    time_limit=3.0)
+    assert time.perf_counter() - t0 < 3.0 + 4.0  # one IP step / eigenvalue check past it
+    assert res.status != "optimal"
