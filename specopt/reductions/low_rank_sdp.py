@@ -403,7 +403,7 @@ class LowRankSDPRoute(Route):
 
     @staticmethod
     def _duals(d: LRData, res) -> dict[int, Any]:
-        return route_duals(d, res.y, res.mu)
+        return route_duals(d, res.y, res.mu, res.lambda_min)
 
 
 #: The PSD dual matrix (and the centering duals, which need it) is formed densely and projected
@@ -413,7 +413,8 @@ class LowRankSDPRoute(Route):
 PSD_DUAL_MAX_N = 1000
 
 
-def route_duals(d: LRData, y: np.ndarray, mu: float) -> dict[int, Any]:
+def route_duals(d: LRData, y: np.ndarray, mu: float,
+                lambda_min: float | None = None) -> dict[int, Any]:
     """CVXPY's dual values (``constraint.dual_value``) for the constraints the route read.
 
     CVXPY's convention: the Lagrangian ``f0 + nu^T (lhs - rhs) + lam (g) - <Z, K>`` for
@@ -427,7 +428,8 @@ def route_duals(d: LRData, y: np.ndarray, mu: float) -> dict[int, Any]:
     ``lambda_min`` within rounding of ``P Z P``'s (the scalar spelling's multiplier need not
     exist: ``K 1 = 0`` follows from ``1^T K 1 = 0`` only through ``K`` PSD). ``Z`` is finally
     projected onto the PSD cone (eigenvalues clipped at 0; at a certified point the clipped part
-    is of the order of the certificate's tolerance).
+    is of the order of the certificate's tolerance; skipped, with its ``eigh``, when the engine's
+    ``lambda_min`` of that slack is already >= 0).
     Constraints that repeat a centering condition get zero duals.
     """
     dual: dict[int, Any] = {}
@@ -469,8 +471,12 @@ def route_duals(d: LRData, y: np.ndarray, mu: float) -> dict[int, Any]:
             Z = P @ Z @ P
             dual[con.id] = (u / c).reshape(con.shape)
     if d.psd_con is not None:
-        lam, V = np.linalg.eigh(0.5 * (Z + Z.T))
-        dual[d.psd_con.id] = (V * np.maximum(lam, 0.0)) @ V.T
+        scalar_centering = any(c.size == 1 for c in d.centering_cons[:1])
+        if lambda_min is not None and lambda_min >= 0 and not scalar_centering:
+            dual[d.psd_con.id] = Z  # PSD as it is (on 1^perp and along 1 with centering)
+        else:
+            lam, V = np.linalg.eigh(0.5 * (Z + Z.T))
+            dual[d.psd_con.id] = (V * np.maximum(lam, 0.0)) @ V.T
     return dual
 
 
