@@ -5,7 +5,7 @@ dimensions from 4 Gaussian classes (scaled by 1/sqrt(D)) and |S| index triples (
 j of i's class and k of another class (int32, 12 bytes per triplet). Each case runs in its own
 subprocess so that the peak memory of the client process (``ru_maxrss``) is its own:
 
-* ``dask``: ``PSDBoostMetric(C=c/|S|).fit(da.from_zarr(points), triplets=da.from_zarr(T))`` on a
+* ``dask``: ``PSDBoostMetric(C=c).fit(da.from_zarr(points), triplets=da.from_zarr(T))`` on a
   ``LocalCluster`` (processes, ``--workers`` workers with 1 thread); V (2 |S| D floats) is never
   formed: difference rows are built per block on the workers at every pass.
 * ``memory``: the same estimator on numpy arrays (P, Q formed in memory).
@@ -78,7 +78,7 @@ def run_case(args) -> dict:
     S, D = args.S, args.D
     rec: dict = {"mode": args.mode, "S": S, "D": D, "c_scale": args.c_scale, "seed": args.seed,
                  "workers": args.workers, "block_rows": args.block, "V_bytes": 2 * S * D * 8}
-    est = PSDBoostMetric(C=args.c_scale / S, tol=args.tol, verbose=True,
+    est = PSDBoostMetric(C=args.c_scale, tol=args.tol, verbose=True,
                          route_options={"time_limit": args.time_limit})
     if args.mode == "dask":
         import distributed
@@ -137,7 +137,7 @@ def threshold(args) -> None:
                 T = np.column_stack([i, j, k])[ok][:S]
                 rec = {"S": S, "D": D, "c_scale": c, "seed": seed}
                 for name, cuts in (("cuts", True), ("rows", False)):
-                    est = PSDBoostMetric(C=c / S, tol=args.tol, route_options={
+                    est = PSDBoostMetric(C=c, tol=args.tol, route_options={
                         "cuts": cuts, "time_limit": args.time_limit})
                     t0 = time.perf_counter()
                     est.fit_triplets(X, T)

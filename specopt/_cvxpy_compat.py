@@ -147,6 +147,11 @@ def linop_row_quad_forms(V: np.ndarray, arg_obj):
 # --------------------------------------------------------------------------------------------
 # Reading affine maps
 # --------------------------------------------------------------------------------------------
+#: constant entries in an expression from which its coefficients are extracted with CVXPY's
+#: SciPy canonicalization backend (interruptible) rather than the C++ one
+SCIPY_EXTRACTION_MIN_DATA = 10**6
+
+
 def affine_coefficients(
     expr: cp.Expression, variables: list[cp.Variable]
 ) -> tuple[dict[int, sp.csr_array], np.ndarray]:
@@ -165,7 +170,12 @@ def affine_coefficients(
         raise ValueError("expression has variables outside the given list")
     holder = cp.Problem(cp.Minimize(0), [v == 0 for v in variables])
     inverse = InverseData(holder)
-    tensor = CoeffExtractor(inverse, None).affine(expr)
+    # large data: the SciPy backend, as fast as the C++ one there (faster on dense rows: 23 s
+    # against 38 s for 20000 rows on a 30 x 30 variable) and, unlike it, it lets the main thread
+    # run, so Ctrl-C interrupts a long extraction; small data: the C++ one (1.6x faster, measured
+    # on a 110 x 110 SDP)
+    big = sum(c.size for c in expr.constants()) >= SCIPY_EXTRACTION_MIN_DATA
+    tensor = CoeffExtractor(inverse, cp.SCIPY_CANON_BACKEND if big else None).affine(expr)
     full = sp.csr_array(tensor.reshape((expr.size, inverse.x_length + 1), order="F"))
     coeffs: dict[int, sp.csr_array] = {}
     for v in variables:
@@ -213,7 +223,26 @@ def conic_solve(
         info["dobj"] = float(raw.obj_val_dual)
         info["iterations"] = info["iterations"] or getattr(raw, "iterations", None)
         info["raw_status"] = str(getattr(raw, "status", "")) or None
+    info["canonical"] = _canonical_point(data, raw, inverse_data, chain)
     return solution, info
+
+
+def _canonical_point(data: dict, raw: Any, inverse_data: Any, chain: Any) -> dict | None:
+    """The canonical form ``min 1/2 x'Px + c'x + d, Ax + s = b, s in K`` CVXPY gave SCS or
+    Clarabel and the solver's ``x`` and dual ``y`` (for ``specopt.conic_bound``), else None."""
+    try:
+        if isinstance(raw, dict) and "y" in raw:  # SCS
+            x, y = raw.get("x"), raw.get("y")
+        elif hasattr(raw, "z") and hasattr(raw, "x"):  # Clarabel
+            x, y = np.asarray(raw.x), np.asarray(raw.z)
+        else:
+            return None
+        return {"A": data["A"], "b": data["b"], "c": data["c"], "P": data.get("P"),
+                "dims": data["dims"], "offset": float(inverse_data[-1]["offset"]),
+                "x": x, "y": y, "upper_triangle": "UPPER" in str(
+                    getattr(chain.solver, "PSD_TRIANGLE_KIND", ""))}
+    except (KeyError, TypeError, IndexError, AttributeError):
+        return None
 
 
 def _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts):

@@ -7,10 +7,19 @@ while the main thread waits in short slices: Python's SIGINT handler then runs i
 within ~0.05 s and raises KeyboardInterrupt there. The abandoned worker (a daemon thread) runs
 its solve to the end in the background and its result is discarded; it never touches the user's
 problem. A solve that SCS itself reports as interrupted is also turned into KeyboardInterrupt.
+
+Two details keep a signal from being swallowed. SCS installs its own C-level SIGINT handler for
+the length of a solve (process-wide, from the worker thread): a signal that reaches it after
+SCS's last iteration check is lost, and an abandoned SCS that ends later restores whatever
+handler it saw at its start. The waiting main thread therefore re-installs Python's handler
+every slice and once more when the call returns, so the signal always reaches Python. And
+``on_interrupt`` (e.g. HiGHS's ``cancelSolve``) stops an abandoned compiled solve that would
+otherwise keep a core busy, or loop for ever, in the background.
 """
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -21,10 +30,26 @@ T = TypeVar("T")
 SLICE = 0.05
 
 
-def call_interruptibly(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``fn(*args, **kwargs)``, run so that Ctrl-C interrupts it within ~:data:`SLICE` s."""
+def _reclaim_sigint(handler: Any) -> None:
+    """Re-install Python's SIGINT handler (``handler``, a Python-level one) over any C-level
+    handler a compiled solver put in its place; a no-op when Python did not own SIGINT."""
+    if callable(handler) or handler in (signal.SIG_IGN, signal.SIG_DFL):
+        try:
+            signal.signal(signal.SIGINT, handler)
+        except (ValueError, OSError):  # pragma: no cover - not the main thread / no SIGINT
+            pass
+
+
+def call_interruptibly(fn: Callable[..., T], *args: Any,
+                       on_interrupt: Callable[[], Any] | None = None, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, run so that Ctrl-C interrupts it within ~:data:`SLICE` s.
+
+    ``on_interrupt`` is called (in the main thread) when KeyboardInterrupt abandons the call,
+    before it propagates: a way to tell the compiled solver to stop.
+    """
     if threading.current_thread() is not threading.main_thread():
         return fn(*args, **kwargs)  # signals are only delivered to the main thread anyway
+    handler = signal.getsignal(signal.SIGINT)
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -35,8 +60,16 @@ def call_interruptibly(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
     worker = threading.Thread(target=target, name="specopt-inner-solve", daemon=True)
     worker.start()
-    while worker.is_alive():
-        worker.join(SLICE)
+    try:
+        while worker.is_alive():
+            worker.join(SLICE)
+            _reclaim_sigint(handler)
+    except KeyboardInterrupt:
+        if on_interrupt is not None:
+            on_interrupt()
+        raise
+    finally:
+        _reclaim_sigint(handler)
     if "error" in box:
         raise box["error"]
     return box["value"]

@@ -30,7 +30,9 @@ class Certificate:
         Objective value of the returned point, evaluated on the user's problem.
     bound:
         A proven bound on the optimal value (lower bound when minimizing, upper when
-        maximizing), or ``None`` when the route has none.
+        maximizing), or ``None`` when the route has none or could not prove one (then
+        ``extra["bound_unproven"]`` says why, e.g. a conic backend's dual point that fails its
+        dual-feasibility check; no gap is claimed).
     gap:
         Relative gap ``|objective - bound| / max(1, |objective|)`` where a bound is known.
     max_violation:
@@ -155,6 +157,10 @@ class Certificate:
             ok = np.isfinite(bnd)
             ax.plot(x[ok], bnd[ok], "s--", color="C1", mfc="none", zorder=1,
                     label=f"bound (final {final(bnd)})", **style)
+        elif self.bound is not None and math.isfinite(self.bound) and len(x):
+            # no bound trace (e.g. an interior point's bound comes only with the certificate)
+            ax.plot(x[-1:], [self.bound], "s", color="C1", mfc="none", ms=7, zorder=1,
+                    label=f"bound (certificate, {self.bound:.7g})")
         if obj is None and bnd is None:
             ax.text(0.5, 0.5, "no objective recorded", ha="center", va="center",
                     transform=ax.transAxes)
@@ -218,7 +224,8 @@ class Certificate:
             ("backend", self.backend),
             ("status", self.status),
             ("objective", self.objective),
-            ("bound", self.bound),
+            ("bound", self.bound if self.bound is not None or "bound_unproven" not in self.extra
+             else f"unproven ({self.extra['bound_unproven']})"),
             ("relative gap", self.gap),
             ("max violation", self.max_violation),
             ("rel. violation", self.relative_violation),

@@ -27,8 +27,13 @@ Checks (each recorded as ``checks[name] = Check(passed, measured, tolerance)``):
     A proven bound must lie on the right side of the objective (``bound <= f + tol`` when
     minimizing, ``>=`` when maximizing), ``tol = BOUND_TOL * max(1, |f|)``.
 ``gap``
-    For ``optimal``: the relative gap ``|f - bound| / max(1, |f|) <= GAP_TOL`` where the route
-    has a bound.
+    For ``optimal`` (and ``optimal_inaccurate``, which the conic route promotes to ``optimal``
+    when every check passes): the relative gap ``|f - bound| / max(1, |f|) <= GAP_TOL`` where
+    the route has a bound.
+``dual_feasibility``
+    Conic route: the relative residual of the backend's dual point after projection onto the
+    dual cone (``specopt.conic_bound``), which the bound is computed from. Failing it, the bound
+    is unproven (not reported) and the point is not ``optimal``.
 ``converged``
     The route's own convergence flag (``extra["converged"]``) and, for iterated routes, whether
     every inner solve was accurate (``extra["inner_solves_accurate"]``).
@@ -158,13 +163,15 @@ def run_checks(
         wrong = _sense(problem) * (bound - obj) / max(1.0, abs(obj)) if math.isfinite(bound) else (
             -math.inf if _sense(problem) * bound < 0 else math.inf)
         checks["bound_side"] = Check(wrong <= BOUND_TOL, wrong, BOUND_TOL)
-        if is_global and result.status == cp.OPTIMAL:
+        if is_global and result.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             gap = abs(obj - bound) / max(1.0, abs(obj)) if math.isfinite(bound) else math.inf
             checks["gap"] = Check(gap <= GAP_TOL, gap, GAP_TOL)
     extra = result.extra or {}
     if "converged" in extra:
         ok = bool(extra["converged"])
         checks["converged"] = Check(ok, float(ok), 1.0)
+    if "dual_check" in extra:
+        checks["dual_feasibility"] = Check(*extra["dual_check"])
     if "inner_solves_accurate" in extra:
         ok = bool(extra["inner_solves_accurate"])
         checks["inner_solves_accurate"] = Check(ok, float(ok), 1.0)

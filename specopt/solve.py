@@ -19,8 +19,10 @@ import numpy as np
 
 from . import _cvxpy_compat as compat
 from . import gate
+from ._solver_names import check_solver_name
 from ._threads import check_threads, limit_threads, problem_size
 from .certificate import STATIONARY, Certificate, relative_gap
+from .memory import check_fits
 from .reductions import Match, Route, RouteResult, get_route, routes_in_order
 from .validate import check_numeric_options, check_problem
 
@@ -118,13 +120,15 @@ def explain(problem: cp.Problem) -> Explanation:
     verdicts: list[RouteVerdict] = []
     chosen = None
     for route in routes_in_order():
-        match = _recognize(route, problem)
+        match = check_fits(route, problem, _recognize(route, problem))
         verdict = RouteVerdict(route.name, match.ok, match.reason)
         if match.ok:
             verdict.pays_off, verdict.pays_off_reason = route.pays_off(problem, match)
             if chosen is None and verdict.pays_off:
                 chosen = verdict
         verdicts.append(verdict)
+    if chosen is None:  # as choose_route: the first matching route when none pays off
+        chosen = next((v for v in verdicts if v.matches), None)
     if chosen is not None:
         chosen.chosen_by_auto = True
     return Explanation(verdicts)
@@ -170,7 +174,7 @@ def choose_route(problem: cp.Problem, route: str = "auto") -> tuple[Route, Match
         return chosen, match
     fallback = None
     for candidate in routes_in_order():
-        match = _recognize(candidate, problem)
+        match = check_fits(candidate, problem, _recognize(candidate, problem))
         if not match.ok:
             continue
         pays, _ = candidate.pays_off(problem, match)
@@ -219,10 +223,26 @@ def _run_route(
 ) -> tuple[RouteResult, Certificate]:
     check_problem(problem)
     check_numeric_options(opts)
+    check_solver_name(solver)
     t0 = time.perf_counter()
     chosen, match = choose_route(problem, route)
-    result, checks = _solve_and_check(problem, chosen, match, solver, verbose, opts)
     attempts: list[dict[str, Any]] = []
+    try:
+        result, checks = _solve_and_check(problem, chosen, match, solver, verbose, opts)
+    except cp.error.SolverError as exc:
+        # the backend specopt picked failed outright (Clarabel on SDPLIB hinf13): the other
+        # one, with its own defaults; a backend the user named is not replaced
+        alt = first = None
+        if chosen.name == "conic" and solver is None and retry:
+            from .backends import default_backend
+
+            first = default_backend(problem)
+            alt = _alternative_backend(first)
+        if alt is None:
+            raise
+        attempts.append({"backend": first, "status": "solver_error", "failed": str(exc)})
+        result, checks = _solve_and_check(problem, chosen, match, alt, verbose,
+                                          _retry_options(opts))
     bad = gate.failed(checks)
     retryable = result.status in gate.CERTIFIED or result.status == cp.INFEASIBLE
     if bad and retryable and chosen.name == "conic" and retry:
@@ -230,11 +250,9 @@ def _run_route(
         if alt is not None:
             attempts.append({"backend": result.backend, "status": result.status,
                              "failed": gate.describe(checks, bad)})
-            # solver-specific options of the first backend do not carry over
-            retry_opts = {k: v for k, v in opts.items() if k in ("warm_start",)}
             try:
                 result2, checks2 = _solve_and_check(problem, chosen, match, alt, verbose,
-                                                    retry_opts)
+                                                    _retry_options(opts))
             except cp.error.SolverError as exc:
                 attempts.append({"backend": alt, "status": "solver_error", "failed": str(exc)})
             else:
@@ -245,6 +263,14 @@ def _run_route(
                     result, checks, bad = result2, checks2, bad2
     reasons: list[str] = []
     status = result.status
+    if (not bad and status == cp.OPTIMAL_INACCURATE and chosen.name == "conic"
+            and "gap" in checks and "dual_feasibility" in checks):
+        # the gate decides, not the solver's flag: a checked bound within the gap tolerance and
+        # a point within the feasibility tolerance are what "optimal" means everywhere else
+        reasons.append(f"{result.backend} reported optimal_inaccurate; every gate check passes "
+                       f"(relative gap {checks['gap'].measured:.2g}, relative violation "
+                       f"{checks['feasibility'].measured:.2g}): optimal")
+        status = cp.OPTIMAL
     if "conic_probe" in bad and status == cp.INFEASIBLE:
         raise cp.error.SolverError(
             f"route {chosen.name} ({result.backend}) reported the problem infeasible, but a "
@@ -343,6 +369,11 @@ def _solve_and_check(
     return result, gate.run_checks(problem, result, chosen.is_global, meas)
 
 
+def _retry_options(opts: dict[str, Any]) -> dict[str, Any]:
+    """The options that carry over to another backend (not the first one's own settings)."""
+    return {k: v for k, v in opts.items() if k in ("warm_start",)}
+
+
 def _alternative_backend(backend: str) -> str | None:
     from .backends import backend_status
 
@@ -395,7 +426,8 @@ def apply_result(problem: cp.Problem, result: RouteResult, cert: Certificate) ->
     )
     if cert.setup_time is not None:
         compat.set_compilation_time(problem, cert.setup_time)
-    _CERTIFICATES[problem] = cert
+    # the certificate belongs to this solve: the stats object CVXPY replaces on every solve
+    _CERTIFICATES[problem] = (cert, problem.solver_stats)
 
 
 def solve(
@@ -426,13 +458,27 @@ def solve(
 
 
 def certificate(problem: cp.Problem) -> Certificate:
-    """The certificate of the last specopt solve of ``problem``."""
+    """The certificate of the last solve of ``problem``, which must have been a specopt solve.
+
+    Any later solve (``prob.solve(solver="CLARABEL")``, another ``method``) replaces the values the
+    certificate spoke about: the certificate is then gone (a ``ValueError`` says so), recognized
+    by CVXPY's ``solver_stats`` object, which every solve replaces.
+    """
     try:
-        return _CERTIFICATES[problem]
+        cert, stats = _CERTIFICATES[problem]
     except KeyError:
         raise ValueError(
             "this problem has not been solved with method='specopt' yet"
         ) from None
+    if problem.solver_stats is not stats:
+        now = getattr(problem.solver_stats, "solver_name", None)
+        raise ValueError(
+            "the last solve of this problem was not a specopt solve"
+            + (f" (solver {now}, status {problem.status})" if now else "")
+            + ": the certificate of the earlier specopt solve no longer describes its values; "
+            "solve it again with method='specopt'"
+        )
+    return cert
 
 
 def _solve_method(problem: cp.Problem, *args: Any, **kwargs: Any) -> float:

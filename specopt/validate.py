@@ -115,3 +115,14 @@ def conic_backend_options(backend: str) -> tuple[str, ...] | None:
         names = [a for a in dir(clarabel.DefaultSettings()) if not a.startswith("_")]
         return (*names, "warm_start")
     return None
+
+
+def check_finite(what: str, values: Any, *, allow_inf: bool = False) -> None:
+    """ValueError naming ``what`` when ``values`` (array, sparse matrix or scalar) has a NaN,
+    or an infinite entry unless ``allow_inf`` (bounds)."""
+    data = values.data if hasattr(values, "tocsr") and hasattr(values, "data") else values
+    arr = np.asarray(data, dtype=float)
+    bad = np.isnan(arr) if allow_inf else ~np.isfinite(arr)
+    if bad.any():
+        kind = "NaN" if allow_inf or np.isnan(arr[bad]).any() else "infinite"
+        raise ValueError(f"{what} contains {kind} entries ({int(bad.sum())} of {arr.size})")

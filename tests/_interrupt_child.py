@@ -55,7 +55,7 @@ def long_problem(route: str):
         from test_gate import _wine_itml
 
         prob, W = _wine_itml()  # infeasible: runs until max_sweeps
-        return prob, W, dict(route="bregman", max_sweeps=10**9, tol=1e-300)
+        return prob, W, dict(route="bregman", max_sweeps=10**9, tol=1e-300, slow_after=None)
     if route == "matrix_generation":
         n = 120
         C = rng.standard_normal((n, n))
@@ -65,6 +65,33 @@ def long_problem(route: str):
         prob = cp.Problem(cp.Maximize(cp.trace((C + C.T) @ X)), cons)
         return prob, X, dict(route="matrix_generation", tol=1e-300, max_iters=10**7,
                              master="lp", max_rank=0)
+    if route in ("matrix_generation-psd", "matrix_generation-extraction"):
+        # the PSD-block master (Clarabel) / minutes of coefficient extraction (large dense rows)
+        n, k = (150, 60) if route.endswith("psd") else (60, 2500)
+        C = rng.standard_normal((n, n))
+        X = cp.Variable((n, n), symmetric=True)
+        B = rng.standard_normal((k, n * n))
+        cons = [X >> 0, cp.trace(X) == 1, B @ cp.vec(X, order="F") <= 0.05]
+        prob = cp.Problem(cp.Maximize(cp.trace((C + C.T) @ X)), cons)
+        return prob, X, dict(route="matrix_generation", tol=1e-300, max_iters=10**7,
+                             max_rank=60, columns_per_round=20)
+    if route == "matrix_generation-cuts":  # the 1-slack cut master over 6000 hinge rows
+        m, D = 6000, 60
+        P, Q = rng.standard_normal((m, D)), rng.standard_normal((m, D))
+        X = cp.Variable((D, D), PSD=True)
+        rho, xi = cp.Variable(), cp.Variable(m)
+        margins = specopt.row_quad_forms(P, X) - specopt.row_quad_forms(Q, X)
+        prob = cp.Problem(cp.Maximize(rho - 0.01 * cp.sum(xi)),
+                          [cp.trace(X) == 1, margins >= rho - xi, xi >= 0])
+        return prob, X, dict(route="matrix_generation", tol=1e-300, max_iters=10**7,
+                             cuts=True)
+    if route == "low_rank_sdp":
+        n = 400
+        W = np.abs(rng.standard_normal((n, n)))
+        L = np.diag((W + W.T).sum(1)) - (W + W.T)
+        X = cp.Variable((n, n), symmetric=True)
+        prob = cp.Problem(cp.Maximize(cp.trace(L @ X)), [X >> 0, cp.diag(X) == 1])
+        return prob, X, dict(route="low_rank_sdp", tol=1e-300, max_iters=10**9)
     if route == "dual_cd":
         m, d = 20000, 30
         Z = rng.standard_normal((m, d))
@@ -74,8 +101,59 @@ def long_problem(route: str):
     raise ValueError(route)
 
 
+def highs_lp():
+    """A random LP that HiGHS's simplex takes ~15 s on (the masters' solver, on its own)."""
+    import highspy
+    import scipy.sparse as sp
+
+    from specopt.solvers._highs import new_highs
+
+    rng = np.random.default_rng(0)
+    m, n = 1500, 3000
+    A = sp.random(m, n, density=0.05, random_state=1, format="csc")
+    h = new_highs()
+    h.addRows(m, np.full(m, -np.inf), np.ones(m), 0, np.zeros(0, np.int32),
+              np.zeros(0, np.int32), np.zeros(0))
+    h.addCols(n, -rng.random(n), np.zeros(n), np.full(n, highspy.kHighsInf), A.nnz,
+              A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data)
+    h.setOptionValue("solver", "simplex")
+    h.setOptionValue("presolve", "off")
+    return h
+
+
+def usable(prob, var) -> None:
+    """After the interrupt: SIGINT reaches Python again (no compiled solver's handler left
+    installed) and a small solve works; prints ``usable <bool> <bool>``."""
+    import signal
+
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1.0)
+        caught = False
+    except KeyboardInterrupt:
+        caught = True
+    x = cp.Variable(2)
+    small = cp.Problem(cp.Minimize(cp.sum_squares(x - 1)), [cp.sum(x) <= 1])
+    specopt.solve(small, route="conic", solver="CLARABEL")
+    print(f"usable {caught} {abs(small.value - 0.5) < 1e-6}", flush=True)
+
+
 def main() -> None:
     route = sys.argv[1]
+    if route == "highs":
+        from specopt.solvers._highs import run_highs
+
+        h = highs_lp()
+        print("ready", flush=True)
+        try:
+            run_highs(h)
+        except KeyboardInterrupt:
+            print(f"interrupted {time.monotonic()!r} True True", flush=True)
+            time.sleep(0.5)  # the cancelled solve stops (HiGHS's user interrupt)
+            print(f"cancelled {h.getModelStatus()}", flush=True)
+            os._exit(0)
+        print(f"finished {h.getModelStatus()}", flush=True)
+        return
     prob, var, opts = long_problem(route)
     before = np.full(var.shape, 0.125)
     var.value = before
@@ -86,6 +164,7 @@ def main() -> None:
         t = time.monotonic()
         untouched = var.value is not None and np.array_equal(var.value, before)
         print(f"interrupted {t!r} {untouched} {prob.status is None}", flush=True)
+        usable(prob, var)
         os._exit(0)  # do not wait for an abandoned inner solve (a daemon thread) to finish
     print(f"finished {prob.status}", flush=True)
 

@@ -211,3 +211,22 @@ def test_weights_pass_through_reshape_transpose_index_and_sparse_constants():
     for _ in range(3):
         w.value, X.value = rng.standard_normal(5), rng.standard_normal((3, 4))
         assert np.isclose(_value(norm.objective.expr), _value(obj), rtol=1e-10, atol=1e-10)
+
+
+def test_lambda_min_spelled_psd_and_redundant_symmetry_dropped():
+    """``lambda_min(X) >= 0`` (and ``lambda_max(-X) <= 0``) is read as ``X >> 0``; ``W == W.T``
+    on a symmetric / PSD variable (either side, or as ``W - W.T == 0``) is dropped, while the
+    same row on a general variable, or with a non-symmetric part, is kept."""
+    X = cp.Variable((3, 3), symmetric=True)
+    for con in (cp.lambda_min(X) >= 0, 0 <= cp.lambda_min(X), cp.lambda_max(-X) <= 0):
+        (info,) = analyze(cp.Problem(cp.Minimize(cp.trace(X)), [con])).constraints
+        assert info.kind == "psd" and info.var is X
+    (info,) = analyze(cp.Problem(cp.Minimize(cp.trace(X)),
+                                 [cp.lambda_min(X) >= 1])).constraints
+    assert info.kind == "nonaffine"  # a shifted bound is not X >> 0
+    W = cp.Variable((3, 3), PSD=True)
+    G = cp.Variable((3, 3))
+    for var, con, kept in ((W, W == W.T, 0), (W, W.T == W, 0), (X, X - X.T == 0, 0),
+                           (G, G == G.T, 1), (W, W == W.T + 1, 1), (W, W[0, 1] == W[0, 2], 1)):
+        desc = analyze(cp.Problem(cp.Minimize(cp.trace(var)), [cp.trace(var) == 1, con]))
+        assert len(desc.constraints) == 1 + kept, con

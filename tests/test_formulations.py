@@ -21,13 +21,13 @@ from specopt import (
     mve_cost,
     row_quad_forms,
 )
-from tests._helpers import psdboost_triplet_factors, random_spd
+from tests._helpers import checked_reference, psdboost_triplet_factors, random_spd
 
 CLARABEL_TIGHT = {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9}
 
 
 def _clarabel(prob: cp.Problem) -> float:
-    return prob.solve(solver="CLARABEL", **CLARABEL_TIGHT)
+    return checked_reference(prob, "CLARABEL", **CLARABEL_TIGHT)
 
 
 def _check_route(make, route: str, reference: float | None, rtol: float, **opts) -> str:
@@ -415,12 +415,8 @@ def test_issue_mve_alpha_with_row_centering_solves():
     assert abs(value - value2) <= 1e-4 * abs(value2)
 
 
-def test_iterated_sdp_falls_back_when_inner_solve_fails(monkeypatch):
-    """An inner solve that raises with the first backend is retried with another one."""
-    make = _mve_spellings()[0]
-    opts = {"init": "relaxation", "max_iters": 200, "tol": 1e-9, "tol_K": 1e-7}
-    ref = specopt.solve(make(), route="iterated_sdp", solver="SCS", **opts)
-    # inner solves go through compat.solve_in_place (interruptible); inject the failure there
+def _fail_clarabel(monkeypatch):
+    """Every Clarabel solve raises (inner solves go through compat.solve_in_place)."""
     from specopt import _cvxpy_compat as compat
 
     original = compat.solve_in_place
@@ -431,6 +427,14 @@ def test_iterated_sdp_falls_back_when_inner_solve_fails(monkeypatch):
         return original(problem, solver, *args, **kwargs)
 
     monkeypatch.setattr(compat, "solve_in_place", failing)
+
+
+def test_iterated_sdp_falls_back_when_inner_solve_fails(monkeypatch):
+    """An inner solve that raises with the first backend is retried with another one."""
+    make = _mve_spellings()[0]
+    opts = {"init": "relaxation", "max_iters": 200, "tol": 1e-9, "tol_K": 1e-7}
+    ref = specopt.solve(make(), route="iterated_sdp", solver="SCS", **opts)
+    _fail_clarabel(monkeypatch)
     prob = make()
     value = specopt.solve(prob, route="iterated_sdp", solver="CLARABEL", **opts)
     cert = specopt.certificate(prob)
@@ -440,6 +444,8 @@ def test_iterated_sdp_falls_back_when_inner_solve_fails(monkeypatch):
 
     def all_fail(*args, **kwargs):
         raise cp.error.SolverError("injected")
+
+    from specopt import _cvxpy_compat as compat
 
     monkeypatch.setattr(compat, "solve_in_place", all_fail)
     with pytest.raises(cp.error.SolverError, match="every backend"):
@@ -662,7 +668,7 @@ def test_conic_route_takes_problems_that_are_dcp_once_normalized():
     assert explanation.auto_route == "conic", str(explanation)
     value = specopt.solve(prob, solver="CLARABEL")
     ref = make("atom")
-    ref_value = ref.solve(solver="CLARABEL")
+    ref_value = checked_reference(ref, "CLARABEL")
     assert abs(value - ref_value) <= 1e-6 * max(1.0, abs(ref_value))
     assert abs(prob.constraints[0].dual_value - ref.constraints[0].dual_value) <= 1e-5
 
@@ -857,3 +863,196 @@ def test_centering_map_read_from_the_tree_equals_cvxpy_extraction(spelling):
     assert tree is not None and tree.size == ref.size
     assert abs(tree.coef(K) - ref.coef(K)).max() == 0 and not np.any(tree.offset - ref.offset)
     assert _centering_map(K @ np.arange(n) == 0) is None and _centering_map(cp.sum(K) == 1) is None
+
+
+# --------------------------------------------------------------------------------------------
+# User-written MVE / eigengap / linear_spectral models (issue 21): kNN distance rows, centering
+# spelled two ways, non-shrink rows, normNuc as the trace, maximize forms; default options
+# --------------------------------------------------------------------------------------------
+N_U = 10
+
+
+def _knn_rows(K, seed=2, k=3):
+    """Squared-distance rows of a kNN graph of a noisy 3-D helix (plus the chain, connected)."""
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.uniform(0, 3 * np.pi, N_U))
+    X = np.c_[np.cos(t), np.sin(t), 0.3 * t] + 0.05 * rng.standard_normal((N_U, 3))
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    edges = {(i, i + 1) for i in range(N_U - 1)}
+    for i in range(N_U):
+        for j in np.argsort(D[i])[1:k + 1]:
+            edges.add((min(i, j), max(i, j)))
+    rows = [K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i, j in sorted(edges)]
+    return rows, D, edges
+
+
+def _user_mve_models():
+    d = 2
+
+    def sym():
+        return cp.Variable((N_U, N_U), symmetric=True)
+
+    def atom_sum():
+        K = sym()
+        return cp.Problem(cp.Minimize(mve_cost(K, d)), [K >> 0, cp.sum(K) == 0, *_knn_rows(K)[0]])
+
+    def rows_maximize():
+        K = sym()
+        return cp.Problem(cp.Maximize(2 * cp.lambda_sum_largest(K, d) - cp.trace(K)),
+                          [K >> 0, K @ np.ones(N_U) == 0, *_knn_rows(K)[0]])
+
+    def nuclear_norm():
+        K = sym()
+        return cp.Problem(cp.Minimize(cp.normNuc(K) - 2 * cp.lambda_sum_largest(K, d)),
+                          [K >> 0, cp.sum(K) == 0, *_knn_rows(K)[0]])
+
+    def psd_attribute():
+        K = cp.Variable((N_U, N_U), PSD=True)
+        return cp.Problem(cp.Minimize(linear_spectral(K, np.r_[-np.ones(d), np.ones(N_U - d)])),
+                          [cp.sum(K, axis=0) == 0, *_knn_rows(K)[0]])
+
+    return [atom_sum, rows_maximize, nuclear_norm, psd_attribute]
+
+
+def _other_user_models():
+    def issue_alpha():
+        K = cp.Variable((N_U, N_U), symmetric=True)
+        alpha = np.r_[-2.0, -1.0, np.ones(N_U - 2)]
+        return cp.Problem(cp.Minimize(linear_spectral(K, alpha)),
+                          [K >> 0, K @ np.ones(N_U) == 0, *_knn_rows(K)[0]])
+
+    def nonshrink():
+        K = cp.Variable((N_U, N_U), symmetric=True)
+        rows, D, edges = _knn_rows(K)
+        extra = [K[i, i] + K[j, j] - 2 * K[i, j] >= D[i, j]
+                 for i in range(N_U) for j in range(i + 2, N_U, 3) if (i, j) not in edges]
+        return cp.Problem(cp.Minimize(mve_cost(K, 2)), [K >> 0, cp.sum(K) == 0, *rows, *extra])
+
+    def eigengap_knn():
+        K = cp.Variable((N_U, N_U), symmetric=True)
+        return cp.Problem(cp.Maximize(eigengap(K, 2)), [K >> 0, cp.sum(K) == 0, *_knn_rows(K)[0]])
+
+    return [issue_alpha, nonshrink, eigengap_knn]
+
+
+def test_user_written_mve_spellings_certify_with_defaults():
+    """Four spellings of one MVE: each stationary_point with default options, the same value,
+    the same backend (normNuc(K) of a PSD K is the trace in the subproblem)."""
+    values, backends = [], set()
+    for make in _user_mve_models():
+        prob = make()
+        val = specopt.solve(prob)
+        cert = specopt.certificate(prob)
+        assert cert.status == specopt.STATIONARY, (make.__name__, cert.gate_reasons)
+        assert cert.extra["stop_reason"] == "stationary"
+        sense = 1 if isinstance(prob.objective, cp.Minimize) else -1
+        values.append(sense * val)
+        backends.add(cert.backend)
+    assert max(values) - min(values) <= 1e-4 * max(1.0, abs(min(values))), values
+    assert len(backends) == 1, backends
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_other_user_written_models_certify_with_defaults(index):
+    """The issue's alpha (-2, -1, 1, ...) with row centering, extra non-shrink rows and a
+    kNN eigengap: stationary_point with default options; the value is not improved by one more
+    linearized step (checked independently in test_iterated_sdp_route)."""
+    make = _other_user_models()[index]
+    prob = make()
+    specopt.solve(prob)
+    cert = specopt.certificate(prob)
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    assert cert.extra["stationarity"][0]
+
+
+def test_user_mve_agrees_across_inner_methods():
+    """Same start, same tolerance: the conic inner path and the SDP engine reach the same
+    stationary value."""
+    vals = {}
+    for inner in ("conic", "low_rank"):
+        prob = _user_mve_models()[0]()
+        vals[inner] = specopt.solve(prob, inner=inner, init="relaxation")
+        assert specopt.certificate(prob).status == specopt.STATIONARY, inner
+    assert vals["conic"] == pytest.approx(vals["low_rank"], rel=1e-3), vals
+
+
+def _psdboost_spelling(spelling: str):
+    rng = np.random.default_rng(5)
+    m, D = 40, 4
+    P, Q = rng.standard_normal((m, D)), rng.standard_normal((m, D))
+    X = cp.Variable((D, D), PSD=spelling == "symmetry") if spelling == "symmetry" else \
+        cp.Variable((D, D), symmetric=True)
+    rho, xi = cp.Variable(), cp.Variable(m)
+    margins = specopt.row_quad_forms(P, X) - specopt.row_quad_forms(Q, X)
+    extra = {"psd": X >> 0, "lambda_min": cp.lambda_min(X) >= 0, "symmetry": X == X.T}
+    cons = [cp.trace(X) == 1, margins >= rho - xi, xi >= 0, extra[spelling]]
+    return cp.Problem(cp.Maximize(rho - 0.1 * cp.sum(xi)), cons), X
+
+
+def test_lambda_min_and_symmetry_spellings_reach_matrix_generation_and_agree():
+    """PSDBoost with ``X >> 0``, ``lambda_min(X) >= 0``, or a PSD variable with a redundant
+    ``X == X.T``: the same route (matrix generation when named; the same auto choice) and the
+    same optimum as Clarabel."""
+    ref, _ = _psdboost_spelling("psd")
+    ref.solve(solver="CLARABEL")
+    auto = specopt.explain(_psdboost_spelling("psd")[0]).auto_route
+    for spelling in ("psd", "lambda_min", "symmetry"):
+        prob, X = _psdboost_spelling(spelling)
+        assert specopt.explain(prob).auto_route == auto
+        specopt.solve(prob, route="matrix_generation", tol=1e-8)
+        assert prob.status == cp.OPTIMAL
+        assert specopt.certificate(prob).route == "matrix_generation"
+        assert prob.value == pytest.approx(ref.value, rel=1e-6, abs=1e-6)
+        assert np.linalg.eigvalsh(X.value).min() >= -1e-8
+
+
+def test_redundant_symmetry_row_in_itml_and_maxcut():
+    """``W == W.T`` on a PSD ITML variable (bregman said "not a distance inequality") and on a
+    symmetric max-cut variable (low_rank_sdp solved n^2 zero rows): dropped, same answer as
+    Clarabel on the route the spelling without it takes."""
+    rng = np.random.default_rng(2)
+    d, n, m = 4, 14, 12
+    Xd = rng.standard_normal((d, n))
+    pairs = rng.choice(n, (m, 2), replace=True)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    V = (Xd[:, pairs[:, 0]] - Xd[:, pairs[:, 1]]).T
+    B = rng.standard_normal((d, d))
+    p = np.einsum("ij,jk,ik->i", V, B @ B.T + 0.5 * np.eye(d), V)
+    S, Dd = np.arange(0, len(p), 2), np.arange(1, len(p), 2)
+    W = cp.Variable((d, d), PSD=True)
+    cons = [specopt.row_quad_forms(V[S], W) <= 1.2 * p[S],
+            specopt.row_quad_forms(V[Dd], W) >= p[Dd] / 1.2]
+    itml = cp.Problem(cp.Minimize(specopt.logdet_div(W, np.eye(d))), cons)
+    specopt.solve(itml, route="bregman", tol=1e-10)
+    val = itml.value
+    itml_sym = cp.Problem(itml.objective, [*cons, W == W.T])
+    specopt.solve(itml_sym, route="bregman", tol=1e-10)
+    assert itml_sym.status == cp.OPTIMAL and itml_sym.value == pytest.approx(val, rel=1e-7)
+    itml_sym.solve(solver="CLARABEL")
+    assert itml_sym.value == pytest.approx(val, rel=1e-5, abs=1e-6)
+    k = 12
+    A = np.abs(rng.standard_normal((k, k)))
+    L = np.diag((A + A.T).sum(1)) - (A + A.T)
+    Xm = cp.Variable((k, k), symmetric=True)
+    maxcut = cp.Problem(cp.Maximize(cp.trace(L @ Xm)), [Xm >> 0, cp.diag(Xm) == 1, Xm == Xm.T])
+    ex = specopt.explain(maxcut)
+    assert ex.auto_route == specopt.explain(
+        cp.Problem(maxcut.objective, maxcut.constraints[:2])).auto_route
+    specopt.solve(maxcut, route="low_rank_sdp")
+    val = maxcut.value
+    maxcut.solve(solver="CLARABEL")
+    assert val == pytest.approx(maxcut.value, rel=1e-5)
+
+
+def test_clarabel_failure_hands_the_steps_to_the_engine(monkeypatch):
+    """Without solver=, a Clarabel failure on an engine-shaped subproblem moves the MM steps to
+    the SDP engine (not to SCS); the stationary value is the same."""
+    make = _user_mve_models()[0]
+    ref = specopt.solve(make())
+    _fail_clarabel(monkeypatch)
+    prob = make()
+    value = specopt.solve(prob)
+    cert = specopt.certificate(prob)
+    assert cert.backend == "low_rank_sdp" and cert.status == specopt.STATIONARY
+    assert cert.extra["backend_fallbacks"][0]["to"] == "low_rank_sdp"
+    assert value == pytest.approx(ref, rel=1e-3)

@@ -148,3 +148,62 @@ def test_default_backend_follows_size():
     else:
         assert specopt.default_backend(p_small) == "CLARABEL"
         assert specopt.default_backend(p_big) == "SCS"
+
+
+def _sdpa_shaped(block_sides: list[int], m: int, seed: int = 0) -> cp.Problem:
+    """``max <F0, Y> s.t. <F_i, Y> = c_i`` (SDPLIB's form, ``specopt.io.build_problem``) with
+    every row touching every entry of every block (the control problems' coupling)."""
+    from specopt.io import SDPAData, build_problem
+
+    rng = np.random.default_rng(seed)
+    entries = []
+    for n in block_sides:
+        i, j = np.triu_indices(n)
+        mat = np.repeat(np.arange(m + 1), i.size)
+        entries.append((mat, np.tile(i, m + 1), np.tile(j, m + 1),
+                        rng.standard_normal(mat.size)))
+    return build_problem(SDPAData(m, list(block_sides), rng.standard_normal(m), entries))
+
+
+@pytest.mark.skipif(specopt.mosek_licensed(), reason="MOSEK is the default when licensed")
+def test_default_backend_is_set_by_the_largest_block_not_the_sum():
+    from specopt.backends import CLARABEL_MAX_DENSE_DIM, dense_kkt_dimension, largest_kkt_block
+
+    # control2's shape (blocks 20 and 10, 66 rows): Clarabel 7.6e-6 in 1 s, SCS 34% off in 41 s
+    control2 = _sdpa_shaped([20, 10], 66)
+    assert dense_kkt_dimension(control2) > 300  # the old one-block estimate sent it to SCS
+    assert largest_kkt_block(control2) <= CLARABEL_MAX_DENSE_DIM
+    assert specopt.default_backend(control2) == "CLARABEL"
+    # many small blocks (truss8: 33 blocks of 19) factor block by block: Clarabel
+    many = _sdpa_shaped([19] * 12, 4)
+    assert largest_kkt_block(many) <= CLARABEL_MAX_DENSE_DIM < dense_kkt_dimension(many)
+    assert specopt.default_backend(many) == "CLARABEL"
+    # one large dense block: SCS (lambda_sum_largest n = 50: SCS 0.23 s, Clarabel 8.75 s)
+    big = _sdpa_shaped([40], 3)
+    assert largest_kkt_block(big) > CLARABEL_MAX_DENSE_DIM
+    assert specopt.default_backend(big) == "SCS"
+
+
+@pytest.mark.skipif(specopt.mosek_licensed(), reason="MOSEK is the default when licensed")
+def test_default_backend_that_fails_is_replaced_but_a_named_one_is_not(monkeypatch, rng):
+    from specopt import _cvxpy_compat as compat
+
+    original = compat.conic_solve
+
+    def clarabel_fails(problem, backend, *args, **kwargs):
+        if backend == "CLARABEL":
+            raise cp.error.SolverError("Solver 'CLARABEL' failed.")
+        return original(problem, backend, *args, **kwargs)
+
+    monkeypatch.setattr(compat, "conic_solve", clarabel_fails)
+    prob, _, _ = spectraplex_problem(rng)
+    assert specopt.default_backend(prob) == "CLARABEL"
+    specopt.solve(prob, route="conic")
+    cert = specopt.certificate(prob)
+    assert cert.backend == "SCS" and prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+    assert cert.attempts[0]["backend"] == "CLARABEL"
+    assert cert.attempts[0]["status"] == "solver_error"
+    prob2, _, _ = spectraplex_problem(rng)
+    with pytest.raises(cp.error.SolverError, match="CLARABEL"):
+        specopt.solve(prob2, route="conic", solver="CLARABEL")
+    assert prob2.status is None

@@ -43,6 +43,9 @@ class RowQuadForms(AffAtom):
             self.V = V  # kept lazy: never materialized
         else:
             self.V = as_finite_array(V, "V", ndim=2)
+        if self.V.shape[0] == 0:
+            raise ValueError("row_quad_forms: V has no rows (shape "
+                             f"{tuple(self.V.shape)}); it needs at least one")
         super().__init__(X)
 
     @property

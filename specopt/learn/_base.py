@@ -52,7 +52,7 @@ NONNEG = Interval(Real, 0, None, closed="left")
 TOL = [POSITIVE]
 COUNT = Interval(Integral, 1, None, closed="left")
 VERBOSE = ["verbose"]
-RANDOM_STATE = ["random_state", HasMethods(["integers"])]  # also a numpy Generator
+RANDOM_STATE = ["random_state"]  # None, an int or a numpy RandomState (check_random_state)
 SOLVER_OPTIONS = [dict, None]
 
 

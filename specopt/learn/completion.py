@@ -40,9 +40,20 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._threads import limited
+from ._base import (
+    COUNT,
+    POSITIVE,
+    SOLVER_OPTIONS,
+    TOL,
+    VERBOSE,
+    Integral,
+    Interval,
+    Real,
+    check_params,
+)
 from ._low_rank import LOW_RANK, LOW_RANK_TOL, use_low_rank
 
 __all__ = ["LOW_RANK_MIN_ORDER", "NuclearNormCompletion", "SpectralMatrixCompletion",
@@ -57,6 +68,9 @@ LOW_RANK_MIN_ORDER = 60
 #: (docs/routes/low_rank_sdp.md, "Completion"): the interior point 0.05-0.35 s vs 0.26-15 s at
 #: 348-855 entries, 5.4-10.4 s vs 0.46-0.53 s at 3182-3869 entries.
 _IP_MAX_OBSERVED = 1000
+#: Singular values of the nuclear-norm completion below this fraction of the largest are left out
+#: of the fold-in basis (the solves are accurate to ~1e-4, LOW_RANK_TOL: below is solver noise).
+_FOLD_IN_RTOL = 1e-3
 #: The low-rank spectral fit starts from the nuclear-norm factor with its row blocks rescaled
 #: ``[a F_Y; F_Z / a]``, ``a^2 = _UNBALANCE`` (the same X; module docstring).
 _UNBALANCE = 1.1
@@ -77,13 +91,12 @@ def make_low_rank(
             return M, mask
 
 
-def _check_partial(X: Any) -> tuple[np.ndarray, np.ndarray]:
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array with NaN for missing entries, got ndim={X.ndim}")
+def _check_partial(est: BaseEstimator, X: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The partially observed matrix (NaN = missing; inf refused, sparse refused: its implicit
+    zeros would read as observations) and its mask of observed entries; sets n_features_in_."""
+    check_params(est)
+    X = validate_data(est, X, dtype=float, ensure_all_finite="allow-nan")
     mask = ~np.isnan(X)
-    if np.isinf(X[mask]).any():
-        raise ValueError("X has infinite entries")
     if not mask.any():
         raise ValueError("X has no observed entry")
     return X, mask
@@ -99,6 +112,33 @@ def _entry_rows(M: np.ndarray, mask: np.ndarray):
 
 
 class _CompletionBase(BaseEstimator):
+    """``fit(X)`` completes X (``completion_``); ``predict()`` returns that completion and
+    ``predict(X)`` completes the rows of a new partially observed X (same columns) by fold-in:
+    with ``row_basis_`` V (n x r, orthonormal, the top right singular vectors of the
+    completion: r = ``rank`` for the spectral completion, the singular values above
+    ``_FOLD_IN_RTOL`` of the largest for the nuclear norm), each row x gets
+    ``c = argmin ||V_O c - x_O||`` (least squares on its observed entries O, minimum norm) and its
+    missing entries ``(V c)_j``; observed entries are kept. Rows are completed independently;
+    on the fitted matrix this gives back ``completion_`` wherever its observations are met
+    exactly and ``V_O`` has full column rank. ``score`` judges the fitted completion against a
+    matrix of the fitted shape."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # NaN marks a missing entry
+        return tags
+
+    def _fold_in_rank(self) -> int | None:
+        return None
+
+    def _same_matrix(self, X: Any) -> np.ndarray:
+        X = validate_data(self, X, dtype=float, ensure_all_finite="allow-nan", reset=False)
+        if X.shape != self.completion_.shape:
+            raise ValueError(
+                f"completion is transductive: X must be the fitted {self.completion_.shape[0]} x "
+                f"{self.completion_.shape[1]} matrix (or None), got shape {X.shape}")
+        return X
+
     def _model(self, M: np.ndarray, mask: np.ndarray):
         m, n = M.shape
         Y = cp.Variable((m, m), symmetric=True, name="Y")
@@ -160,16 +200,40 @@ class _CompletionBase(BaseEstimator):
         finish_progress(cb, cert)
         return rows, b, res, cert
 
+    def _set_row_basis(self, rank: int | None) -> None:
+        """``row_basis_``: V of the class docstring (``rank`` columns, or by ``_FOLD_IN_RTOL``)."""
+        _, sv, Vt = np.linalg.svd(self.completion_, full_matrices=False)
+        r = rank if rank is not None else int(np.sum(sv > _FOLD_IN_RTOL * sv[:1].max(initial=0)))
+        self.row_basis_ = Vt[: max(1, min(r, Vt.shape[0]))].T
+
     def predict(self, X: Any = None) -> np.ndarray:
-        """The completed matrix (``X`` is ignored; completion is transductive)."""
+        """``completion_`` (no X), or the rows of X completed by fold-in (class docstring)."""
         check_is_fitted(self, "completion_")
-        return self.completion_
+        if X is None:
+            return self.completion_
+        X = validate_data(self, X, dtype=float, ensure_all_finite="allow-nan", reset=False)
+        V = self.row_basis_
+        out = X.copy()
+        for i, x in enumerate(X):
+            obs = ~np.isnan(x)
+            if obs.all():
+                continue
+            c = np.linalg.lstsq(V[obs], x[obs], rcond=None)[0] if obs.any() else np.zeros(
+                V.shape[1])
+            out[i, ~obs] = V[~obs] @ c
+        return out
 
     def score(self, X: Any, y: Any = None) -> float:
-        """Minus the relative error ``-||X_hat - X||_F / ||X||_F`` against a full matrix ``X``."""
+        """Minus the relative error ``-||X_hat - X||_F / ||X||_F`` over the entries of ``X`` that
+        are not NaN (a full matrix: every entry; held-out entries: those). ``X`` has the fitted
+        matrix's shape."""
         check_is_fitted(self, "completion_")
-        X = np.asarray(X, dtype=float)
-        return -float(np.linalg.norm(self.completion_ - X) / max(np.linalg.norm(X), 1e-300))
+        X = self._same_matrix(X)
+        obs = ~np.isnan(X)
+        if not obs.any():
+            raise ValueError("X has no entry to score (all NaN)")
+        err = np.linalg.norm((self.completion_ - X)[obs])
+        return -float(err / max(np.linalg.norm(X[obs]), 1e-300))
 
 
 class NuclearNormCompletion(_CompletionBase):
@@ -182,6 +246,13 @@ class NuclearNormCompletion(_CompletionBase):
     certificate backs it (engine: relative primal residual and gap within ``tol``).
     """
 
+    _parameter_constraints = {
+        "C": [POSITIVE, None],
+        "solver": [str, None],
+        "solver_options": SOLVER_OPTIONS,
+        "verbose": VERBOSE,
+    }
+
     def __init__(self, C: float | None = None, solver: str | None = None,
                  solver_options: dict | None = None, verbose: bool = False) -> None:
         self.C = C
@@ -191,7 +262,9 @@ class NuclearNormCompletion(_CompletionBase):
 
     @limited
     def fit(self, X: Any, y: Any = None) -> NuclearNormCompletion:
-        M, mask = _check_partial(X)
+        M, mask = _check_partial(self, X)
+        if mask.all() and self.C is None:
+            return self._fit_observed(M, mask)
         if self._use_low_rank(sum(M.shape), self.C is None):
             m = M.shape[0]
             t0 = time.perf_counter()
@@ -204,6 +277,7 @@ class NuclearNormCompletion(_CompletionBase):
             self.nuclear_norm_ = float(np.linalg.svd(self.completion_, compute_uv=False).sum())
             self.certificate_ = cert
             self.mask_ = mask
+            self._set_row_basis(self._fold_in_rank())
             return self
         Yv, Zv, Xv, K, cons, penalty = self._model(np.nan_to_num(M), mask)
         prob = cp.Problem(cp.Minimize(0.5 * cp.trace(K) + penalty), cons)
@@ -220,6 +294,31 @@ class NuclearNormCompletion(_CompletionBase):
         self.nuclear_norm_ = float(np.linalg.svd(self.completion_, compute_uv=False).sum())
         self.certificate_ = specopt.certificate(prob)
         self.mask_ = mask
+        self._set_row_basis(self._fold_in_rank())
+        return self
+
+
+    def _fit_observed(self, M: np.ndarray, mask: np.ndarray) -> NuclearNormCompletion:
+        """Every entry observed (exact): X = M is the only feasible block, and with
+        ``M = U S V^T`` the optimum is ``K = [U; V] S [U; V]^T`` (PSD, ``tr K / 2 = ||M||_*``,
+        and ``tr K / 2 >= ||X||_*`` for every feasible K): closed form, no solve."""
+        from specopt.certificate import Certificate
+
+        t0 = time.perf_counter()
+        U, sv, Vt = np.linalg.svd(M, full_matrices=False)
+        F = np.vstack([U, Vt.T]) * np.sqrt(sv)
+        val = float(sv.sum())
+        self.completion_ = M.copy()
+        self.kernel_ = F @ F.T
+        self.factor_ = F
+        self.nuclear_norm_ = val
+        self.fit_time_ = time.perf_counter() - t0
+        self.certificate_ = Certificate(
+            route="closed_form", backend="numpy", status=cp.OPTIMAL, objective=val, bound=val,
+            gap=0.0, max_violation=0.0, iterations=0, is_global=True,
+            extra={"reason": "every entry observed: K = [U; V] S [U; V]^T from the SVD"})
+        self.mask_ = mask
+        self._set_row_basis(self._fold_in_rank())
         return self
 
 
@@ -241,6 +340,20 @@ class SpectralMatrixCompletion(_CompletionBase):
     eigenvalues included, see :func:`specopt.learn._low_rank.mm_stationarity`); otherwise
     ``optimal_inaccurate``.
     """
+
+    _parameter_constraints = {
+        "rank": [COUNT],
+        "C": [POSITIVE, None],
+        "trace_scale": [Interval(Real, 1, None, closed="left")],
+        "trace_bound": [POSITIVE, None],
+        "max_iter": [COUNT],
+        "tol": TOL,
+        "restarts": [Interval(Integral, 0, None, closed="left")],
+        "random_state": [Interval(Integral, 0, None, closed="left"), None],
+        "solver": [str, None],
+        "solver_options": SOLVER_OPTIONS,
+        "verbose": VERBOSE,
+    }
 
     def __init__(
         self,
@@ -273,10 +386,10 @@ class SpectralMatrixCompletion(_CompletionBase):
         import specopt
         from specopt.atoms import mve_cost
 
-        M, mask = _check_partial(X)
+        M, mask = _check_partial(self, X)
         m, n = M.shape
         d = self.rank
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 1 <= d < m + n:
+        if not d < m + n:
             raise ValueError(f"rank must be an integer in [1, {m + n - 1}], got {d!r}")
         if self._use_low_rank(m + n, self.C is None and not self.restarts):
             if self.restarts:
@@ -308,7 +421,11 @@ class SpectralMatrixCompletion(_CompletionBase):
         self.history_ = cert.history
         self.n_iter_ = cert.iterations
         self.mask_ = mask
+        self._set_row_basis(self._fold_in_rank())
         return self
+
+    def _fold_in_rank(self) -> int | None:
+        return int(self.rank)
 
     def _tau(self, nuclear_norm: float) -> float:
         if self.trace_bound is not None:
@@ -357,7 +474,7 @@ class SpectralMatrixCompletion(_CompletionBase):
                           tol=max(float(self.tol), inner_tol),
                           tol_K=max(1e-4, 10 * inner_tol), max_iters=self.max_iter,
                           monotone_tol=max(1e-4, 10 * inner_tol), inner_tol=inner_tol,
-                          callback=cb, **opts)
+                          callback=cb, stationarity_tol=max(10 * inner_tol, 1e-6), **opts)
         stat = mm_stationarity(C0, beta, rows, b, res, max(10 * inner_tol, 1e-6),
                                trace_bound=tau, seed=self.random_state or 0, **opts)
         cert = mm_certificate(res, stat, trace_bound=tau, inner_tol=inner_tol,
@@ -374,4 +491,5 @@ class SpectralMatrixCompletion(_CompletionBase):
         self.history_ = cert.history
         self.n_iter_ = res.iterations
         self.mask_ = mask
+        self._set_row_basis(self._fold_in_rank())
         return self

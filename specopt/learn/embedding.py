@@ -27,6 +27,7 @@ a callable (then ``A = kernel(X, X)``).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -616,15 +617,20 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
 
         cb = progress_callback(self.verbose, "low_rank_sdp", f"MinimumVolumeEmbedding: N={n}, "
                                f"{rows.m} edges, d={d}", "MM step")
+        # stop by the stationarity measure (the step's proven bound; >= the step's own gap, so
+        # the tolerance is above the inner one)
+        stat_tol = max(10.0 * float(self.tol), 10.0 * inner_tol)
         res = low_rank_mm(SymOp.identity(n), np.full(d, -2.0), rows, d2, Y0, centered=True,
                           implied_trace_bound=T, tol=self.tol,
                           tol_K=max(float(np.sqrt(self.tol)), 1e-3), max_iters=self.max_iter,
                           monotone_tol=max(1e-4, 10 * inner_tol), inner_tol=inner_tol,
-                          callback=cb, **opts)
+                          callback=cb, stationarity_tol=stat_tol, **opts)
         from ._low_rank import mm_certificate
 
         # stationary only when the MM test passed and every step's subproblem was certified
-        cert = mm_certificate(res, inner_methods=list(res.methods))
+        measured = math.inf if res.stationarity is None else res.stationarity
+        cert = mm_certificate(res, (measured <= stat_tol, measured, stat_tol),
+                              inner_methods=list(res.methods))
         finish_progress(cb, cert)
         info = {"certificate_": cert, "history_": cert.history, "objective_": res.objective,
                 "run_values_": [res.objective], "converged_": res.converged, "factor_": res.Y}

@@ -18,14 +18,20 @@ constraint itself. metric-learn (<= 0.7) takes percentiles of the UNSQUARED dist
 them as bounds on squared distances; pass ``bounds=(u, l)`` explicitly to reproduce it.
 
 * :class:`ITML`: weakly supervised, ``fit(pairs, y)`` with pairs of shape (n_pairs, 2, d) (or
-  (n_pairs, 2) indices into ``preprocessor``) and y in {+1, -1}.
+  (n_pairs, 2) indices into ``preprocessor``) and y in {+1, -1}; on 2-D points with class labels
+  it draws pairs as :class:`ITMLSupervised` (so it sits in a scikit-learn Pipeline).
 * :class:`ITMLSupervised`: ``fit(X, y)``; draws ``n_constraints`` similar and as many dissimilar
   pairs from the labels.
 * :class:`KernelITML`: ``fit(X, y)`` with a kernel k0; learns k(z, z') = k0(z, z') +
   k0(z, X_S) M k0(X_S, z') (Theorem 3.1 of Jain et al. 2012); ``kernel_matrix(Z1, Z2)`` and
-  ``pairwise_distances(Z1, Z2)`` for new points (``kernel`` is the constructor parameter).
-* :class:`LowRankITML`: ``fit(X, y)``; W = I + U L U^T with a basis U of ``rank`` columns
-  (top singular vectors, class means or k-means centres); hard constraints only.
+  ``pairwise_distances(Z1, Z2)`` for new points (``kernel`` is the constructor parameter);
+  ``transform`` is the kernel expansion on X_S (class docstring).
+* :class:`LowRankITML`: ``fit(X, y)``; W = I + U (F - I) U^T with a basis U of ``rank`` columns
+  (top singular vectors, class means or k-means centres): by default ITML with slack on the
+  projected differences; ``gamma=np.inf`` the exact hard-constraint problem.
+
+Every learner checks its parameter table (``_parameter_constraints``) first: a bad value (NaN,
+inf where not meant, out of range) raises a ``ValueError`` naming it before any solve.
 """
 
 from __future__ import annotations

@@ -44,9 +44,10 @@ from ..solve import certificate, solve
 from ..solvers._dask_rows import is_dask_array, triplet_rows
 from ._base import (
     COUNT,
-    RANDOM_STATE,
     TOL,
     VERBOSE,
+    HasMethods,
+    Integral,
     Interval,
     MahalanobisMixin,
     Real,
@@ -106,7 +107,9 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         "route": [str],
         "solver": [str, None],
         "route_options": [dict, None],
-        "random_state": RANDOM_STATE,
+        # np.random.default_rng: None, a seed or a Generator
+        "random_state": [None, Interval(Integral, 0, None, closed="left"),
+                         HasMethods(["integers"])],
         "block_rows": [COUNT, None],
         "verbose": VERBOSE,
     }

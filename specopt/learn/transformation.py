@@ -56,6 +56,8 @@ class RampFeatures(TransformerMixin, BaseEstimator):
         the quantiles of all scaled training entries. ``"per_feature"``: map every feature through
         its empirical training CDF, knots uniform on [0, 1].
 
+    Notes
+    -----
     Test data is clipped to the training range. ``transform`` returns ``(N, n_ramps_ * D)``
     (ramp-major: columns ``j*D:(j+1)*D`` are ``phi_j(X)``); ``transform_tensor`` returns
     ``(N, n_ramps_, D)``.

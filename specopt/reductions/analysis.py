@@ -46,6 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._cvxpy_compat import affine_coefficients
+from .._interrupt import call_interruptibly
 
 # --------------------------------------------------------------------------------------------
 # Short names for expressions (explain reasons: never a matrix dump)
@@ -271,7 +272,9 @@ def affine_maps(exprs: list, variables: list[cp.Variable] | None = None) -> list
         offs = dense_value(stacked.value).ravel(order="F")
         coeffs: dict = {}
     else:
-        coeffs, offs = affine_coefficients(stacked, allvars)
+        # CVXPY's coefficient extraction is compiled code that can run for minutes on large
+        # data: run it so that Ctrl-C interrupts it (worker thread, specopt._interrupt)
+        coeffs, offs = call_interruptibly(affine_coefficients, stacked, allvars)
     out = []
     start = 0
     aux_owner = {a.id: (vid, V) for a, vid, V in found}
@@ -1103,6 +1106,9 @@ def _read_constraints(cons: list, bound: list, variables: list, cache: dict) -> 
     todo: list[tuple[int, Any]] = []
     for con, b in zip(cons, bound, strict=True):
         kind, expr = _constraint_kind(b)
+        lam = _lambda_min_psd(b)
+        if lam is not None:  # lambda_min(X) >= 0: X >> 0 spelled through its eigenvalue
+            kind, expr = "psd", lam
         info = ConstraintInfo(con, b, kind)
         if kind == "psd":
             vs = expr.variables()
@@ -1137,7 +1143,57 @@ def _read_constraints(cons: list, bound: list, variables: list, cache: dict) -> 
             infos[i].map = m
             if infos[i].bound is infos[i].con:
                 cache[infos[i].con.id] = m
-    return infos
+    # W == W.T (and any equality that holds on every symmetric value of symmetric / PSD
+    # variables): redundant, dropped rather than handed to the routes as n^2 zero rows
+    return [i for i in infos if not _redundant_symmetry(i, variables)]
+
+
+def _lambda_min_psd(con: Any) -> Any:
+    """``expr`` when ``con`` is ``lambda_min(expr) >= 0`` or ``lambda_max(-expr) <= 0`` (CVXPY
+    builds ``lambda_min(A)`` as ``-lambda_max(-A)``), else None."""
+    if not isinstance(con, cp.constraints.Inequality):
+        return None
+    lhs, rhs = con.args  # lhs <= rhs
+
+    def zero(e: Any) -> bool:
+        return e.is_constant() and not e.parameters() and e.size == 1 \
+            and float(dense_value(e.value).ravel()[0]) == 0.0
+
+    def neg_arg(e: Any) -> Any:
+        return e.args[0] if isinstance(e, cp.atoms.affine.unary_operators.NegExpression) \
+            else None
+
+    lam_max = cp.atoms.lambda_max
+    if zero(lhs):  # 0 <= -lambda_max(-A)
+        inner = neg_arg(rhs)
+        if isinstance(inner, lam_max):
+            return neg_arg(inner.args[0])
+    if zero(rhs) and isinstance(lhs, lam_max):  # lambda_max(-A) <= 0
+        return neg_arg(lhs.args[0])
+    return None
+
+
+def _redundant_symmetry(info: ConstraintInfo, variables: list) -> bool:
+    """Whether ``info`` is an equality ``A vec(W) == 0`` that every symmetric ``W`` satisfies,
+    on variables declared symmetric (``symmetric=True`` / ``PSD=True`` / ``NSD=True``): its
+    coefficients are antisymmetric in ``W`` (``A + A P = 0``, ``P`` the transposition)."""
+    m = info.map
+    if info.kind != "eq" or m is None or m.factored or np.any(m.offset):
+        return False
+    byid = {v.id: v for v in variables}
+    ids = m.variable_ids()
+    if not ids:
+        return False
+    for vid in ids:
+        v = byid.get(vid)
+        if v is None or v.ndim != 2 or v.shape[0] != v.shape[1] or not v.is_symmetric():
+            return False
+        n = v.shape[0]
+        perm = np.arange(n * n).reshape(n, n).T.ravel()
+        A = m.coef(v)
+        if sp.csr_array(A + A[:, perm]).count_nonzero():
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------------------------

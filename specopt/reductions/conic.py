@@ -1,9 +1,12 @@
 """The conic route: compile the (DCP) problem with specopt's graph forms and solve it with a
 generic conic solver (MOSEK when licensed, else Clarabel or SCS by size; see ``backends``).
 
-Certificate: the solver's own. Its status says whether its primal/dual residuals and duality
-gap met its tolerances; where the solver reports primal and dual objectives (Clarabel, SCS) the
-absolute gap ``|pobj - dobj|`` gives the bound ``objective -/+ gap`` in the user's sense.
+Certificate: the bound is recomputed from the backend's dual point, projected onto the dual cone
+and its residual measured (``specopt.conic_bound``); it is reported only when that residual is
+small, else the certificate says the bound is unproven (``extra["bound_unproven"]``) and the gate
+does not certify the point as ``optimal``. The gate, not the solver's flag, decides the status:
+an ``optimal_inaccurate`` whose checks all pass (gap against the checked bound included) is
+``optimal`` (``solve.run_route``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from .. import _cvxpy_compat as compat
 from .._tree import walk
 from ..backends import backend_status, default_backend
 from ..certificate import relative_gap
+from ..conic_bound import DUAL_RESIDUAL_TOL, dual_bound
 from ..validate import check_options, conic_backend_options
 from .analysis import SpectralTerm, analyze, normalized_problem, objective_summary, term_expr
 from .base import Match, Route, RouteResult
@@ -73,13 +77,11 @@ class ConicRoute(Route):
             )
         objective = None
         bound = None
+        extra: dict[str, Any] = {"solver_reported_solve_time": info.get("solve_time"),
+                                 "solver_status": info.get("raw_status")}
         if status in compat.SOLUTION_PRESENT:
             objective = _objective_value(problem, solution.primal_vars)
-            pobj, dobj = info.get("pobj"), info.get("dobj")
-            if objective is not None and pobj is not None and dobj is not None:
-                abs_gap = abs(float(pobj) - float(dobj))
-                sense = 1.0 if isinstance(problem.objective, cp.Minimize) else -1.0
-                bound = objective - sense * abs_gap
+            bound = _checked_bound(problem, info, extra)
         else:
             objective = solution.opt_val
         return RouteResult(
@@ -93,9 +95,29 @@ class ConicRoute(Route):
             iterations=info.get("iterations"),
             setup_time=info["compile_time"],
             solve_time=info["wall_solve_time"],
-            extra={"solver_reported_solve_time": info.get("solve_time"),
-                   "solver_status": info.get("raw_status")},
+            extra=extra,
         )
+
+
+def _checked_bound(problem: cp.Problem, info: dict, extra: dict) -> float | None:
+    """The bound from the backend's dual point, recomputed and checked (``conic_bound``), in the
+    user's sense; None (and ``extra["bound_unproven"]``: why) when it is not proven. Records the
+    dual check for the gate (``extra["dual_check"]``: passed, relative residual, tolerance)."""
+    canon = info.get("canonical")
+    if canon is None:
+        extra["bound_unproven"] = "the backend's dual point is not available to check"
+        return None
+    checked = dual_bound(**canon)
+    extra["dual_check"] = (checked.bound is not None, checked.residual, DUAL_RESIDUAL_TOL)
+    extra["dual_cone_shift"] = checked.shift
+    solver_dobj = info.get("dobj")
+    if solver_dobj is not None:
+        extra["solver_dual_objective"] = float(solver_dobj)
+    if checked.bound is None:
+        extra["bound_unproven"] = checked.reason
+        return None
+    sense = 1.0 if isinstance(problem.objective, cp.Minimize) else -1.0
+    return sense * checked.bound
 
 
 def _objective_value(problem: cp.Problem, primal: dict) -> float | None:

@@ -113,6 +113,8 @@ def _objective(problem: cp.Problem):
             L = Q if L is None else L + Q
         elif isinstance(t, HingeTerm):
             weights = s * np.asarray(t.weights, dtype=float)
+            if not np.all(np.isfinite(weights)):
+                raise ValueError(f"the hinge term {t.label} has NaN or infinite weights")
             if np.any(weights < 0):
                 raise RouteMismatch(f"the hinge term {t.label} has a negative weight (concave)")
             hinges.append((t, weights))

@@ -122,6 +122,29 @@ def _psd_variable_ids(problem: cp.Problem) -> set[int]:
     return ids
 
 
+def _row_centering_var(c: cp.Constraint, psd_ids: set[int]) -> cp.Variable | None:
+    """The PSD variable K of a row-centering constraint ``K @ ones == 0`` (also ``ones @ K``,
+    ``cp.sum(K, axis=0 / 1)``, either side), else None."""
+    if not isinstance(c, cp.constraints.Equality):
+        return None
+    for e, z in ((c.args[0], c.args[1]), (c.args[1], c.args[0])):
+        if not z.is_constant() or np.any(z.value):
+            continue
+        name = type(e).__name__
+        if name == "Sum" and getattr(e, "axis", None) is not None:
+            K = e.args[0]
+        elif name == "MulExpression":
+            a, b = e.args
+            K, ones = (a, b) if isinstance(a, cp.Variable) else (b, a)
+            if not ones.is_constant() or not np.allclose(ones.value, 1.0):
+                continue
+        else:
+            continue
+        if isinstance(K, cp.Variable) and K.id in psd_ids and K.ndim == 2:
+            return K
+    return None
+
+
 class _Builder:
     """Rebuilds the user's problem on fresh variables, linearizing the concave spectral parts.
 
@@ -230,6 +253,15 @@ def build_surrogate(problem: cp.Problem, con_ids: list[int] | None = None) -> _S
     cons, con_map = [], []
     ids = con_ids if con_ids is not None else [c.id for c in problem.constraints]
     for cid, c in zip(ids, problem.constraints, strict=True):
+        K = _row_centering_var(c, builder.psd_ids)
+        if K is not None:
+            # K @ ones == 0 with K PSD is sum(K) == 0 (1^T K 1 = 0 iff K 1 = 0): n rows that
+            # leave the PSD cone without an interior point made Clarabel fail (NumericalError,
+            # spiral kNN graphs); one row does not. Its dual y = mu 1.
+            fresh = cp.sum(var_map[K.id]) == 0
+            cons.append(fresh)
+            con_map.append((cid, _ScaledDual(fresh, c.shape)))
+            continue
         fresh = c.copy([builder.substitute(a) for a in c.args])
         cons.append(fresh)
         con_map.append((cid, fresh))
@@ -252,6 +284,18 @@ def build_surrogate(problem: cp.Problem, con_ids: list[int] | None = None) -> _S
     )
 
 
+class _ScaledDual:
+    """The dual of a rewritten row-centering constraint: ``mu * ones`` in the user's shape."""
+
+    def __init__(self, con: cp.Constraint, shape: tuple[int, ...]) -> None:
+        self.con, self.shape = con, shape
+
+    @property
+    def dual_value(self) -> Any:
+        mu = self.con.dual_value
+        return None if mu is None else float(np.asarray(mu)) * np.ones(self.shape)
+
+
 class _Infeasible(Exception):
     """A convex subproblem (same feasible set as the user's problem) is infeasible."""
 
@@ -269,7 +313,7 @@ TIE_TOL = 1e-4
 #: ``max(MIN_TIE_SOLVES, TIE_SOLVE_FRACTION * MM steps)``: the check is a bounded fraction of the
 #: run (measured in docs/routes/iterated_sdp.md).
 MAX_TIE_SOLVES = 12
-MIN_TIE_SOLVES = 4
+MIN_TIE_SOLVES = 2
 TIE_SOLVE_FRACTION = 0.5
 #: Safety cap on MM steps: the stop is by the stationarity measure; hitting the cap is reported
 #: (``stop_reason="max_iters"``, not certified).
@@ -394,12 +438,13 @@ _GOOD = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE, cp.INFEASIBLE, cp.UNBOUNDED)
 _FALLBACK_OPTS = {"SCS": {"eps_abs": _SCS_EPS, "eps_rel": _SCS_EPS, "max_iters": 20000}}
 
 
-def _solve_with_fallback(prob: cp.Problem, state: dict, kw: dict, verbose: bool) -> float:
+def _solve_with_fallback(prob: cp.Problem, state: dict, kw: dict, verbose: bool,
+                         others: bool = True) -> float:
     """Solve the subproblem with ``state["backend"]``; if it raises or ends without a verdict
     (error / inaccurate infeasibility), try the other usable backends (their default settings)
     before raising. A backend that succeeds is kept for the following iterations. Every solve is
     interruptible by Ctrl-C (worker thread, see ``specopt._interrupt``). Returns the compile
-    seconds of the successful solve."""
+    seconds of the successful solve. With ``others=False`` a failure raises at once."""
     first = state["backend"]
     try:
         compile_time = compat.solve_in_place(prob, first, warm_start=True, verbose=verbose, **kw)
@@ -408,6 +453,8 @@ def _solve_with_fallback(prob: cp.Problem, state: dict, kw: dict, verbose: bool)
         why = f"status {prob.status}"
     except SolverError as exc:
         why = str(exc).splitlines()[0] if str(exc) else "solver error"
+    if not others:
+        raise SolverError(f"{first}: {why}")
     tried = [f"{first}: {why}"]
     for alt in available_backends():
         if alt == first:
@@ -432,6 +479,33 @@ def _solve_with_fallback(prob: cp.Problem, state: dict, kw: dict, verbose: bool)
 #: 1e-7 stalls too on some), SCS warm-started from its point with this many times its cap.
 _CLARABEL_POLISH = {"tol_gap_abs": 1e-6, "tol_gap_rel": 1e-6, "tol_feas": 1e-6}
 _SCS_POLISH_ITERS = 4
+
+
+#: The conic inner path uses Clarabel while the subproblem's dense KKT estimate
+#: (``backends.dense_kkt_dimension``) is at most this, SCS above (the one-shot rule's 300 is for
+#: one solve; an MM run makes 5-30, and SCS at eps 1e-6 took 223 s on a 16-point eigengap where
+#: Clarabel takes ~1 s; a 24-point eigengap (d ~ 900): Clarabel 46 s for 21 solves at load 12).
+#: Read on the subproblem, after normNuc(K) of a PSD K became trace(K): spellings agree.
+ITERATED_CLARABEL_MAX_DENSE_DIM = 2000
+
+
+#: With ``inner="auto"`` and no ``solver=``, the steps run on the SDP engine from
+#: ``max(low_rank_sdp.ITERATED_MIN_N, ITERATED_ENGINE_MIN_N)`` on (an MVE subproblem's dense KKT
+#: estimate n(n+1)/2 passes ITERATED_CLARABEL_MAX_DENSE_DIM at n = 63); below, Clarabel
+#: certifies the kNN families whose engine steps stall (swiss roll, S-curve, spiral at N = 30:
+#: Clarabel 6-39 s stationary_point, the engine > 40 s and uncertified, load 15).
+ITERATED_ENGINE_MIN_N = 63
+
+
+def inner_backend(subproblem: cp.Problem) -> str:
+    """The conic backend of the MM steps (``solver=None``): MOSEK when licensed, else Clarabel up
+    to ``ITERATED_CLARABEL_MAX_DENSE_DIM``, else the default backend."""
+    from ..backends import dense_kkt_dimension, mosek_licensed
+
+    if not mosek_licensed() and "CLARABEL" in available_backends() \
+            and dense_kkt_dimension(subproblem) <= ITERATED_CLARABEL_MAX_DENSE_DIM:
+        return "CLARABEL"
+    return default_backend(subproblem)
 
 
 def _polish(prob: cp.Problem, state: dict, kw: dict) -> bool:
@@ -505,8 +579,7 @@ class IteratedSDPRoute(Route):
         if near_miss:  # e.g. max_iter for max_iters: an error, not a silent backend setting
             check_options("iterated_sdp", near_miss, (*_ROUTE_OPTS, "scs_max_iters"))
         user_keys = set(route_opts)
-        # default: the lead's size rule (Clarabel for small PSD parts, SCS for large ones)
-        backend = (solver or default_backend(surr.problem)).upper()
+        backend = (solver or inner_backend(surr.problem)).upper()
         solver_opts = dict(opts)
         if "scs_max_iters" in solver_opts:  # ``max_iters`` is the route's own option
             solver_opts["max_iters"] = solver_opts.pop("scs_max_iters")
@@ -528,6 +601,13 @@ class IteratedSDPRoute(Route):
             )
 
         carry_scale = bool(route_opts.pop("carry_scale", False)) and backend == "SCS"
+        # inner solver: "conic" (the backend above), "low_rank" (Burer-Monteiro engine,
+        # warm-started step to step) or "auto" (low-rank where its route would pay off)
+        inner = route_opts.pop("inner", "auto")
+        inner_tol = route_opts.pop("inner_tol", 1e-6)
+        # the low-rank engine's solver per step: "auto" (interior point in its size range, the
+        # warm-started factored method above), "ip" or "bm"
+        inner_method = route_opts.pop("inner_method", "auto")
         prob = surr.problem
         dpp = max(nd.K.shape[0] for nd in surr.nodes) <= DPP_MAX_N
         state: dict[str, Any] = {"backend": backend, "fallbacks": []}
@@ -548,12 +628,12 @@ class IteratedSDPRoute(Route):
             sense = cp.Minimize if isinstance(prob.objective, cp.Minimize) else cp.Maximize
             return cp.Problem(sense(obj), prob.constraints)
 
-        def solve_step(step: cp.Problem, kw: dict) -> float:
+        def solve_step(step: cp.Problem, kw: dict, others: bool = True) -> float:
             with warnings.catch_warnings(record=True) as caught:
                 # CVXPY warns "Solution may be inaccurate" about this internal subproblem; an
                 # inaccurate step is polished below, and counted in the certificate
                 warnings.simplefilter("always")
-                compile_time = _solve_with_fallback(step, state, kw, False)
+                compile_time = _solve_with_fallback(step, state, kw, False, others)
                 if step.status == cp.OPTIMAL_INACCURATE:
                     if _polish(step, state, kw):
                         timings["polished"] += 1
@@ -562,13 +642,44 @@ class IteratedSDPRoute(Route):
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
             return compile_time
 
+        # a Clarabel failure (NumericalError on sets without an interior: 2-turn spiral kNN
+        # graphs) hands the steps to the SDP engine where the subproblem has its form, before
+        # SCS (issue_alpha, spiral N = 15, load 16: engine 10 s certified, SCS 84 s)
+        engine: dict[str, Any] = {"run": None, "tried": solver is not None or inner == "conic"}
+
+        def engine_step(Bs: list[np.ndarray]) -> dict[str, Any]:
+            point = engine["run"](Bs)
+            timings["solves"] += 1
+            timings["solve"] += point["low_rank"].solve_time
+            timings["statuses"].append(point["status"])
+            if point["status"] != cp.OPTIMAL:  # step not certified to inner_tol
+                timings["inaccurate"] += 1
+            return point
+
         def run(Bs: list[np.ndarray]) -> dict[str, Any]:
+            if engine["run"] is not None:
+                return engine_step(Bs)
             step = step_problem(Bs)
             kw = dict(solver_opts)
             if carry_scale and timings["scale"] is not None:
                 kw.setdefault("scale", timings["scale"])  # SCS's adapted scale, warm-started
             t0 = time.perf_counter()
-            compile_time = solve_step(step, kw)
+            try:
+                compile_time = solve_step(step, kw, others=engine["tried"])
+            except SolverError as exc:
+                if engine["tried"]:
+                    raise
+                from .low_rank_sdp import low_rank_subproblem
+
+                engine["tried"] = True
+                engine["run"] = low_rank_subproblem(surr, required=False, min_n=0,
+                                                    tol=inner_tol, method=inner_method)
+                if engine["run"] is not None:
+                    state["fallbacks"].append({"from": state["backend"], "to": "low_rank_sdp",
+                                               "reason": str(exc)})
+                    state["backend"] = "low_rank_sdp"
+                    return engine_step(Bs)
+                compile_time = solve_step(step, kw)
             dt = time.perf_counter() - t0
             if timings["setup"] is None:
                 timings["setup"] = compile_time
@@ -600,30 +711,17 @@ class IteratedSDPRoute(Route):
             return {"primal": primal, "K": K, "objective": surr.sense * value, "dual": dual,
                     "status": status}
 
-        # inner solver: "conic" (the backend above), "low_rank" (Burer-Monteiro engine,
-        # warm-started step to step) or "auto" (low-rank where its route would pay off)
-        inner = route_opts.pop("inner", "auto")
-        inner_tol = route_opts.pop("inner_tol", 1e-6)
-        # the low-rank engine's solver per step: "auto" (interior point in its size range, the
-        # warm-started factored method above), "ip" or "bm"
-        inner_method = route_opts.pop("inner_method", "auto")
         if inner not in ("auto", "conic", "low_rank"):
             raise ValueError(f"inner must be 'auto', 'conic' or 'low_rank', got {inner!r}")
         if inner != "conic" and solver is None or inner == "low_rank":
-            from .low_rank_sdp import low_rank_subproblem
+            from . import low_rank_sdp as lrr
 
-            lr_run = low_rank_subproblem(surr, required=inner == "low_rank", tol=inner_tol,
-                                         method=inner_method)
+            lr_run = lrr.low_rank_subproblem(
+                surr, required=inner == "low_rank", tol=inner_tol, method=inner_method,
+                min_n=None if lrr.ITERATED_MIN_N is None
+                else max(lrr.ITERATED_MIN_N, ITERATED_ENGINE_MIN_N))
             if lr_run is not None:
-                def run(Bs: list[np.ndarray], _lr=lr_run) -> dict[str, Any]:
-                    point = _lr(Bs)
-                    timings["solves"] += 1
-                    timings["solve"] += point["low_rank"].solve_time
-                    timings["statuses"].append(point["status"])
-                    if point["status"] != cp.OPTIMAL:  # step not certified to inner_tol
-                        timings["inaccurate"] += 1
-                    return point
-
+                engine["run"] = lr_run  # every step on the engine (engine_step)
                 backend = state["backend"] = "low_rank_sdp"
                 lr_defaults = {"tol": max(1e-6, 10 * inner_tol),
                                "tol_K": max(1e-4, 1e2 * inner_tol),
@@ -647,6 +745,10 @@ class IteratedSDPRoute(Route):
             out = stationarity_check(surr, res_.point, run, stat_tol, seed,
                                      base_step=base_step, budget=budget)
             timings["tie_solves"] += timings["solves"] - solves0
+            # the solves the claim rests on: the certifying step and the tie-check solves
+            timings["check_statuses"] = list(timings["statuses"][solves0:])
+            if base_step is not None:
+                timings["check_statuses"].append(base_step[0]["status"])
             timings["tie_time"] += time.perf_counter() - t0
             return out
 
@@ -689,19 +791,6 @@ class IteratedSDPRoute(Route):
             hist["objective"] += [sign * v for v in r.history["objective"]]
             hist["rel_change_objective"] += list(r.history["rel_change_objective"])
             hist["rel_change_K"] += list(r.history["rel_change_K"])
-        returned = float(point["objective"]) * sign
-        # the trace ends at the returned point: the iterate the last step certified (the
-        # later ones dropped) or the tie check's descent point (appended)
-        same = [i for i, v in enumerate(hist["objective"])
-                if abs(v - returned) <= 1e-12 * (1.0 + abs(returned))]
-        if same:
-            for key in hist:
-                del hist[key][same[-1] + 1:]
-        else:
-            hist["objective"].append(returned)
-            hist["time"].append(total)
-            hist["rel_change_objective"].append(np.nan)
-            hist["rel_change_K"].append(np.nan)
         total_iters = sum(r.total_iterations for r in results)
         extra = {
             "converged": res.converged,
@@ -721,7 +810,12 @@ class IteratedSDPRoute(Route):
             "tie_check_time": timings["tie_time"],
             "dpp": dpp,
             "subproblem_status": point["status"],
-            "inner_solves_accurate": all(st == cp.OPTIMAL for st in timings["statuses"]),
+            # the claim rests on the returned point's own step (its feasibility is checked by the
+            # gate as well) and on the solves that certify it; earlier steps only moved the
+            # iterate (every status is in "subproblem_statuses")
+            "inner_solves_accurate": point["status"] == cp.OPTIMAL and all(
+                st == cp.OPTIMAL for st in timings.get("check_statuses", [])),
+            "subproblem_statuses": list(timings["statuses"]),
             "iterate_time": total,
             "scs_iterations": list(timings["scs_iters"]),
             "backend_fallbacks": list(state["fallbacks"]),

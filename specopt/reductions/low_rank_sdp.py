@@ -187,7 +187,13 @@ def _read_description(desc: Any, problem: cp.Problem) -> LRData:
         )
     K = variables[0]
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
-        raise RouteMismatch(f"variable {K.name()} is not a square matrix")
+        hint = ""
+        if cp.normNuc in problem.objective.atoms():
+            # a nuclear-norm completion: its PSD embedding is this route's form
+            hint = ("; for nuclear-norm completion use specopt.learn.NuclearNormCompletion "
+                    "(solver='LOW_RANK' solves it with this route's engine on the PSD "
+                    "embedding of the matrix)")
+        raise RouteMismatch(f"variable {K.name()} is not a square matrix{hint}")
     attrs = K.attributes
     if not (attrs.get("symmetric") or attrs.get("PSD")):
         raise RouteMismatch(f"{K.name()} must be declared symmetric=True or PSD=True")
@@ -346,6 +352,19 @@ class LowRankSDPRoute(Route):
 
         cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
         t0 = time.perf_counter()
+        # the trace of every step (interior point and factored), in the user's objective, with
+        # time stamps: the certificate's history (the solver's own is kept under its keys)
+        trace: dict[str, list[float]] = {"step": [], "time": [], "objective": [], "gap": [],
+                                         "violation": []}
+
+        def record(it: int, objective: float, gap: float | None = None,
+                   violation: float | None = None, **extra: Any) -> None:
+            for key, v in zip(trace, (it, time.perf_counter() - t0, user(objective), gap,
+                                      violation), strict=True):
+                trace[key].append(math.nan if v is None else float(v))
+            if cb is not None:
+                cb(it, objective=objective, gap=gap, violation=violation, **extra)
+
         limit = kw.get("time_limit")
         # small n: a first run on a short budget, then (uncertified) the status checks, then
         # the rest of the time (see FIRST_BUDGET)
@@ -353,10 +372,10 @@ class LowRankSDPRoute(Route):
         run = dict(kw, time_limit=FIRST_BUDGET) if budgeted else kw
         res = solve_low_rank_sdp(d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                                  implied_trace_bound=d.implied_trace_bound, centered=d.centered,
-                                 face=face, callback=cb, **run)
+                                 face=face, callback=record, **run)
         if res.status not in (OPTIMAL, UNBOUNDED) and face is None:
             left = None if limit is None else limit - (time.perf_counter() - t0)
-            decided = _decide_status(d, res, kw, left, verbose)
+            decided = _decide_status(d, res, kw, left, getattr(cb, "log", None))
             if decided is not None:
                 decided.solve_time = time.perf_counter() - t0
                 return decided
@@ -365,15 +384,16 @@ class LowRankSDPRoute(Route):
                 res = solve_low_rank_sdp(
                     d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                     implied_trace_bound=d.implied_trace_bound, centered=d.centered, face=face,
-                    callback=cb, **dict(kw, time_limit=left))
+                    callback=record, **dict(kw, time_limit=left))
                 res.solve_time = time.perf_counter() - t0
                 if res.status not in (OPTIMAL, UNBOUNDED):  # the longer run's multipliers
                     left = None if limit is None else limit - (time.perf_counter() - t0)
-                    decided = _decide_status(d, res, kw, left, verbose)
+                    decided = _decide_status(d, res, kw, left, getattr(cb, "log", None))
                     if decided is not None:
                         decided.solve_time = time.perf_counter() - t0
                         return decided
-        history = user_history(res.history, user)
+        history = {f"engine_{k}": v for k, v in user_history(res.history, user).items()}
+        history.update(trace)
         if res.status == UNBOUNDED:  # a recession ray and a feasible point (solver docstring)
             return RouteResult(status=cp.UNBOUNDED, primal={},
                                objective=np.inf if d.sense == "max" else -np.inf,
@@ -382,6 +402,11 @@ class LowRankSDPRoute(Route):
                                extra={"ray": res.ray, "engine_status": res.status})
         Kval = res.Y @ res.Y.T
         status = cp.OPTIMAL if res.status == OPTIMAL else cp.OPTIMAL_INACCURATE
+        if trace["objective"] and res.objective + d.offset != trace["objective"][-1]:
+            # the returned (polished / best) point ends the trace
+            for key, v in zip(trace, (res.iterations, res.solve_time, res.objective + d.offset,
+                                      res.gap, res.primal_residual), strict=True):
+                trace[key].append(math.nan if v is None else float(v))
         return RouteResult(
             status=status,
             primal={d.K.id: Kval},
@@ -551,17 +576,18 @@ def ray_check(d: LRData, D: np.ndarray) -> tuple[bool, float, float]:
 
 
 def _decide_status(d: LRData, res: Any, kw: dict, left: float | None,
-                   verbose: bool) -> RouteResult | None:
+                   say: Any = None) -> RouteResult | None:
     """``infeasible`` (a Farkas vector from the engine's diverging multipliers) or ``unbounded``
     (a certified recession direction and a feasible point) when the engine ended uncertified;
-    None when neither is proven."""
+    None when neither is proven. ``say(message)`` (the progress printer's log) reports the
+    checks."""
     sgn = 1.0 if d.sense == "max" else -1.0  # engine's y: A^*(y) - C PSD (max), C - A^*(y) (min)
     if d.A.m and res.y is not None and np.any(res.y):
         z = sgn * np.asarray(res.y, float)
         ok, lam, btz = farkas_check(d, z)
-        if verbose:
-            print(f"[low_rank_sdp] Farkas check on the multipliers: lambda_min {lam:.3g}, "
-                  f"b^T z {btz:.3g} -> {'infeasible' if ok else 'not proven'}")
+        if say is not None:
+            say(f"Farkas check on the multipliers: lambda_min {lam:.3g}, b^T z {btz:.3g} -> "
+                f"{'infeasible' if ok else 'not proven'}")
         if ok:
             return RouteResult(status=cp.INFEASIBLE, primal={},
                                objective=-np.inf if d.sense == "max" else np.inf,
@@ -582,9 +608,9 @@ def _decide_status(d: LRData, res: Any, kw: dict, left: float | None,
         return None
     D = ray.Y @ ray.Y.T
     ok, viol, gain = ray_check(d, D)
-    if verbose:
-        print(f"[low_rank_sdp] recession direction: |A(D)| {viol:.3g}, gain {gain:.3g} -> "
-              f"{'unbounded' if ok else 'not proven'}")
+    if say is not None:
+        say(f"recession direction: |A(D)| {viol:.3g}, gain {gain:.3g} -> "
+            f"{'unbounded' if ok else 'not proven'}")
     if not ok:
         return None
     return RouteResult(status=cp.UNBOUNDED, primal={},

@@ -44,10 +44,11 @@ from ..solvers.matrix_generation import (
     StackedOperator,
     SymOperator,
     UnboundedProblem,
+    phase_one,
     solve_spectraplex_lp,
     sum_operators,
 )
-from ..validate import check_options
+from ..validate import check_finite, check_options
 from .analysis import AffineMap, HingeTerm, short, try_analyze, zero_map
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
@@ -70,6 +71,36 @@ _ROUTE_OPTS = (
 PAYS_OFF_MIN_N = 100
 PAYS_OFF_MIN_ROWS = 2000
 PAYS_OFF_MIN_DATA = 2e7
+
+
+def _operator_arrays(op) -> list:
+    """The in-memory arrays an operator is built from (Dask-backed parts are checked lazily, in
+    their passes over the data: ``specopt.solvers._dask_rows``)."""
+    if hasattr(op, "ops"):
+        return [a for o in op.ops for a in _operator_arrays(o)]
+    return [getattr(op, k) for k in ("V", "M", "A") if isinstance(getattr(op, k, None), (
+        np.ndarray, sp.sparray, sp.spmatrix))]
+
+
+def _check_data(data: MGData) -> None:
+    """NaN / inf in the extracted data: a ValueError naming the variable or constraint, before
+    any solve (HiGHS loops on a NaN cost)."""
+    for v in data.zvars:
+        sl = data.zslices[v.id]
+        check_finite(f"the objective's coefficients of variable {v.name()!r}", data.c[sl])
+        check_finite(f"the bounds of variable {v.name()!r}", data.zlb[sl], allow_inf=True)
+        check_finite(f"the bounds of variable {v.name()!r}", data.zub[sl], allow_inf=True)
+    for a in _operator_arrays(data.C):
+        check_finite(f"the objective's coefficients of {data.X.name()!r}", a)
+    for con, sl, _ in data.rows:
+        where = f"constraint {short(str(con))!r}"
+        check_finite(f"the right-hand side of {where}", data.lb[sl], allow_inf=True)
+        check_finite(f"the right-hand side of {where}", data.ub[sl], allow_inf=True)
+        G = data.G[np.arange(data.G.shape[0])[sl]]
+        check_finite(f"the coefficients of {where}", G)
+    for a in _operator_arrays(data.A):
+        check_finite("the constraint coefficients of " + repr(data.X.name()), a)
+    check_finite("the constant term of the objective", np.array([data.offset]))
 
 
 @dataclass
@@ -402,6 +433,7 @@ class MatrixGenerationRoute(Route):
         if data is None:
             raise RouteMismatch("no matrix-generation data: call recognize first")
         check_options('matrix_generation', opts, _ROUTE_OPTS)
+        _check_data(data)
         kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, **opts}
         t0 = time.perf_counter()
 
@@ -432,6 +464,14 @@ class MatrixGenerationRoute(Route):
                                backend=_backend(kw), solve_time=time.perf_counter() - t0)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             raise cp.error.SolverError(f"matrix generation failed: {exc}") from exc
+        if res.status not in ("optimal", "infeasible") and kw.get("master") == "psd":
+            # the PSD-block / cut masters have no phase 1: a solve that did not converge may
+            # be facing infeasible constraints; the LP master's phase 1 decides (with a
+            # checked Farkas certificate), at every size
+            if phase_one(data.A, data.G, data.lb, data.ub, data.zlb, data.zub, data.trace,
+                         data.trace_eq, dense=data.A.n <= 300,
+                         time_limit=kw.get("time_limit", np.inf)):
+                res.status = "infeasible"
         elapsed = time.perf_counter() - t0
         s = data.sense
         if res.status == "infeasible":

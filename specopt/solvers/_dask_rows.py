@@ -113,6 +113,19 @@ def _V(v):
     return v
 
 
+NONFINITE = ("the Dask data of row_quad_forms (V, or the points X its rows are built from) "
+             "contain NaN or inf (found in a pass over the data; check e.g. "
+             "da.isfinite(V).all().compute())")
+
+
+def _finite(out: np.ndarray) -> np.ndarray:
+    """``out`` (a block's result, computed from all of the block's values: NaN / inf in the
+    data carry into it), or ValueError: the cheap finite check fused into every pass."""
+    if not np.isfinite(out).all():
+        raise ValueError(NONFINITE)
+    return out
+
+
 def _rows_eval(kind: str, arg: np.ndarray, signs: tuple, Vs: tuple, idx=None) -> np.ndarray:
     """Rows of ``quad`` (``kind="quad"``: ``sum_j s_j (V_j U)^2``) or ``quad_pairs``
     (``kind="pairs"``: ``sum_j s_j (V_j P)_a (V_j P)_b`` over the pairs ``a <= b``)."""
@@ -129,7 +142,7 @@ def _rows_eval(kind: str, arg: np.ndarray, signs: tuple, Vs: tuple, idx=None) ->
         sj = _sign(s, idx)
         term = term * (sj if np.isscalar(sj) else sj[:, None])
         out = term if out is None else out + term
-    return out
+    return _finite(out)
 
 
 def _blk_rows_matvec(kind, arg, scale, vec, nsig, *sv):
@@ -161,7 +174,7 @@ def _blk_adjoint(idx, w, X, nsig, *sv):
             Y = Vn @ X
             term = Vn.T @ (sw.reshape(-1, *([1] * (Y.ndim - 1))) * Y)
         out = term if out is None else out + term
-    return out
+    return _finite(out)
 
 
 def _blk_take_terms(idx, nsig, *sv):
@@ -192,7 +205,7 @@ def _blk_topk(U, theta, lo, hi, k, nsig, *sv):
 
 def _blk_quad_values(V, X):
     V = np.asarray(V, dtype=float)
-    return np.einsum("ri,ri->r", V @ X, V)
+    return _finite(np.einsum("ri,ri->r", V @ X, V))
 
 
 def _tree_add(*parts):

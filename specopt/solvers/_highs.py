@@ -4,6 +4,11 @@
 a model is created in a process, before any option can be set. :func:`new_highs` creates the
 model with file descriptor 1 pointed at ``/dev/null`` for that moment (unless ``verbose``), then
 sets ``output_flag`` / ``log_to_console`` so that the solves are silent as well.
+
+:func:`run_highs` runs a model so that Ctrl-C interrupts it within ~0.05 s (HiGHS releases the
+GIL; the solve runs in a worker thread, see ``specopt._interrupt``) and cancels the abandoned
+solve through HiGHS's user-interrupt callback, so that it does not run on (or loop, on bad
+data) in the background.
 """
 
 from __future__ import annotations
@@ -42,4 +47,12 @@ def new_highs(verbose: bool = False) -> highspy.Highs:
     _BANNER_SHOWN = True
     h.setOptionValue("output_flag", bool(verbose))
     h.setOptionValue("log_to_console", bool(verbose))
+    h.HandleUserInterrupt = True  # lets cancelSolve stop a running solve (callback, ~free)
     return h
+
+
+def run_highs(h: highspy.Highs) -> highspy.HighsStatus:
+    """``h.run()``, interruptible by Ctrl-C (KeyboardInterrupt; the solve is cancelled)."""
+    from .._interrupt import call_interruptibly
+
+    return call_interruptibly(h.run, on_interrupt=h.cancelSolve)

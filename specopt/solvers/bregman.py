@@ -443,8 +443,9 @@ class _Loop:
     """Shared outer loop: sweeps in chunks, cheap violation test, expensive certificate."""
 
     def __init__(self, tol, max_sweeps, time_limit, check_every, growth=2, sweep_work=1.0,
-                 callback=None):
+                 callback=None, slow_after=None):
         self.growth = growth
+        self.slow_after = slow_after
         self.callback = callback
         # sweeps per compiled call: up to ~1e6 flops of work per call, at most 1024
         self.max_chunk = int(min(1024, max(1, 1e6 // max(sweep_work, 1.0))))
@@ -506,8 +507,31 @@ class _Loop:
                 ray = infeasible()
                 if ray is not None:
                     return "infeasible", done, primal, dual, gap, viol, ray
+                if not out_of_budget and self._slow(time.perf_counter() - t0):
+                    return "slow", done, primal, dual, gap, viol, None
             if out_of_budget:
                 return "inaccurate", done, primal, dual, gap, viol, None
+
+
+    def _slow(self, elapsed: float) -> bool:
+        """Whether the sweeps, at the rate measured between the last two certificates, would
+        reach ``max_sweeps`` before the tolerance (only from ``slow_after`` seconds on).
+
+        The error ``e = max(gap, violation) / tol`` is taken to fall geometrically (linear
+        convergence): ``rate = log(e_prev / e_now) / sweeps between``, and the sweeps still
+        needed are ``log(e_now) / rate`` (infinite when ``e`` did not fall)."""
+        h = self.hist
+        if self.slow_after is None or elapsed < self.slow_after or len(h["sweep"]) < 2:
+            return False
+        tol = max(self.tol, 1e-300)
+        e0 = max(h["gap"][-2], h["max_violation"][-2]) / tol
+        e1 = max(h["gap"][-1], h["max_violation"][-1]) / tol
+        ds = h["sweep"][-1] - h["sweep"][-2]
+        if not (math.isfinite(e0) and math.isfinite(e1)) or ds <= 0 or e1 <= 1.0:
+            return False
+        rate = math.log(e0 / e1) / ds if e1 < e0 else 0.0
+        need = math.log(e1) / rate if rate > 0 else math.inf
+        return h["sweep"][-1] + need > self.max_sweeps
 
 
 # --------------------------------------------------------------------------------------------
@@ -614,9 +638,14 @@ def itml_linear(
     method: str = "auto",
     seed: int = 0,
     callback: Callable[..., None] | None = None,
+    slow_after: float | None = None,
 ) -> BregmanResult:
     """Solve the linear-form ITML problem (module docstring) by Bregman projections or by
     projected Newton on the dual.
+
+    ``slow_after`` (seconds, None: never): from then on, stop with status ``"slow"`` when the
+    convergence rate measured between two certificates says that ``max_sweeps`` would be
+    reached before ``tol`` (``_Loop._slow``); the caller can then switch methods.
 
     Parameters
     ----------
@@ -760,7 +789,8 @@ def itml_linear(
     left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
     # sweeps after Newton steps are numbered on from them (iterations = Newton steps + sweeps)
     loop = _Loop(tol, max_sweeps, left, check_every, sweep_work=4.0 * mk * d * d,
-                 callback=callback and (lambda k, **kw: callback(newton_its + k, **kw)))
+                 callback=callback and (lambda k, **kw: callback(newton_its + k, **kw)),
+                 slow_after=slow_after)
     if nt_status is not None:
         for k, v in zip(("sweep", "dual", "primal", "gap", "max_violation"),
                         (0, nt_status[1], nt_status[0], nt_status[2], nt_status[3]), strict=True):

@@ -181,6 +181,9 @@ def _single_run(
     if first_point is not None:  # a feasible start (a subproblem solution): testable at step 1
         prev_point, prev_val = first_point, float(objective(first_point))
         best_point, best_K, best_val = first_point, K, prev_val
+        for key, v in (("objective", prev_val), ("rel_change_objective", math.inf),
+                       ("rel_change_K", math.inf), ("time", 0.0), ("stationarity", math.inf)):
+            hist[key].append(v)  # the start is the trace's first entry
     stop, converged, it = "max_iters", False, 0
     last_step: tuple[Any, float] | None = None
     for it in range(1, max_iters + 1):

@@ -51,8 +51,9 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .._interrupt import call_interruptibly
 from ._dask_rows import initial_working_set, stack_rows  # no dask import unless Dask-backed
-from ._highs import new_highs
+from ._highs import new_highs, run_highs
 from .sdp.ip_small import solve_small_sdp
 
 __all__ = [
@@ -290,6 +291,8 @@ class MatrixGenerationResult:
     solve_time: float
     history: dict[str, list[float]] = field(default_factory=dict)
     artificial: float = 0.0
+    #: the multipliers behind ``bound`` (LP master; None where not kept)
+    y_bound: np.ndarray | None = None
 
     @property
     def X(self) -> np.ndarray:
@@ -402,8 +405,13 @@ class _Master:
         self.col_age = np.zeros(0, dtype=int)
 
     def add_artificials(self) -> None:
-        """Elastic columns ``+-s_r`` with cost ``-big_m`` on every constraint row (phase 1)."""
+        """Elastic columns ``+-s_r`` with cost ``-big_m`` on every constraint row (phase 1).
+
+        They go between the z and the theta columns (the layout every index here assumes): the
+        theta columns are taken out and put back after them."""
         m = self.m
+        U = self.U
+        self.delete_theta(np.arange(U.shape[1]))
         idx = np.arange(m, dtype=np.int32)
         for sign in (1.0, -1.0):
             self.h.addCols(
@@ -411,6 +419,7 @@ class _Master:
                 np.arange(m, dtype=np.int32), idx, np.full(m, sign),
             )
         self.n_art = 2 * m
+        self.add_columns(U)
 
     @property
     def theta_start(self) -> int:
@@ -441,12 +450,12 @@ class _Master:
         self.col_age = self.col_age[keep]
 
     def solve(self):
-        self.h.run()
+        run_highs(self.h)
         status = self.h.getModelStatus()
         if status == highspy.HighsModelStatus.kNotset:
             # the warm start failed inside HiGHS (seen after column deletion): solve cold
             self.h.clearSolver()
-            self.h.run()
+            run_highs(self.h)
             status = self.h.getModelStatus()
         sol = self.h.getSolution()
         x = np.asarray(sol.col_value)
@@ -656,7 +665,11 @@ def solve_spectraplex_lp(
     theta = np.maximum(theta, 0.0)
     art = float(x[master.p: master.theta_start].sum()) if master.n_art else 0.0
     if art > 1e-9:
-        status_str = "infeasible" if status_str in ("optimal", "stalled") else status_str
+        # the big-M master still uses its artificials: infeasible only with a proof (phase 1)
+        proven = phase_one(A, G, lb, ub, zlb, zub, trace, trace_eq,
+                           max_iters=max_iters, time_limit=time_limit, dense=dense)
+        status_str = "infeasible" if proven else (
+            "stalled" if status_str == "optimal" else status_str)
     pos = theta > 0
     return MatrixGenerationResult(
         status=status_str,
@@ -674,7 +687,58 @@ def solve_spectraplex_lp(
         solve_time=time.perf_counter() - t0,
         history=hist,
         artificial=art,
+        y_bound=y_best,
     )
+
+
+def farkas_bound(A: SymOperator, y: np.ndarray, G, lb, ub, zlb, zub, t: float,
+                 trace_eq: bool, dense: bool) -> float:
+    """``t lambda_max(-A^T y) + sup_z (-G^T y)^T z + h(y)``: the Lagrangian bound of
+    ``max 0`` over the constraints at the multipliers ``y`` (signs as in :func:`_clip_duals`).
+
+    Negative means that no ``X`` in the spectraplex and ``z`` in its bounds satisfies
+    ``lb <= A(X) + G z <= ub`` (every feasible point would give ``0 <= bound``): ``y`` is then
+    a Farkas certificate. The eigenvalue is computed here, not taken from an LP solver."""
+    H = A.adjoint_dense(-y) if dense else None
+    if dense:
+        lam = float(sla.eigh(0.5 * (H + H.T), eigvals_only=True, subset_by_index=[A.n - 1] * 2,
+                             driver="evr")[0])
+    else:
+        zero = FactoredOperator(np.zeros((0, A.n)), sp.csr_array((1, 0)))
+        lam = float(_top_eigs(StackedOperator([zero, A]), np.append(1.0, -y), 1, False, None,
+                              1e-10)[0][0])
+    p = G.shape[1]
+    return lagrangian_bound(lam, y, lb, ub, G, np.zeros(p), zlb, zub, t, trace_eq, ztol=0.0)
+
+
+def phase_one(A: SymOperator, G, lb, ub, zlb, zub, t: float, trace_eq: bool, *,
+              max_iters: int = 500, time_limit: float = np.inf, dense: bool = True,
+              rel_tol: float = 1e-7) -> bool:
+    """Whether the constraints are proven infeasible: phase 1 of the LP master.
+
+    Solves ``max -sum_r (s+_r + s-_r)`` subject to ``lb <= A(X) + G z + s+ - s- <= ub`` over
+    the spectraplex (the LP master with elastic columns of cost -1, see
+    :func:`solve_spectraplex_lp`), then checks the best multipliers ``y`` (``|y| <= 1``) as a
+    Farkas certificate with :func:`farkas_bound`: infeasible when that bound is below
+    ``-rel_tol * (1 + max |finite bound|)``.
+    """
+    m = A.m
+    G = sp.csr_array(G)
+    p = G.shape[1]
+    Gp = sp.hstack([G, sp.identity(m), -sp.identity(m)], format="csr")
+    cp1 = np.concatenate([np.zeros(p), -np.ones(2 * m)])
+    zlb1 = np.concatenate([zlb, np.zeros(2 * m)])
+    zub1 = np.concatenate([zub, np.full(2 * m, np.inf)])
+    res = solve_spectraplex_lp(A, None, Gp, cp1, lb, ub, zlb1, zub1, trace=t, trace_eq=trace_eq,
+                               tol=1e-9, max_iters=max_iters, time_limit=time_limit,
+                               master="lp", dense_threshold=A.n if dense else 0, big_m=1.0)
+    finite = np.concatenate([lb[np.isfinite(lb)], ub[np.isfinite(ub)], [0.0]])
+    margin = rel_tol * (1.0 + float(np.abs(finite).max()))
+    if not res.bound < -margin:
+        return False
+    # the certificate, checked on its own: the row multipliers of the best bound
+    y = _clip_duals(np.clip(res.y_bound, -1.0, 1.0), lb, ub)
+    return farkas_bound(A, y, G, lb, ub, zlb, zub, t, trace_eq, dense) < -margin
 
 
 def _aggregate(U: np.ndarray, theta: np.ndarray) -> np.ndarray:
@@ -882,7 +946,7 @@ def _psd_block_master_clarabel(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, 
         for key, val in extra.items():
             setattr(st, key, val)
         solver = clarabel.DefaultSolver(sp.csc_array((nx, nx)), q, Aall, b, cones, st)
-        sol = solver.solve()
+        sol = call_interruptibly(solver.solve)
         if str(sol.status) in ("Solved", "AlmostSolved", "DualInfeasible"):
             break
     if str(sol.status) in ("DualInfeasible", "AlmostDualInfeasible"):
@@ -1189,7 +1253,7 @@ def _polish_z(ax, G, c, lb, ub, zlb, zub):
     h.changeObjectiveSense(highspy.ObjSense.kMaximize)
     h.addCols(p, np.asarray(c, float), f(zlb), f(zub), Gc.nnz, Gc.indptr.astype(np.int32),
               Gc.indices.astype(np.int32), Gc.data.astype(float))
-    h.run()
+    run_highs(h)
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None, None
     z = np.clip(np.asarray(h.getSolution().col_value), zlb, zub)

@@ -356,7 +356,7 @@ def linear_svm_qp(Z: np.ndarray, y: np.ndarray, C: float, bias: bool) -> tuple[n
     """
     import highspy
 
-    from ._highs import new_highs
+    from ._highs import new_highs, run_highs
 
     N, D = Z.shape
     nv = D + 1 + N
@@ -377,7 +377,7 @@ def linear_svm_qp(Z: np.ndarray, y: np.ndarray, C: float, bias: bool) -> tuple[n
     hstart = np.minimum(np.arange(nv), D).astype(np.int32)
     h.passHessian(nv, D, highspy.HessianFormat.kTriangular, hstart,
                   np.arange(D, dtype=np.int32), np.full(D, 2.0))
-    h.run()
+    run_highs(h)
     x = np.asarray(h.getSolution().col_value)
     return x[:D], float(x[D])
 

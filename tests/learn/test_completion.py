@@ -45,9 +45,9 @@ def test_slackened_observations_and_api():
         NuclearNormCompletion().fit(np.full((3, 3), np.nan))
     with pytest.raises(ValueError, match="rank"):
         SpectralMatrixCompletion(rank=0).fit(Xo)
-    with pytest.raises(ValueError, match="C must be positive"):
+    with pytest.raises(ValueError, match="The 'C' parameter of NuclearNormCompletion"):
         NuclearNormCompletion(C=-1.0).fit(Xo)
-    with pytest.raises(ValueError, match="2-D"):
+    with pytest.raises(ValueError, match="Expected 2D array"):
         NuclearNormCompletion().fit(np.ones(4))
 
 
@@ -203,13 +203,13 @@ def test_low_rank_bad_input():
         SpectralMatrixCompletion(restarts=2, solver="LOW_RANK").fit(Xo)
     with pytest.raises(ValueError, match="max_iters"):
         SpectralMatrixCompletion(solver="LOW_RANK", solver_options={"max_iters": 3}).fit(Xo)
-    with pytest.raises(ValueError, match="trace_bound must be positive"):
+    with pytest.raises(ValueError, match="The 'trace_bound' parameter"):
         SpectralMatrixCompletion(solver="LOW_RANK", trace_bound=-1.0).fit(Xo)
     with pytest.raises(ValueError, match="trace_scale"):
         SpectralMatrixCompletion(solver="LOW_RANK", trace_scale=0.5).fit(Xo)
     with pytest.raises(ValueError, match="rank"):
         SpectralMatrixCompletion(rank=15, solver="LOW_RANK").fit(Xo)
-    with pytest.raises(ValueError, match="infinite"):
+    with pytest.raises(ValueError, match="Input X contains infinity"):
         NuclearNormCompletion(solver="LOW_RANK").fit(np.where(np.isnan(Xo), np.nan, np.inf))
 
 
@@ -266,3 +266,42 @@ def test_low_rank_random_instances_honest(inst):
     else:
         assert not (c.extra["converged"] and c.extra["inner_solves_accurate"]
                     and c.extra["stationarity"][0])
+
+
+@pytest.mark.parametrize("C", [np.nan, np.inf, 0.0])
+def test_bad_c_named_before_any_solve(C):
+    M, mask = make_low_rank(6, 5, rank=1, observed=0.7, random_state=0)
+    Xo = np.where(mask, M, np.nan)
+    for est in (NuclearNormCompletion(C=C), SpectralMatrixCompletion(C=C)):
+        with pytest.raises(ValueError, match="The 'C' parameter"):
+            est.fit(Xo)
+
+
+def test_score_on_the_partial_matrix_is_a_number_and_fold_in_predict():
+    """score on a matrix with NaN judges its observed entries (was nan); predict(X) completes
+    rows by fold-in and gives back the completion on the fitted rows."""
+    M, mask = make_low_rank(12, 10, rank=2, observed=0.7, random_state=3)
+    Xo = np.where(mask, M, np.nan)
+    est = SpectralMatrixCompletion(rank=2).fit(Xo)
+    s_obs = est.score(Xo)
+    assert np.isfinite(s_obs) and -s_obs < 1e-3  # observations are met
+    assert np.isfinite(est.score(M)) and est.score(M) <= s_obs + 1e-12
+    assert est.row_basis_.shape == (10, 2)
+    np.testing.assert_allclose(est.predict(Xo), est.completion_, atol=1e-4 * np.abs(M).max())
+    # rows completed one at a time: a subset and a permutation give the same rows
+    P = est.predict(Xo[[5, 1]])
+    np.testing.assert_allclose(P, est.predict(Xo)[[5, 1]])
+    with pytest.raises(ValueError, match="features"):
+        est.predict(Xo[:, :4])
+
+
+def test_fully_observed_nuclear_norm_is_closed_form_and_agrees_with_clarabel():
+    rng = np.random.default_rng(0)
+    M = rng.standard_normal((5, 4))
+    fast = NuclearNormCompletion().fit(M)
+    assert fast.certificate_.route == "closed_form"
+    ref = NuclearNormCompletion(C=1e6, solver="CLARABEL").fit(M)  # conic path, same optimum
+    assert abs(fast.nuclear_norm_ - np.linalg.svd(M, compute_uv=False).sum()) <= 1e-12
+    assert abs(ref.certificate_.objective - fast.nuclear_norm_) <= 1e-5 * fast.nuclear_norm_
+    assert np.linalg.eigvalsh(fast.kernel_)[0] >= -1e-10
+    np.testing.assert_allclose(fast.kernel_[:5, 5:], M, atol=1e-12)

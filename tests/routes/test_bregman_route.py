@@ -214,3 +214,28 @@ def test_pays_off_includes_fixed_costs():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, check=True)
     assert res.stdout.split() == ["conic", "bregman", "False", "bregman"]
+
+
+def test_slow_sweeps_hand_the_problem_to_the_conic_route():
+    """Sweeps whose measured rate would reach max_sweeps before tol stop early (status "slow")
+    and the route hands the problem to the conic route: same answer as Clarabel, the hand-off
+    recorded; with ``slow_after=None`` the sweeps run to the cap (optimal_inaccurate)."""
+    V, b, delta, W0 = _data(3, d=5, n=20, m=40, planted=True)
+    prob, W, _ = _problem(V, b, delta, W0, math.inf)
+    res = itml_linear_call(V, b, delta, W0, slow_after=0.0)
+    assert res.status == "slow" and res.iterations < 200
+    specopt.solve(prob, route="bregman", tol=1e-12, max_sweeps=200, slow_after=0.0)
+    cert = specopt.certificate(prob)
+    assert cert.backend.startswith("bregman->") and "handed_to_conic" in cert.extra
+    assert prob.status == cp.OPTIMAL
+    value = prob.value
+    specopt.solve(prob, route="bregman", tol=1e-12, max_sweeps=200, slow_after=None)
+    assert prob.status == cp.OPTIMAL_INACCURATE and specopt.certificate(prob).backend == "bregman"
+    specopt.solve(prob, route="conic", solver="CLARABEL", **CLARABEL_TIGHT)
+    assert value == pytest.approx(prob.value, rel=1e-6)
+
+
+def itml_linear_call(V, b, delta, W0, **kw):
+    from specopt.solvers.bregman import itml_linear
+
+    return itml_linear(V, b, delta, W0, math.inf, tol=1e-12, max_sweeps=200, **kw)

@@ -165,3 +165,16 @@ def test_fast_hinge_reader_agrees_with_cvxpy_coefficients():
         np.testing.assert_allclose(A, co[w.id].toarray())
         np.testing.assert_allclose(b, off)
     assert _affine_in_w(1 - w[0] * np.ones(6), w) is None  # unknown pattern: general reader
+
+
+def test_nan_hinge_weight_is_named():
+    """A NaN hinge weight is named (it used to drop the row, or report "Z must be non-empty")."""
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((20, 3))
+    w = cp.Variable(3)
+    wt = np.ones(20)
+    wt[3] = np.nan
+    prob = cp.Problem(cp.Minimize(0.5 * cp.sum_squares(w) + wt @ cp.pos(1 - Z @ w)))
+    with pytest.raises(ValueError, match="NaN or infinite weights"):
+        specopt.solve(prob, route="dual_cd")
+    assert w.value is None

@@ -11,7 +11,7 @@ import pytest
 import specopt
 from specopt.reductions.base import RouteMismatch
 from specopt.reductions.low_rank_sdp import PAYS_OFF_MIN_N, recognize_low_rank_sdp
-from tests._helpers import reference_problem_issue
+from tests._helpers import checked_reference, reference_problem_issue
 
 
 def _sde_problem(n: int, seed: int, spelling: str = "fancy"):
@@ -77,7 +77,7 @@ def test_maxcut_trace_objective_duals_match_clarabel():
     assert prob.status == cp.OPTIMAL
     y = np.array(cons[1].dual_value)
     ref = cp.Problem(cp.Maximize(cp.trace(L @ K) / 4 + 3.0), [K >> 0, cp.diag(K) == 1])
-    ref.solve(solver="CLARABEL")
+    checked_reference(ref, "CLARABEL")
     assert prob.value == pytest.approx(ref.value, rel=1e-6)
     assert cert.bound >= ref.value - 1e-6 and cert.gap <= 1e-6
     np.testing.assert_allclose(y, ref.constraints[1].dual_value, atol=1e-3)
@@ -96,7 +96,7 @@ def test_trace_bound_and_psd_attribute():
     ref = cp.Problem(cp.Minimize(cp.trace(C @ K)), [cp.trace(K) <= 2.0, K[0, 1] == 0.1])
     v = prob.value
     cert = specopt.certificate(prob)
-    ref.solve(solver="CLARABEL")
+    checked_reference(ref, "CLARABEL")
     assert v == pytest.approx(ref.value, rel=1e-5, abs=1e-6)
     assert cert.bound <= ref.value + 1e-6
 
@@ -250,7 +250,7 @@ def test_disconnected_sde_minimized_is_solved_not_unbounded():
     specopt.solve(prob, route="low_rank_sdp", tol=1e-6)
     assert prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
     _, ref = _disconnected_sde(12, "min")
-    ref.solve(solver="CLARABEL")
+    checked_reference(ref, "CLARABEL")
     assert prob.value == pytest.approx(ref.value, rel=1e-4, abs=1e-5)
 
 
@@ -287,6 +287,9 @@ def test_iterated_sdp_auto_inner_switch(monkeypatch):
     n = A.shape[0]
     J = np.eye(n) - 1.0 / n
     out = {}
+    import specopt.reductions.iterated_sdp as itr
+
+    monkeypatch.setattr(itr, "ITERATED_ENGINE_MIN_N", 0)  # the engine from ITERATED_MIN_N on
     for min_n in (n + 1, n):
         monkeypatch.setattr(lrr, "ITERATED_MIN_N", min_n)
         K, cons = sde_feasible_set(A, C)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -168,3 +169,81 @@ def test_pays_off_thresholds_from_the_family_worst_case(D, S, picked):
     assert verdict.pays_off is picked
     assert (D >= mg.PAYS_OFF_MIN_N and S >= mg.PAYS_OFF_MIN_ROWS
             and S * D * D >= mg.PAYS_OFF_MIN_DATA) is picked
+
+
+@pytest.mark.parametrize("m", [60, 6000])
+@pytest.mark.parametrize("master", ["psd", "lp"])
+def test_infeasible_detected_by_the_route_at_every_size(m, master, monkeypatch):
+    """``X[0, 0] >= 1.5`` under ``trace(X) == 1``: infeasible whatever the rows; the route says
+    so itself (phase 1, checked Farkas certificate), below and above the gate's probe size (the
+    probe is switched off here), and writes no values."""
+    from specopt import gate
+
+    monkeypatch.setattr(gate, "feasibility_probe", lambda problem: None)
+    rng = np.random.default_rng(m)
+    D = 4
+    P, Q = rng.standard_normal((m, D)), rng.standard_normal((m, D))
+    prob, X = psdboost_problem(P, Q, 0.1)
+    prob = cp.Problem(prob.objective, [*prob.constraints, X[0, 0] >= 1.5])
+    specopt.solve(prob, route="matrix_generation", master=master)
+    assert prob.status == cp.INFEASIBLE and X.value is None
+    # the same rows with a satisfiable entry bound: optimal, as Clarabel says
+    feas = cp.Problem(prob.objective, [*prob.constraints[:-1], X[0, 0] >= 0.5])
+    specopt.solve(feas, route="matrix_generation", master=master)
+    assert feas.status == cp.OPTIMAL and X.value[0, 0] >= 0.5 - 1e-7
+    ref = feas.value
+    feas.solve(solver="CLARABEL")
+    assert ref == pytest.approx(feas.value, rel=1e-5, abs=1e-5)
+
+
+def test_phase_one_certificate():
+    """phase_one proves infeasibility with a multiplier vector checked on its own (a negative
+    Lagrangian bound of ``max 0``), and proves nothing on feasible constraints."""
+    from specopt.solvers.matrix_generation import DenseOperator, farkas_bound, phase_one
+
+    rng = np.random.default_rng(3)
+    n = 6
+    E = np.zeros((n, n))
+    E[0, 0] = 1.0
+    B = rng.standard_normal((n, n))
+    A = DenseOperator(np.stack([E.ravel(order="F"), (B + B.T).ravel(order="F")]), n)
+    G = np.zeros((2, 0))
+    inf = np.inf
+    z = np.zeros(0)
+    # X[0, 0] >= 1.5 with trace 1: infeasible; its certificate y = (-1, 0) gives 1 * 0 - 1.5 < 0
+    lb, ub = np.array([1.5, -inf]), np.array([inf, 10.0])
+    assert phase_one(A, G, lb, ub, z, z, 1.0, True)
+    assert farkas_bound(A, np.array([-1.0, 0.0]), sp.csr_array(G), lb, ub, z, z, 1.0, True, True) \
+        == pytest.approx(-0.5)
+    # X[0, 0] >= 0.5: feasible
+    assert not phase_one(A, G, np.array([0.5, -inf]), ub, z, z, 1.0, True)
+
+
+def test_lp_master_artificials_keep_the_column_layout():
+    """n > 50 (no coordinate columns to start with) and a row the first columns cannot meet: the
+    LP master adds its elastic columns mid-run; the answer still agrees with Clarabel."""
+    rng = np.random.default_rng(1)
+    n = 52
+    C = rng.standard_normal((n, n))
+    X = cp.Variable((n, n), symmetric=True)
+    prob = cp.Problem(cp.Maximize(cp.trace((C + C.T) @ X)),
+                      [X >> 0, cp.trace(X) == 1, X[0, 0] >= 0.9])
+    specopt.solve(prob, route="matrix_generation", master="lp")
+    assert prob.status == cp.OPTIMAL
+    val = prob.value
+    prob.solve(solver="CLARABEL")
+    assert val == pytest.approx(prob.value, rel=1e-5)
+
+
+@pytest.mark.parametrize("C", [np.nan, np.inf])
+def test_bad_data_named_before_any_solve(C):
+    """NaN / inf in the data of a model handed to matrix generation (HiGHS loops on a NaN cost):
+    a ValueError naming the variable; zero rows in row_quad_forms: a ValueError naming V."""
+    P, Q = psdboost_triplet_factors(3, 12, 0)
+    prob, X = psdboost_problem(P, Q, C)
+    xi = prob.variables()[-1] if prob.variables()[-1].size > 1 else prob.variables()[1]
+    with pytest.raises(ValueError, match=r"coefficients of variable .* contains (NaN|infinite)"):
+        specopt.solve(prob, route="matrix_generation")
+    assert X.value is None and xi.value is None
+    with pytest.raises(ValueError, match="V has no rows"):
+        specopt.row_quad_forms(np.zeros((0, 3)), X)

@@ -21,6 +21,7 @@ from specopt.solvers.transformation import (
     make_tasks,
     upper_bound,
 )
+from tests._helpers import checked_reference
 
 TIGHT = {"tol_gap_abs": 1e-12, "tol_gap_rel": 1e-12, "tol_feas": 1e-12, "max_iter": 500}
 
@@ -44,7 +45,7 @@ def test_spectraplex_projection_matches_cvxpy(seed, J, scale):
     A = 0.5 * (A + A.T)
     X = cp.Variable((J, J), PSD=True)
     prob = cp.Problem(cp.Minimize(cp.sum_squares(X - A)), [cp.trace(X) <= 1])
-    prob.solve(solver="CLARABEL", **TIGHT)
+    checked_reference(prob, "CLARABEL", **TIGHT)
     P = project_spectraplex(A)
     assert np.max(np.abs(P - X.value)) <= 1e-7
     assert np.trace(P) <= 1 + 1e-12 and np.linalg.eigvalsh(P)[0] >= -1e-12

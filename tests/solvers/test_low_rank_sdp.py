@@ -94,8 +94,8 @@ def test_warm_start_reduces_work():
     rng = np.random.default_rng(0)
     L2 = L + 0.01 * np.diag(rng.standard_normal(40))
     cold2 = solve_low_rank_sdp(L2, A, b, sense="max", tol=1e-6, method="bm")
-    warm2 = solve_low_rank_sdp(L2, A, b, sense="max", tol=1e-6, Y0=cold.Y, y0=cold.y,
-                               sigma0=cold.sigma)
+    warm2 = solve_low_rank_sdp(L2, A, b, sense="max", tol=1e-6, method="bm", Y0=cold.Y,
+                               y0=cold.y, sigma0=cold.sigma)
     assert warm2.status == cold2.status == "optimal"
     assert warm2.objective == pytest.approx(cold2.objective, rel=1e-5)
     assert warm2.inner_iterations < cold2.inner_iterations

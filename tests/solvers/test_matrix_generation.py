@@ -18,7 +18,7 @@ from specopt.solvers.matrix_generation import (
     solve_spectraplex_lp,
     triplet_operator,
 )
-from tests._helpers import psdboost_triplet_factors
+from tests._helpers import checked_reference, psdboost_triplet_factors
 
 
 def _psdboost_data(P, Q, C):
@@ -118,7 +118,7 @@ def test_general_rows_trace_inequality_and_phase_one(master):
     cons = [cp.trace(X) <= 2, cp.trace(B[0] @ X) + z[0] == 0.3, cp.trace(B[1] @ X) - z[1] <= 0.1,
             cp.trace(B[2] @ X) >= -0.5, z >= -1, z <= 1]
     prob = cp.Problem(cp.Maximize(cp.trace(C @ X) - z[0] + 0.5 * z[1]), cons)
-    prob.solve(solver="CLARABEL")
+    checked_reference(prob, "CLARABEL")
     Avec = np.stack([b.ravel(order="F") for b in B])
     G = np.array([[1.0, 0], [0, -1], [0, 0]])
     res = solve_spectraplex_lp(

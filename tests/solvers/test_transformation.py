@@ -21,6 +21,7 @@ from specopt.solvers.transformation import (
     svm_primal_objective,
     upper_bound,
 )
+from tests._helpers import checked_reference
 
 from .test_extragradient import ramp_data
 
@@ -54,8 +55,7 @@ def _svm_dual_value(tasks, M, bias):
     cons = [a >= 0, a <= t.C] + ([t.y @ a == 0] if bias else [])
     prob = cp.Problem(cp.Maximize(2 * cp.sum(a) - cp.sum_squares(Z.T @ cp.multiply(t.y, a))),
                       cons)
-    prob.solve(solver="CLARABEL")
-    return prob.value
+    return checked_reference(prob, "CLARABEL")
 
 
 @pytest.mark.parametrize("bias", [False, True])
@@ -151,8 +151,7 @@ def test_mwtla_closed_form_matches_sdp(small):
     Q = gram(tasks[0], np.ones(len(y)))
     X = cp.Variable(Q.shape, PSD=True)
     prob = cp.Problem(cp.Maximize(cp.trace(X @ Q)), [cp.trace(X) <= 1])
-    prob.solve(solver="CLARABEL")
-    assert np.isclose(lam, prob.value, rtol=1e-6)
+    assert np.isclose(lam, checked_reference(prob, "CLARABEL"), rtol=1e-6)
     assert np.isclose(np.trace(M @ Q), lam) and np.isclose(np.trace(M), 1.0)
 
 
@@ -167,7 +166,7 @@ def test_nc_tla_soc_equals_kernel_norm_form():
     X = cp.Variable((J, J), PSD=True)
     K = sum(X[i, j] * Ks[i][j] for i in range(J) for j in range(J))
     prob = cp.Problem(cp.Maximize(y @ K @ y), [cp.norm(K, "fro") <= 1])
-    prob.solve(solver="CLARABEL")
+    checked_reference(prob, "CLARABEL")
     Q = gram(tasks[0], np.ones(12))
     assert np.isclose(np.trace(M_soc @ Q), prob.value, rtol=1e-5)
 

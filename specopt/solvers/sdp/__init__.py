@@ -10,6 +10,9 @@ Modules (imports point down only: front end -> methods -> ``_data`` / ``_certifi
 - ``ip_sparse``: sparse-row interior point (small ``n``); ``ip_small``: dense interior point for
   small block SDPs (the matrix-generation masters);
 - ``bm``: Burer-Monteiro augmented Lagrangian with rank growth (large ``n``);
+- ``bm_diag``: Burer-Monteiro on a product of spheres when the rows fix the diagonal (max-cut):
+  mixing sweeps, Riemannian trust-region Newton, deflated Lanczos certificate (every ``n`` from
+  ``DIAG_MIN_N``);
 - ``mm``: majorize-minimize on the factored iterate (linear-spectral costs, MVE);
 - ``facial``: facial reduction by fixed-distance cliques; ``recession``: unboundedness rays;
 - ``_certificate``: the dual bound from the smallest eigenvalue of the dual slack, residuals;

@@ -40,11 +40,19 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._jit import lazy_njit
-from ._certificate import certificate, min_eigs, relative_residual
+from ._certificate import certificate, min_eig_lower_bound, relative_residual
 from ._data import OPTIMAL, Scaled, SparseRows
 from .bm import BMOptions, BMState, record_iteration
 
 __all__ = ["diagonal_targets", "run_bm_diag"]
+
+#: mixing sweeps (in groups of 5) until the objective decreases by less than SWEEP_RTOL
+#: (relative) over a group, at most MAX_SWEEPS, before the Newton stage
+SWEEP_RTOL = 1e-8
+MAX_SWEEPS = 1000
+#: the Newton stage stops at ``||rgrad|| <= GTOL_START * (typical gradient norm)``, then 100x
+#: tighter after each certificate that does not close
+GTOL_START = 1e-6
 
 
 def diagonal_targets(A: SparseRows, b: np.ndarray) -> np.ndarray | None:
@@ -65,12 +73,13 @@ def diagonal_targets(A: SparseRows, b: np.ndarray) -> np.ndarray | None:
 @lazy_njit(cache=True, fastmath=True)
 def _mix_sweeps(indptr, indices, data, X, sweeps):  # pragma: no cover - compiled
     """``sweeps`` passes of ``X_i <- -g_i / ||g_i||``, ``g_i = sum_{j != i} C_ij X_j``;
-    returns the largest row change of the last pass."""
+    returns the decrease of ``f = <C, X X^T>`` over the last pass (``2 (<g, x_old> + ||g||)``
+    per row)."""
     n, r = X.shape
     g = np.zeros(r)
-    delta = 0.0
+    dec = 0.0
     for _ in range(sweeps):
-        delta = 0.0
+        dec = 0.0
         for i in range(n):
             for c in range(r):
                 g[c] = 0.0
@@ -82,19 +91,105 @@ def _mix_sweeps(indptr, indices, data, X, sweeps):  # pragma: no cover - compile
                 for c in range(r):
                     g[c] += v * X[j, c]
             nrm = 0.0
+            old = 0.0
             for c in range(r):
                 nrm += g[c] * g[c]
+                old += g[c] * X[i, c]
             nrm = math.sqrt(nrm)
             if nrm == 0.0:
                 continue
-            ch = 0.0
+            dec += 2.0 * (old + nrm)
             for c in range(r):
-                new = -g[c] / nrm
-                ch += (new - X[i, c]) ** 2
-                X[i, c] = new
-            if ch > delta:
-                delta = ch
-    return math.sqrt(delta)
+                X[i, c] = -g[c] / nrm
+    return dec
+
+
+@lazy_njit(cache=True, fastmath=True)
+def _value_grad(indptr, indices, data, X):  # pragma: no cover - compiled
+    """``(f, z, rgrad)``: ``z_i = <(C X)_i, X_i>``, ``f = sum z``, ``rgrad = 2 (C X - z X)``
+    (the tangent product below with ``Z = X`` and no shift)."""
+    z = np.empty(X.shape[0])
+    G = _hess_kernel(indptr, indices, data, X, np.zeros(X.shape[0]), X, z)
+    return z.sum(), z, G
+
+
+@lazy_njit(cache=True, fastmath=True)
+def _tcg_kernel(indptr, indices, data, X, z, g, minv, radius, max_iters, kappa,
+                theta):  # pragma: no cover - compiled
+    """Preconditioned Steihaug-Toint CG (see :func:`_tcg`); returns ``(e, He, on boundary)``."""
+    n, r = X.shape
+    e = np.zeros_like(X)
+    He = np.zeros_like(X)
+    res = g.copy()
+    gn = math.sqrt(np.sum(g * g))
+    zv = np.empty_like(X)
+    d = np.empty_like(X)
+    scratch = np.empty(n)
+    rz = 0.0
+    for i in range(n):
+        for c in range(r):
+            zv[i, c] = minv[i] * res[i, c]
+            d[i, c] = -zv[i, c]
+            rz += res[i, c] * zv[i, c]
+    e_e, e_d, d_d = 0.0, 0.0, rz
+    alpha, e_e_new = 0.0, 0.0
+    stop = gn * min(gn ** theta, kappa)
+    for _ in range(max_iters):
+        Hd = _hess_kernel(indptr, indices, data, X, z, d, scratch)
+        dHd = np.sum(d * Hd)
+        if dHd > 0:
+            alpha = rz / dHd
+            e_e_new = e_e + 2.0 * alpha * e_d + alpha * alpha * d_d
+        if dHd <= 0 or e_e_new >= radius * radius:
+            tau = (-e_d + math.sqrt(max(e_d * e_d + d_d * (radius * radius - e_e), 0.0))) / d_d
+            return e + tau * d, He + tau * Hd, True
+        rr = 0.0
+        for i in range(n):
+            for c in range(r):
+                e[i, c] += alpha * d[i, c]
+                He[i, c] += alpha * Hd[i, c]
+                res[i, c] += alpha * Hd[i, c]
+                rr += res[i, c] * res[i, c]
+        e_e = e_e_new
+        if math.sqrt(rr) <= stop:
+            break
+        rz_new = 0.0
+        for i in range(n):
+            for c in range(r):
+                zv[i, c] = minv[i] * res[i, c]
+                rz_new += res[i, c] * zv[i, c]
+        beta = rz_new / rz
+        for i in range(n):
+            for c in range(r):
+                d[i, c] = -zv[i, c] + beta * d[i, c]
+        e_d = beta * (e_d + alpha * d_d)
+        d_d = rz_new + beta * beta * d_d
+        rz = rz_new
+    return e, He, False
+
+
+@lazy_njit(cache=True, fastmath=True)
+def _hess_kernel(indptr, indices, data, X, z, Z, p):  # pragma: no cover - compiled
+    """``2 P_X((C - Diag(z)) Z)`` row by row (one pass over ``C``); ``p[i]`` receives
+    ``<((C - Diag(z)) Z)_i, X_i>``."""
+    n, r = X.shape
+    out = np.empty_like(Z)
+    v = np.zeros(r)
+    for i in range(n):
+        for c in range(r):
+            v[c] = -z[i] * Z[i, c]
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            a = data[k]
+            for c in range(r):
+                v[c] += a * Z[j, c]
+        pi = 0.0
+        for c in range(r):
+            pi += v[c] * X[i, c]
+        p[i] = pi
+        for c in range(r):
+            out[i, c] = 2.0 * (v[c] - pi * X[i, c])
+    return out
 
 
 def _normalize(X: np.ndarray) -> np.ndarray:
@@ -103,54 +198,34 @@ def _normalize(X: np.ndarray) -> np.ndarray:
     return X / nr
 
 
-def _tangent(X: np.ndarray, V: np.ndarray) -> np.ndarray:
-    return V - np.sum(V * X, axis=1, keepdims=True) * X
-
-
 class _Sphere:
     """``f``, gradient and Hessian of ``<C~, X X^T>`` on unit-row ``X`` (C~ sparse CSR)."""
 
     def __init__(self, Ct: sp.csr_array) -> None:
         self.Ct = Ct
+        self.csr = (Ct.indptr.astype(np.int64), Ct.indices.astype(np.int64),
+                    Ct.data.astype(float))
 
     def at(self, X: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """``(f, z, rgrad)`` at ``X``."""
-        CX = self.Ct @ X
-        z = np.sum(CX * X, axis=1)
-        return float(z.sum()), z, 2.0 * (CX - z[:, None] * X)
+        f, z, G = _value_grad(*self.csr, np.ascontiguousarray(X))
+        return float(f), z, G
 
     def hess(self, X: np.ndarray, z: np.ndarray, Z: np.ndarray) -> np.ndarray:
-        return 2.0 * _tangent(X, self.Ct @ Z - z[:, None] * Z)
+        return _hess_kernel(*self.csr, X, z, np.ascontiguousarray(Z), np.empty(X.shape[0]))
 
 
 def _tcg(M: _Sphere, X: np.ndarray, z: np.ndarray, g: np.ndarray, radius: float,
-         max_iters: int, kappa: float = 0.1, theta: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """Steihaug-Toint truncated CG for ``min <g, e> + <e, H e>/2``, ``||e|| <= radius``;
-    returns ``(e, H e)``."""
-    e = np.zeros_like(X)
-    He = np.zeros_like(X)
-    r = g.copy()
-    gn = math.sqrt(float(np.sum(g * g)))
-    d = -r
-    rr = float(np.sum(r * r))
-    for _ in range(max_iters):
-        Hd = M.hess(X, z, d)
-        dHd = float(np.sum(d * Hd))
-        alpha = rr / dHd if dHd > 0 else math.inf
-        en = e + (alpha if math.isfinite(alpha) else 0.0) * d
-        if dHd <= 0 or float(np.sum(en * en)) >= radius**2:
-            # to the boundary along d
-            ed, dd, ee = float(np.sum(e * d)), float(np.sum(d * d)), float(np.sum(e * e))
-            tau = (-ed + math.sqrt(max(ed * ed + dd * (radius**2 - ee), 0.0))) / dd
-            return e + tau * d, He + tau * Hd
-        e, He = en, He + alpha * Hd
-        r = r + alpha * Hd
-        rr_new = float(np.sum(r * r))
-        if math.sqrt(rr_new) <= gn * min(gn**theta, kappa):
-            break
-        d = -r + (rr_new / rr) * d
-        rr = rr_new
-    return e, He
+         max_iters: int, kappa: float = 0.1,
+         theta: float = 1.0) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Preconditioned Steihaug-Toint truncated CG for ``min <g, e> + <e, H e>/2`` with
+    ``||e||_M <= radius``, ``M`` the Jacobi preconditioner ``diag(C~ - Diag(z))`` per row (it keeps
+    rows tangent); returns ``(e, H e, on the boundary)`` (Conn, Gould & Toint, Alg. 7.5.1)."""
+    dS = M.Ct.diagonal() - z
+    floor = 1e-3 * max(float(np.mean(np.abs(dS))), 1e-300)
+    minv = 1.0 / np.maximum(dS, floor)
+    return _tcg_kernel(*M.csr, X, z, g, minv, float(radius), int(max_iters), float(kappa),
+                       float(theta))
 
 
 def _rtr(M: _Sphere, X: np.ndarray, gtol: float, max_iters: int, opts: BMOptions,
@@ -158,21 +233,22 @@ def _rtr(M: _Sphere, X: np.ndarray, gtol: float, max_iters: int, opts: BMOptions
     """Riemannian trust-region Newton until ``||rgrad|| <= gtol``; returns
     ``(X, iterations, radius)``."""
     f, z, g = M.at(X)
+    max_radius = 10.0 * math.sqrt(float(np.sum(np.abs(M.Ct.diagonal() - z))) + 1.0)
     it = 0
     for it in range(1, max_iters + 1):
-        gn = math.sqrt(float(np.sum(g * g)))
+        gn = math.sqrt(float(np.vdot(g, g)))
         if gn <= gtol or opts.out_of_time():
             return X, it - 1, radius
-        e, He = _tcg(M, X, z, g, radius, max_iters=200)
+        e, He, hit = _tcg(M, X, z, g, radius, max_iters=200)
         Xn = _normalize(X + e)
         fn, zn, gn_ = M.at(Xn)
-        pred = -(float(np.sum(g * e)) + 0.5 * float(np.sum(e * He)))
+        pred = -(float(np.vdot(g, e)) + 0.5 * float(np.vdot(e, He)))
         rho = (f - fn) / pred if pred > 0 else -1.0
         # accept ties at rounding level (near convergence f - fn is noise)
         if rho < 0.25 and not (abs(f - fn) <= 1e-14 * max(1.0, abs(f)) and pred <= 1e-14 * abs(f)):
             radius *= 0.25
-        elif rho > 0.75 and abs(math.sqrt(float(np.sum(e * e))) - radius) < 1e-12 * radius + 1e-15:
-            radius = min(2.0 * radius, 10.0 * math.sqrt(X.shape[0]))
+        elif rho > 0.75 and hit:
+            radius = min(2.0 * radius, max_radius)
         if rho > 0.05 or (fn <= f and pred <= 1e-14 * max(1.0, abs(f))):
             X, f, z, g = Xn, fn, zn, gn_
     return X, it, radius
@@ -195,28 +271,25 @@ def run_bm_diag(P: Scaled, d: np.ndarray, st: BMState, opts: BMOptions,
     if r0 is not None and X.shape[1] < r0:
         X = np.c_[X, 1e-3 * rng.standard_normal((n, r0 - X.shape[1]))]
     X = np.ascontiguousarray(_normalize(X + (np.linalg.norm(X, axis=1, keepdims=True) == 0)))
-    indptr = Ct.indptr.astype(np.int64)
-    indices = Ct.indices.astype(np.int64)
-    data = Ct.data.astype(float)
     scale = 1.0 + float(np.abs(Ct.data).sum()) / max(n, 1)  # ~ |f| / n
     radius = math.sqrt(n) / 8.0
+    gscale = scale * math.sqrt(n)  # ~ the gradient norm at a random point
+    gtol = GTOL_START * gscale
+    fresh = True
     h = st.hist
     for _ in range(opts.max_iters):
         st.it += 1
         t0 = time.perf_counter()
-        # mixing sweeps while they make progress (cheap), then Newton
-        for _sweep in range(40):
-            if _mix_sweeps(indptr, indices, data, X, 5) < 1e-3 or opts.out_of_time():
-                break
-        X, nit, radius = _rtr(M, X, 1e-9 * scale * math.sqrt(n), 100, opts, radius)
+        if fresh:  # mixing sweeps while they make progress (cheap, O(nnz r) each), then Newton
+            _mix(M, X, opts)
+        X, nit, radius = _rtr(M, X, gtol, 100, opts, radius)
         st.inner_total += nit
-        f, z, _ = M.at(X)
+        f, z, g = M.at(X)
         t1 = time.perf_counter()
         st.Y = X * sq[:, None]
         # multipliers in solver units: A^*(y) = Diag(s y) on K, z on X (K = D^1/2 X X^T D^1/2)
         st.y = _row_multipliers(P, z / d)
-        lamv, vecs, err = min_eigs(P, st.y, 0.0, opts.eig_k, opts.dense_threshold, rng)
-        st.lam = float(lamv[0]) - err
+        st.lam, vecs = min_eig_lower_bound(P, st.y, 0.0, st.Y, opts.dense_threshold, rng)
         st.cert = certificate(P, st.y, 0.0, f, st.lam)
         h["time_inner"].append(t1 - t0)
         h["time_eig"].append(time.perf_counter() - t1)
@@ -228,14 +301,30 @@ def run_bm_diag(P: Scaled, d: np.ndarray, st: BMState, opts: BMOptions,
             break
         if opts.out_of_time():
             break
-        # grow along the negative eigenvectors (in X coordinates: D^{1/2} v), or tighten Newton
-        neg = lamv < -max(err, 1e-12)
-        if np.any(neg) and X.shape[1] < opts.max_rank:
-            V = (vecs[:, neg] * sq[:, None])[:, : max(1, min(2, opts.max_rank - X.shape[1]))]
+        # a converged point with a clearly negative slack is a saddle of the factored problem:
+        # grow along the negative eigenvectors (in X coordinates: D^{1/2} v); else tighten Newton
+        converged = float(np.linalg.norm(g)) <= gtol
+        fresh = False
+        if converged and st.cert.gap > 10 * opts.tol and st.lam < 0 \
+                and X.shape[1] < opts.max_rank:
+            V = vecs * sq[:, None]
             V /= np.max(np.abs(V), axis=0, keepdims=True)
             X = np.ascontiguousarray(_normalize(np.c_[X, 1e-2 * V]))
             st.growths += 1
+            fresh = True
+        else:
+            gtol = max(0.01 * gtol, 1e-13 * gscale)
     return st
+
+
+def _mix(M: _Sphere, X: np.ndarray, opts: BMOptions) -> None:
+    """Mixing sweeps on ``X`` (in place) in groups of 5 until the objective decreases by less
+    than ``SWEEP_RTOL`` (relative) over a group, at most ``MAX_SWEEPS``."""
+    indptr, indices, data = M.csr
+    f = abs(M.at(X)[0])
+    for _ in range(MAX_SWEEPS // 5):
+        if _mix_sweeps(indptr, indices, data, X, 5) <= SWEEP_RTOL * f or opts.out_of_time():
+            break
 
 
 def _row_multipliers(P: Scaled, w: np.ndarray) -> np.ndarray:

@@ -393,6 +393,8 @@ def solve_sparse_sdp_ip(
     direction_kind: str = "hkm",
     verbose: bool = False,
     callback=None,
+    objective_scale: float = 1.0,
+    objective_offset: float = 0.0,
 ) -> SparseIPResult:
     """Solve ``min <C, K> s.t. A(K) = b, [tr K <= t], [K 1 = 0], K PSD`` (module docstring).
 
@@ -469,11 +471,15 @@ def solve_sparse_sdp_ip(
         dinf = math.sqrt(float(np.linalg.norm(Rd)) ** 2 + rd_t**2) / nc
         err = max(gap, pinf, dinf)
         hist.append((pobj, dobj, gap, pinf, dinf, mu))
+        if verbose or callback is not None:  # the caller's objective: scale * <C, K> + offset
+            shown = (objective_scale * pobj + objective_offset,
+                     objective_scale * dobj + objective_offset)
         if verbose:
-            print(f"[sparse_ip] {it:3d} {pobj:+.9e} {dobj:+.9e} gap {gap:.1e} pinf {pinf:.1e} "
-                  f"dinf {dinf:.1e} mu {mu:.1e} ({time.perf_counter() - t0:.1f} s)")
+            print(f"[sparse_ip] {it:3d} {shown[0]:+.9e} {shown[1]:+.9e} gap {gap:.1e} "
+                  f"pinf {pinf:.1e} dinf {dinf:.1e} mu {mu:.1e} "
+                  f"({time.perf_counter() - t0:.1f} s)")
         if callback is not None:
-            callback(it, objective=pobj, gap=gap, violation=pinf)
+            callback(it, objective=shown[0], gap=gap, violation=pinf)
         if not np.isfinite(err):
             break
         if err < best_err:

@@ -1,0 +1,229 @@
+"""User-written non-convex spectral models on the iterated-SDP route (issue 21), default options.
+
+Usage: python benchmarks/iterated_sdp.py [--sizes 15 30 60] [--families swiss scurve digits
+       spokes spiral] [--models issue_alpha atom_sum ...] [--timeout SECONDS] [--mve 400 1000]
+
+Each model is written the way papers and course notes write it, on a kNN graph (k = 4) of N
+points of a family (digits subsets, swiss roll, S-curve, hubs and spokes, a 2-turn spiral):
+
+* ``issue_alpha``  ``min linear_spectral(K, (-2, -1, 1, ..., 1))``, ``K @ ones == 0``;
+* ``atom_sum``     ``min mve_cost(K, 2)``, ``cp.sum(K) == 0``;
+* ``maximize``     ``max 2 lambda_sum_largest(K, 2) - trace(K)``, ``K @ ones == 0``;
+* ``normnuc``      ``min normNuc(K) - 2 lambda_sum_largest(K, 2)`` (the nuclear norm as the trace);
+* ``nonshrink``    ``min mve_cost(K, 2)`` with non-shrink rows ``>=`` on a third of the non-edges;
+* ``eigengap``     ``max eigengap(K, 2)``;
+* ``concave``      ``min linear_spectral(K, (-3, -1, 0, ..., 0))`` (nondecreasing alpha: concave).
+
+All with ``K >> 0`` and the squared kNN distances as equality rows; ``specopt.solve(prob)`` with
+default options. Each case runs in its own process with a time cap; the table gives, per model
+and N, the statuses, the median and worst time over the families, and the route's own counters
+(MM steps, tie-check solves and their share of the time). ``--mve`` also times the
+``MinimumVolumeEmbedding`` learner (digits subsets) at the given sizes. The load average is
+recorded with every row. Writes benchmarks/results/iterated_sdp.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import markdown_table, run_json_subprocess, write_json  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent
+MODELS = ("issue_alpha", "atom_sum", "maximize", "normnuc", "nonshrink", "eigengap", "concave")
+FAMILIES = ("swiss", "scurve", "digits", "spokes", "spiral")
+
+
+def points(family: str, n: int, seed: int = 0) -> np.ndarray:
+    """N points of a family."""
+    if family == "swiss":
+        from sklearn.datasets import make_swiss_roll
+
+        return make_swiss_roll(n, noise=0.05, random_state=seed)[0]
+    if family == "scurve":
+        from sklearn.datasets import make_s_curve
+
+        return make_s_curve(n, noise=0.05, random_state=seed)[0]
+    if family == "digits":
+        from sklearn.datasets import load_digits
+
+        X = load_digits().data
+        return X[np.random.default_rng(seed).choice(len(X), n, replace=False)] / 16.0
+    if family == "spokes":
+        from specopt.learn.embedding import make_hubs_and_spokes
+
+        X, _ = make_hubs_and_spokes(n_spokes=4, points_per_spoke=(n - 1) // 4, noise=0.2,
+                                    random_state=seed)
+        return X
+    if family == "spiral":
+        from specopt.learn.embedding import make_spiral
+
+        return make_spiral(n, turns=2.0)
+    raise ValueError(family)
+
+
+def knn_graph(X: np.ndarray, k: int = 4) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """Edges of the symmetrized kNN graph (plus a chain through the points in order, so that it
+    is connected) and the squared distances."""
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    edges = {(i, i + 1) for i in range(len(X) - 1)}
+    for i in range(len(X)):
+        for j in np.argsort(D[i])[1:k + 1]:
+            edges.add((min(i, int(j)), max(i, int(j))))
+    return sorted(edges), D
+
+
+def model(kind: str, X: np.ndarray, k: int = 4, d: int = 2):
+    import cvxpy as cp
+
+    from specopt import eigengap, linear_spectral, mve_cost
+
+    n = len(X)
+    edges, D = knn_graph(X, k)
+    K = cp.Variable((n, n), symmetric=True)
+    rows = [K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i, j in edges]
+    rowc = [K >> 0, K @ np.ones(n) == 0, *rows]
+    sumc = [K >> 0, cp.sum(K) == 0, *rows]
+    if kind == "issue_alpha":
+        return cp.Problem(cp.Minimize(linear_spectral(K, np.r_[-2.0, -1.0, np.ones(n - 2)])), rowc)
+    if kind == "atom_sum":
+        return cp.Problem(cp.Minimize(mve_cost(K, d)), sumc)
+    if kind == "maximize":
+        return cp.Problem(cp.Maximize(2 * cp.lambda_sum_largest(K, d) - cp.trace(K)), rowc)
+    if kind == "normnuc":
+        return cp.Problem(cp.Minimize(cp.normNuc(K) - 2 * cp.lambda_sum_largest(K, d)), sumc)
+    if kind == "nonshrink":
+        es = set(edges)
+        extra = [K[i, i] + K[j, j] - 2 * K[i, j] >= D[i, j] for i in range(n)
+                 for j in range(i + 1, n) if (i, j) not in es and (i + j) % 3 == 0]
+        return cp.Problem(cp.Minimize(mve_cost(K, d)), rowc + extra)
+    if kind == "eigengap":
+        return cp.Problem(cp.Maximize(eigengap(K, d)), sumc)
+    if kind == "concave":
+        return cp.Problem(cp.Minimize(linear_spectral(K, np.r_[-3.0, -1.0, np.zeros(n - 2)])),
+                          rowc)
+    raise ValueError(kind)
+
+
+def run_one(kind: str, family: str, n: int) -> dict:
+    import warnings
+
+    import specopt
+
+    warnings.simplefilter("ignore")
+    prob = model(kind, points(family, n))
+    t0 = time.perf_counter()
+    value = specopt.solve(prob)
+    elapsed = time.perf_counter() - t0
+    cert = specopt.certificate(prob)
+    ex = cert.extra
+    return {"model": kind, "family": family, "N": n, "status": cert.status, "value": value,
+            "time": elapsed, "backend": cert.backend, "stop_reason": ex.get("stop_reason"),
+            "solves": ex.get("subproblem_solves"), "tie_solves": ex.get("tie_check_solves"),
+            "tie_time": ex.get("tie_check_time"), "stationarity": ex.get("stationarity"),
+            "gate": cert.gate_reasons, "load": os.getloadavg()[0]}
+
+
+def run_mve(n: int, seed: int) -> dict:
+    import warnings
+
+    from benchmarks.embedding import load_case
+    from specopt.learn import MinimumVolumeEmbedding
+
+    warnings.simplefilter("ignore")
+    X, kw = load_case("digits", n, seed)
+    t0 = time.perf_counter()
+    for _ in range(4):  # a disconnected kNN graph (digits, N = 1000, k = 5): one more neighbour
+        try:
+            est = MinimumVolumeEmbedding(**kw).fit(X)
+            break
+        except ValueError as exc:
+            if "connected components" not in str(exc):
+                raise
+            kw["n_neighbors"] += 1
+            t0 = time.perf_counter()
+    cert = est.certificate_
+    return {"model": "MinimumVolumeEmbedding", "family": f"digits:{seed}", "N": n,
+            "status": cert.status, "time": time.perf_counter() - t0, "steps": est.n_iter_,
+            "stop_reason": cert.extra.get("stop_reason"), "energy": est.energy_,
+            "stationarity": cert.extra.get("stationarity"), "n_neighbors": kw["n_neighbors"],
+            "load": os.getloadavg()[0]}
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    out = []
+    keys = sorted({(r["model"], r["N"]) for r in rows}, key=lambda t: (t[0], t[1]))
+    for kind, n in keys:
+        rs = [r for r in rows if r["model"] == kind and r["N"] == n]
+        times = [r["time"] for r in rs if "error" not in r]
+        stat = sum(r.get("status") == "stationary_point" for r in rs)
+        tie = [r["tie_time"] / r["time"] for r in rs if r.get("tie_time") is not None
+               and r.get("time")]
+        out.append({"model": kind, "N": n, "instances": len(rs), "stationary": stat,
+                    "median s": statistics.median(times) if times else None,
+                    "worst s": max(times) if len(times) == len(rs) and times else "cap",
+                    "tie share (worst)": max(tie) if tie else None,
+                    "load": statistics.median(r["load"] for r in rs if "load" in r)
+                    if any("load" in r for r in rs) else None})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[15, 30])
+    ap.add_argument("--families", nargs="+", default=list(FAMILIES))
+    ap.add_argument("--models", nargs="+", default=list(MODELS))
+    ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--mve", type=int, nargs="*", default=[])
+    ap.add_argument("--mve-seeds", type=int, default=2)
+    ap.add_argument("--one", nargs=3)
+    ap.add_argument("--one-mve", nargs=2, type=int)
+    a = ap.parse_args()
+    if a.one:
+        print(json.dumps(run_one(a.one[0], a.one[1], int(a.one[2])), default=str))
+        return
+    if a.one_mve:
+        print(json.dumps(run_mve(*a.one_mve), default=str))
+        return
+    rows = []
+    for n in a.sizes:
+        for kind in a.models:
+            for fam in a.families:
+                r = run_json_subprocess([__file__, "--one", kind, fam, str(n)], a.timeout,
+                                        ROOT.parent)
+                r.update({"model": kind, "family": fam, "N": n})
+                r.setdefault("time", a.timeout)
+                r.setdefault("load", os.getloadavg()[0])
+                rows.append(r)
+                print(json.dumps({k: r.get(k) for k in ("model", "family", "N", "status",
+                                                        "time", "error")}), flush=True)
+    for n in a.mve:
+        for seed in range(a.mve_seeds):
+            r = run_json_subprocess([__file__, "--one-mve", str(n), str(seed)], a.timeout,
+                                    ROOT.parent)
+            r.update({"model": "MinimumVolumeEmbedding", "N": n, "family": f"digits:{seed}"})
+            r.setdefault("time", a.timeout)
+            r.setdefault("load", os.getloadavg()[0])
+            rows.append(r)
+            print(json.dumps({k: r.get(k) for k in ("model", "family", "N", "status", "time",
+                                                    "error")}), flush=True)
+    table = summary(rows)
+    print(markdown_table(table, ["model", "N", "instances", "stationary", "median s", "worst s",
+                                 "tie share (worst)", "load"]))
+    write_json("iterated_sdp", rows, {"sizes": a.sizes, "families": a.families,
+                                      "timeout": a.timeout})
+
+
+if __name__ == "__main__":
+    main()

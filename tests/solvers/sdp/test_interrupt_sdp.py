@@ -1,0 +1,52 @@
+"""Ctrl-C stops the sphere method (compiled sweeps and truncated-CG steps return to Python
+between stages) with a KeyboardInterrupt, soon after the signal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CHILD = r"""
+import time, numpy as np, scipy.sparse as sp
+from specopt.solvers.sdp import SparseRows, solve_sdp
+n = 30000
+rng = np.random.default_rng(0)
+i, j = rng.integers(0, n, 3 * n), rng.integers(0, n, 3 * n)
+W = sp.coo_array((rng.choice([-1.0, 1.0], 3 * n), (i, j)), shape=(n, n)).tocsr()
+W = W + W.T
+W.setdiag(0)
+L = sp.csr_array(sp.diags_array(np.asarray(W.sum(axis=1)).ravel()) - W) / 4
+A = SparseRows.from_entries(np.arange(n), np.arange(n), n)
+solve_sdp(L[:50, :50], SparseRows.from_entries(np.arange(50), np.arange(50), 50), np.ones(50),
+          sense="max", method="bm")
+print("ready", flush=True)
+try:
+    solve_sdp(L, A, np.ones(n), sense="max", method="bm", tol=1e-12)
+    print("finished", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic(), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_sigint_interrupts_the_sphere_method():
+    root = Path(__file__).resolve().parents[3]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(3.0)  # inside the sweeps / Newton steps
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=60)[0].split()
+    finally:
+        proc.kill()
+    assert out[0] == "interrupted"
+    assert float(out[1]) - sent < 10.0  # one compiled stage at most (loaded 2-core machine)
