@@ -40,7 +40,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._progress import progress_for, user_history
-from ..solvers._jit import numba_loaded
 from ..solvers.sdp import (
     OPTIMAL,
     UNBOUNDED,
@@ -70,36 +69,40 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
 #: maxcut      20    20    3.7     0.13      0.21 / 0.15
 #: maxcut      50    50    4.2     0.19      3.1 / 0.67
 #: maxcut      100   100   4.0     0.43      > 30 / 2.6
-#: maxcut      150   150   6.0      -          - / 7.1   (earlier run, load ~13)
+#: maxcut      150   150   6.0      -          - / 7.1   (an earlier, stopped run, load ~13)
 #: theta       20    ~40   3.5     0.23      0.28 / 0.18
 #: theta       50    ~250  3.8     0.47      3.0 / 1.4
 #: theta       100   ~990  7.9     5.0       > 30 / 3.8
-#: sde         20    ~80   3.0      -        0.28 / 2.8
-#: sde         50    ~200  5.2      -        11.4 (inaccurate) / > 60
+#: completion  20    40    3.2     0.21      0.18 / 0.52
+#: completion  50    250   5.3     0.43      5.1 / 3.4
+#: completion  100   1000  6.6     2.5       > 30 / 2.4
+#: sde         20    ~80   4.7     0.36      0.23 / 1.5
+#: sde         50    ~200  3.7     0.75      5.7 (inaccurate) / > 30
 #: ========== ===== ===== ====== ========== =========
 #:
 #: (SDE n = 30, swiss roll seed 0: the engine ends uncertified after 31 s where Clarabel takes
-#: 3.1 s and SCS > 60 s: a degenerate instance; the rule keeps it on the engine only in a warm
-#: process, where the conic default (SCS from n = 24) is the slower alternative on SDE.)
+#: 3.1 s and SCS > 60 s: a degenerate instance; the rule keeps it on the engine, since the
+#: conic default there, SCS from n = 24, is slower still.)
 #: SDPLIB (benchmarks/sdplib.py, same conditions): qap6 (n = 37, m = 229) cold engine 5.5 s
 #: certified vs SCS > 70 s (Clarabel 1.1 s, inaccurate); qap8 (n = 65, m = 529 = 8.1 n) engine
 #: 21.8 s certified vs SCS > 70 s (Clarabel fails); gpp100 (diagonal rows plus one dense row)
 #: engine 1.95 s certified vs SCS 20 s "optimal" 4.4e-4 off the published value, Clarabel > 70 s.
-#: So: below ``PAYS_OFF_MIN_N`` the conic solvers take milliseconds; warm, the engine wins from
-#: n = 20 while the interior point's ``O(m^3)`` Schur complement stays small
-#: (``m <= PAYS_OFF_ROWS_PER_N * n``; theta at n = 100 with m = 9.9 n rows loses to SCS even
-#: warm, qap6 / qap8 with m = 6.2 n / 8.1 n win); above ``PAYS_OFF_ANY_M_N`` the generic
-#: solvers cannot run (Clarabel's dense KKT, SCS's eigendecompositions) and the engine always
-#: pays off. Cold (numba not imported yet in this process), the one-off start-up decides only
-#: below ``PAYS_OFF_COLD_MIN_N`` (= 24, where the conic default turns from Clarabel to SCS):
-#: above, SCS's time is unbounded (SDE > 60 s from n = 30, qap6 / qap8 > 70 s, mcp124-1 (max-cut)
-#: 63 s via the conic route) while the start-up is ~0.5 s idle. Known losses of this rule, all by
-#: the start-up: max-cut G(n, 0.1) at n = 20-100 (cold engine 3.7-4.2 s vs SCS 0.15-2.6 s at
-#: load 15), mcp100 (2.1 s vs SCS 1.3 s), theta at n = 50 (3.8 s vs SCS 1.4 s).
-PAYS_OFF_MIN_N = 20
+#: So: below ``PAYS_OFF_MIN_N`` (= 24, where the conic default turns from Clarabel to SCS)
+#: conic: Clarabel takes 0.18-0.28 s at n = 20, the engine 0.13-0.36 s warm and 3-5 s in a
+#: process that has not loaded numba yet. From 24 to ``PAYS_OFF_ANY_M_N`` the engine while the
+#: interior point's ``O(m^3)`` Schur complement stays small (``m <= PAYS_OFF_ROWS_PER_N * n``:
+#: theta at n = 100 with m = 9.9 n loses to SCS even warm, 5.0 vs 3.8 s, completion at 10 n
+#: ties, 2.5 vs 2.4 s; qap6 / qap8 with 6.2 n / 8.1 n win, > 70 s on SCS); above, always (the
+#: generic solvers cannot run: Clarabel's dense KKT, SCS's eigendecompositions). The one-off
+#: numba start-up is not a criterion: SCS's time is unbounded from n = 24 (SDE > 30 s from
+#: n = 30, qap6 / qap8 > 70 s, mcp124-1 63 s on the conic route, gpp100 20 s and 4.4e-4 off)
+#: while the start-up is ~0.5 s idle. Known losses, all by the start-up in a cold process:
+#: max-cut G(n, 0.1) at n = 50-100 (3.7-4.2 s vs SCS 0.7-2.6 s at load 15), mcp100 (2.1 s vs
+#: SCS 1.3 s), theta at n = 50 (3.8 s vs 1.4 s), infp / infd (n = 30: 2.3 s, the first-budget
+#: run, vs SCS 0.25 s).
+PAYS_OFF_MIN_N = 24
 PAYS_OFF_ROWS_PER_N = 9
 PAYS_OFF_ANY_M_N = 300
-PAYS_OFF_COLD_MIN_N = 24
 #: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side (each step the
 #: cold sparse-row interior point while ``n <= MM_IP_MAX_N``; ``inner="low_rank"`` forces it,
 #: ``"conic"`` never). Measured (user-written MVE, digits k = 5 / spokes k = 3, inner="auto"
@@ -292,22 +295,19 @@ def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool) -> float 
     return None
 
 
-def pays_off_rule(n: int, m: int, centered: bool, warm: bool) -> tuple[bool, str]:
+def pays_off_rule(n: int, m: int, centered: bool) -> tuple[bool, str]:
     """``route="auto"``'s choice for an ``n x n`` matrix with ``m`` rows (thresholds and their
-    measurements above): ``(pays off, why)``; ``warm`` is whether numba is loaded already
-    (``centered`` counts as one more row)."""
+    measurements above; ``centered`` counts as one more row): ``(pays off, why)``."""
     m_eff = m + int(centered)
     if n < PAYS_OFF_MIN_N:
-        return False, f"n = {n} < {PAYS_OFF_MIN_N}: the conic solvers take milliseconds here"
+        return False, (f"n = {n} < {PAYS_OFF_MIN_N}: Clarabel takes a fraction of a second here "
+                       "(the engine's numba start-up alone 0.5-4 s)")
     if n > PAYS_OFF_ANY_M_N:
         return True, (f"n = {n} > {PAYS_OFF_ANY_M_N}: beyond what Clarabel / SCS hold in "
                       "reasonable time")
     if m_eff > PAYS_OFF_ROWS_PER_N * n:
         return False, (f"{m_eff} rows > {PAYS_OFF_ROWS_PER_N} n at n = {n}: the interior "
                        "point's O(m^3) steps lose to SCS (measured)")
-    if not warm and n < PAYS_OFF_COLD_MIN_N:
-        return False, (f"n = {n} < {PAYS_OFF_COLD_MIN_N}: Clarabel's solve is shorter than the "
-                       "engine's one-off numba start-up (0.5-4 s)")
     return True, f"n = {n}, m = {m_eff} (measured crossover vs Clarabel / SCS)"
 
 
@@ -333,7 +333,7 @@ class LowRankSDPRoute(Route):
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         d: LRData = match.data
-        return pays_off_rule(d.n, d.A.m, d.centered, numba_loaded())
+        return pays_off_rule(d.n, d.A.m, d.centered)
 
     def solve(self, problem: cp.Problem, match: Match, *, solver: str | None = None,
               verbose: bool = False, **opts: Any) -> RouteResult:
@@ -428,7 +428,7 @@ class LowRankSDPRoute(Route):
 
     @staticmethod
     def _duals(d: LRData, res) -> dict[int, Any]:
-        return route_duals(d, res.y, res.mu)
+        return route_duals(d, res.y, res.mu, res.lambda_min)
 
 
 #: The PSD dual matrix (and the centering duals, which need it) is formed densely and projected
@@ -438,7 +438,8 @@ class LowRankSDPRoute(Route):
 PSD_DUAL_MAX_N = 1000
 
 
-def route_duals(d: LRData, y: np.ndarray, mu: float) -> dict[int, Any]:
+def route_duals(d: LRData, y: np.ndarray, mu: float,
+                lambda_min: float | None = None) -> dict[int, Any]:
     """CVXPY's dual values (``constraint.dual_value``) for the constraints the route read.
 
     CVXPY's convention: the Lagrangian ``f0 + nu^T (lhs - rhs) + lam (g) - <Z, K>`` for
@@ -452,7 +453,8 @@ def route_duals(d: LRData, y: np.ndarray, mu: float) -> dict[int, Any]:
     ``lambda_min`` within rounding of ``P Z P``'s (the scalar spelling's multiplier need not
     exist: ``K 1 = 0`` follows from ``1^T K 1 = 0`` only through ``K`` PSD). ``Z`` is finally
     projected onto the PSD cone (eigenvalues clipped at 0; at a certified point the clipped part
-    is of the order of the certificate's tolerance).
+    is of the order of the certificate's tolerance; skipped, with its ``eigh``, when the engine's
+    ``lambda_min`` of that slack is already >= 0).
     Constraints that repeat a centering condition get zero duals.
     """
     dual: dict[int, Any] = {}
@@ -494,8 +496,12 @@ def route_duals(d: LRData, y: np.ndarray, mu: float) -> dict[int, Any]:
             Z = P @ Z @ P
             dual[con.id] = (u / c).reshape(con.shape)
     if d.psd_con is not None:
-        lam, V = np.linalg.eigh(0.5 * (Z + Z.T))
-        dual[d.psd_con.id] = (V * np.maximum(lam, 0.0)) @ V.T
+        scalar_centering = any(c.size == 1 for c in d.centering_cons[:1])
+        if lambda_min is not None and lambda_min >= 0 and not scalar_centering:
+            dual[d.psd_con.id] = Z  # PSD as it is (on 1^perp and along 1 with centering)
+        else:
+            lam, V = np.linalg.eigh(0.5 * (Z + Z.T))
+            dual[d.psd_con.id] = (V * np.maximum(lam, 0.0)) @ V.T
     return dual
 
 

@@ -131,10 +131,7 @@ def test_nonsymmetric_variable_refused():
         recognize_low_rank_sdp(prob)
 
 
-def test_auto_threshold(monkeypatch):
-    import specopt.reductions.low_rank_sdp as lr
-
-    monkeypatch.setattr(lr, "numba_loaded", lambda: True)  # a process that solved before
+def test_auto_threshold():
     _, small = _sde_problem(PAYS_OFF_MIN_N - 1, 0)
     assert specopt.explain(small).auto_route == "conic"
     _, big = _sde_problem(PAYS_OFF_MIN_N, 0)

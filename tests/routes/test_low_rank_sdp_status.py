@@ -232,20 +232,17 @@ def test_pays_off_rule_both_sides_of_each_threshold():
     from specopt.reductions import low_rank_sdp as lr
 
     n0 = lr.PAYS_OFF_MIN_N
-    assert not lr.pays_off_rule(n0 - 1, 3 * n0, True, True)[0]
-    assert lr.pays_off_rule(n0, n0, False, True)[0]
+    ok, why = lr.pays_off_rule(n0 - 1, 3 * n0, True)
+    assert not ok and "Clarabel" in why
+    assert lr.pays_off_rule(n0, n0, False)[0]
     k, n = lr.PAYS_OFF_ROWS_PER_N, 100
-    assert lr.pays_off_rule(n, k * n, False, True)[0]
-    ok, why = lr.pays_off_rule(n, k * n + 1, False, True)
+    assert lr.pays_off_rule(n, k * n, False)[0]
+    ok, why = lr.pays_off_rule(n, k * n + 1, False)
     assert not ok and "rows" in why
-    assert not lr.pays_off_rule(n, k * n, True, True)[0]  # centering counts as a row
+    assert not lr.pays_off_rule(n, k * n, True)[0]  # centering counts as a row
     big = lr.PAYS_OFF_ANY_M_N
-    assert not lr.pays_off_rule(big, k * big + 1, False, True)[0]
-    assert lr.pays_off_rule(big + 1, 50 * big, False, False)[0]
-    cold = lr.PAYS_OFF_COLD_MIN_N
-    ok, why = lr.pays_off_rule(cold - 1, 3 * cold, True, False)
-    assert not ok and "numba" in why
-    assert lr.pays_off_rule(cold, 3 * cold, True, False)[0]
+    assert not lr.pays_off_rule(big, k * big + 1, False)[0]
+    assert lr.pays_off_rule(big + 1, 50 * big, False)[0]
 
 
 def _maxcut(n: int) -> cp.Problem:
@@ -263,15 +260,12 @@ def _theta(n: int, rows: int) -> cp.Problem:
                       [K >> 0, cp.trace(K) == 1, K[I[:rows], J[:rows]] == 0])
 
 
-@pytest.mark.parametrize("warm", [True, False])
-def test_auto_route_follows_the_rule(monkeypatch, warm):
+def test_auto_route_follows_the_rule():
     from specopt.reductions import low_rank_sdp as lr
 
-    monkeypatch.setattr(lr, "numba_loaded", lambda: warm)
-    cold = lr.PAYS_OFF_COLD_MIN_N
-    for n in (cold - 1, cold):
-        want = "low_rank_sdp" if (warm or n >= cold) else "conic"
-        assert specopt.explain(_maxcut(n)).auto_route == want
+    n0 = lr.PAYS_OFF_MIN_N
+    assert specopt.explain(_maxcut(n0 - 1)).auto_route == "conic"
+    assert specopt.explain(_maxcut(n0)).auto_route == "low_rank_sdp"
     # the rows rule (theta, n = 60): tr K plus k n rows goes conic, tr K plus k n - 1 rows the
     # engine
     k = lr.PAYS_OFF_ROWS_PER_N
