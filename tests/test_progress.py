@@ -126,12 +126,12 @@ def test_learners_pass_verbose_on(capfd):
     out = capfd.readouterr().out
     assert "route bregman" in out and "Summary" in out
     # the dual Newton method prints one line per step, not one line for all of them
-    steps = int(re.search(r"^\s*sweeps: (\d+)$", out, re.M).group(1))
-    assert len(last_row_is_the_summary(out, "sweep")) == steps > 1
+    steps = int(re.search(r"^\s*iterations: (\d+)$", out, re.M).group(1))
+    assert len(last_row_is_the_summary(out, "iter")) == steps > 1
     RelativeComparisonMetric(random_state=0, verbose=True).fit_supervised(X, y)
     out = capfd.readouterr().out
     assert "route dual_cd" in out and "Summary" in out
-    rows = last_row_is_the_summary(out, "pass")
+    rows = last_row_is_the_summary(out, "iter")
     assert [int(r[0]) for r in rows] == list(range(1, len(rows) + 1))  # no "pass 0" line
     ITMLSupervised(random_state=0).fit(X, y)
     assert capfd.readouterr().out == ""

@@ -188,7 +188,7 @@ class _MahalanobisMixin(MahalanobisMixin):
 def _summary(res) -> str:
     return (f"{'status':>15}: {res.status}\n{'objective':>15}: {res.primal:.6g}\n"
             f"{'bound':>15}: {res.dual:.6g}\n{'relative gap':>15}: {res.gap:.3g}\n"
-            f"{'max violation':>15}: {res.max_violation:.3g}\n{'sweeps':>15}: {res.iterations}")
+            f"{'max violation':>15}: {res.max_violation:.3g}\n{'iterations':>15}: {res.iterations}")
 
 
 def _linear_fit(est, X_pairs_diff, sides, W0, sq_prior):
@@ -199,7 +199,7 @@ def _linear_fit(est, X_pairs_diff, sides, W0, sq_prior):
     est.bounds_ = np.array([u, l])
     b = np.where(sides > 0, u, l)
     cb = progress_callback(est.verbose, "bregman", f"{type(est).__name__}: d={W0.shape[0]}, "
-                           f"{len(b)} pairs, gamma={est.gamma:g}", "sweep")
+                           f"{len(b)} pairs, gamma={est.gamma:g}", "iter")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # coinciding points: dropped
         res = itml_linear(
@@ -485,7 +485,7 @@ class KernelITML(TransformerMixin, _SupervisedBase):
         self.bounds_ = np.array([u, l])
         b = np.where(sides > 0, u, l)
         cb = progress_callback(self.verbose, "bregman", f"KernelITML: {len(Xs)} support "
-                               f"points, {len(b)} pairs, gamma={self.gamma:g}", "sweep")
+                               f"points, {len(b)} pairs, gamma={self.gamma:g}", "iter")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             res = itml_kernel(
@@ -667,7 +667,7 @@ class LowRankITML(_MahalanobisMixin, _SupervisedBase):
         b = np.where(sides > 0, u, l)
         V = X[pairs[:, 0]] - X[pairs[:, 1]]
         cb = progress_callback(self.verbose, "bregman", f"LowRankITML: rank {U.shape[1]}, "
-                               f"{len(b)} pairs, gamma={self.gamma:g}", "sweep")
+                               f"{len(b)} pairs, gamma={self.gamma:g}", "iter")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             if hard:

@@ -196,13 +196,13 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
         seed = check_random_state(self.random_state).randint(0, 2**31 - 1)
         cb = progress_callback(self.verbose, "dual_cd", f"RelativeComparisonMetric: "
                                f"{Z.shape[0]} triplets, {Z.shape[1]} weights, C={self.C:g}",
-                               "pass")
+                               "iter")
         res = dual_cd(L, Z, self.C, nonneg=True, tol=self.tol, max_passes=self.max_passes,
                       ridge=self.ridge, seed=seed, callback=cb)
         finish_progress(cb, f"{'converged':>15}: {res.converged}\n{'objective':>15}: "
                             f"{res.primal:.6g}\n{'bound':>15}: {res.dual:.6g}\n"
                             f"{'relative gap':>15}: {res.rel_gap:.3g}\n"
-                            f"{'passes':>15}: {res.iterations}")
+                            f"{'CD passes':>15}: {res.iterations}")
         if not res.converged:
             warnings.warn(f"dual coordinate descent stopped with relative gap {res.rel_gap:.2e} "
                           f"> tol={self.tol:g} after {res.iterations} passes",
