@@ -145,7 +145,9 @@ def test_soc_projection_lands_in_the_cone_and_is_idempotent(v):
 def test_exp_dual_correction_lands_in_the_dual_cone(u, v, w):
     cu, cv, cw = conic_bound.correct_exp_dual(np.array([u, v, w]))
     if cu < 0:  # -u e^(v/u) <= e w (in floating point: 0 where e^(v/u) underflows)
-        assert cw >= math.exp(math.log(-cu) + v / cu - 1.0) * (1 - 1e-12)
+        with np.errstate(over="ignore"):
+            ratio = float(np.float64(v) / cu)
+        assert cw >= math.exp(math.log(-cu) + ratio - 1.0) * (1 - 1e-12)
     else:
         assert cu == 0 and cv >= 0 and cw >= 0
 
