@@ -129,12 +129,19 @@ def test_case2_infeasible_itml_is_infeasible_with_no_values():
     ref.solve(solver="CLARABEL")
     assert ref.status == cp.INFEASIBLE
     prob, W = _wine_itml()
-    specopt.solve(prob, route="bregman", max_sweeps=20000)
+    # the sweeps to the cap (slow_after=None: no hand-off to the conic route), so that the gate
+    # reclassifies the route's last iterate
+    specopt.solve(prob, route="bregman", max_sweeps=20000, slow_after=None)
     cert = specopt.certificate(prob)
     assert prob.status == cp.INFEASIBLE
     assert W.value is None and prob.value == np.inf
     assert cert.objective == np.inf and cert.bound is None
     assert not cert.checks["feasibility"].passed  # what the gate measured on the last iterate
+    # as the route runs by default: the slow sweeps hand the problem to the conic route, which
+    # proves infeasibility itself
+    prob, W = _wine_itml()
+    specopt.solve(prob, route="bregman", max_sweeps=20000)
+    assert prob.status == cp.INFEASIBLE and W.value is None
 
 
 # --------------------------------------------------------------------------------------------

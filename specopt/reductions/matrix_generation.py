@@ -92,12 +92,24 @@ def _check_data(data: MGData) -> None:
         check_finite(f"the bounds of variable {v.name()!r}", data.zub[sl], allow_inf=True)
     for a in _operator_arrays(data.C):
         check_finite(f"the objective's coefficients of {data.X.name()!r}", a)
-    for con, sl, _ in data.rows:
-        where = f"constraint {short(str(con))!r}"
-        check_finite(f"the right-hand side of {where}", data.lb[sl], allow_inf=True)
-        check_finite(f"the right-hand side of {where}", data.ub[sl], allow_inf=True)
-        G = data.G[np.arange(data.G.shape[0])[sl]]
-        check_finite(f"the coefficients of {where}", G)
+    G = sp.csr_array(data.G)
+    row_bad = np.zeros(G.shape[0], dtype=bool)
+    row_bad[np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))[~np.isfinite(G.data)]] = True
+    # a NaN side, a side at +inf from below / -inf from above (no point meets it), a NaN or
+    # infinite coefficient
+    wrong = (data.lb == np.inf) | (data.ub == -np.inf)
+    bad = np.isnan(data.lb) | np.isnan(data.ub) | wrong | row_bad
+    for con, sl, _ in data.rows if bad.any() else ():  # name the first bad constraint
+        if bad[sl].any():
+            where = f"constraint {short(con)!r}"
+            check_finite(f"the right-hand side of {where}", data.lb[sl], allow_inf=True)
+            check_finite(f"the right-hand side of {where}", data.ub[sl], allow_inf=True)
+            if wrong[sl].any():
+                raise ValueError(f"the right-hand side of {where} is infinite on its binding "
+                                 "side (no point can satisfy it)")
+            raise ValueError(f"the coefficients of {where} contain NaN or infinite entries")
+    if bad.any():
+        raise ValueError("the constraint data contain NaN or infinite entries")
     for a in _operator_arrays(data.A):
         check_finite("the constraint coefficients of " + repr(data.X.name()), a)
     check_finite("the constant term of the objective", np.array([data.offset]))

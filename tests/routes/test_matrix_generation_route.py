@@ -247,3 +247,27 @@ def test_bad_data_named_before_any_solve(C):
     assert X.value is None and xi.value is None
     with pytest.raises(ValueError, match="V has no rows"):
         specopt.row_quad_forms(np.zeros((0, 3)), X)
+
+
+@pytest.mark.parametrize("case", ["nan_rhs", "inf_rhs", "nan_coef"])
+def test_bad_constraint_data_named(case):
+    """NaN on a right-hand side, +inf on the binding side of a >= row, NaN in a coefficient of
+    an LP variable: a ValueError naming the constraint, before any solve."""
+    P, Q = psdboost_triplet_factors(3, 12, 0)
+    m, D = P.shape[0], P.shape[1]
+    X = cp.Variable((D, D), PSD=True)
+    rho, xi = cp.Variable(), cp.Variable(m)
+    a, b = np.ones(m), np.zeros(m)
+    if case == "nan_coef":
+        a[3] = np.nan
+    else:
+        b[4] = np.nan if case == "nan_rhs" else np.inf
+    margins = specopt.row_quad_forms(P, X) - specopt.row_quad_forms(Q, X)
+    prob = cp.Problem(cp.Maximize(rho - 0.1 * cp.sum(xi)),
+                      [cp.trace(X) == 1, margins >= cp.multiply(a, rho) - xi + b, xi >= 0])
+    match = {"nan_rhs": "right-hand side of constraint .* NaN",
+             "inf_rhs": "infinite on its binding side",
+             "nan_coef": "coefficients of constraint .* NaN"}[case]
+    with pytest.raises(ValueError, match=match):
+        specopt.solve(prob, route="matrix_generation")
+    assert X.value is None
