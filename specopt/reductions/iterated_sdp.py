@@ -9,13 +9,16 @@ with it, ``-1`` where it decreases); with ``a = s alpha`` the breakpoint identit
 
 a convex part (``a_n tr K + sum_{c_i > 0} c_i lambda_sum_largest(K, i)``, kept) and a concave part
 majorized at the current iterate by ``tr(K B)``, ``B = sum_i beta_i v_i v_i^T`` (eigenvectors of
-the current K). ``vec(B)`` is a ``cp.Parameter``: the convex subproblem is DPP, compiled once,
-and SCS is warm-started from the previous iterate. The loop (``specopt.solvers.iterated_sdp``) has a
-monotone objective trace; the status is :data:`specopt.certificate.STATIONARY`.
+the current K). ``vec(B)`` is a ``cp.Parameter`` up to ``DPP_MAX_N`` (the convex subproblem
+is DPP, compiled once, SCS warm-started), a constant compiled per step above (the DPP tensor
+grows as n^4). The loop (``specopt.solvers.iterated_sdp``) stops by the stationarity measure
+(the decrease the majorizer at the previous iterate allows, read off the step that minimizes
+it); the status is :data:`specopt.certificate.STATIONARY` when the gate's checks pass.
 
-Options (``specopt.solve(prob, route="iterated_sdp", **opts)``): ``max_iters`` (50), ``tol``
-(relative objective change), ``tol_K`` (relative change of K), ``restarts`` (0: extra seeded
-random starts), ``seed`` (0), ``init`` ("auto" | "value" | "relaxation" | "trace" | "random";
+Options (``specopt.solve(prob, route="iterated_sdp", **opts)``): ``max_iters`` (500, a safety
+cap), ``tol`` (the stationarity tolerance is ``max(10 tol, 1e-6)``), ``tol_K`` (relative
+change of K, only where no stationarity measure is used), ``restarts`` (0: extra seeded random
+starts), ``seed`` (0), ``init`` ("auto" | "value" | "relaxation" | "trace" | "random";
 "trace" first solves with each concave part replaced by ``beta_min tr K``, for ``mve_cost`` the
 SDE ``max tr K``, on the compiled subproblem, so the first step is warm-started from it),
 ``monotone_tol``, ``carry_scale`` (False; SCS: start each solve at the scale SCS adapted to in
