@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/iterated_sdp.py [--sizes 15 30 60] [--families swiss scurve digits
        spokes spiral] [--models issue_alpha atom_sum ...] [--timeout SECONDS] [--mve 400 1000]
+       [--out NAME] [--merge NAME]  (re-run some cases and merge them into an earlier table)
 
 Each model is written the way papers and course notes write it, on a kNN graph (k = 4) of N
 points of a family (digits subsets, swiss roll, S-curve, hubs and spokes, a 2-turn spiral):
@@ -187,6 +188,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--mve", type=int, nargs="*", default=[])
     ap.add_argument("--mve-seeds", type=int, default=2)
+    ap.add_argument("--out", default="iterated_sdp", help="results/<out>.json")
+    ap.add_argument("--merge", help="results/<name>.json whose rows (other model/N/family "
+                    "triples) join this run's table")
     ap.add_argument("--one", nargs=3)
     ap.add_argument("--one-mve", nargs=2, type=int)
     a = ap.parse_args()
@@ -218,11 +222,14 @@ def main() -> None:
             rows.append(r)
             print(json.dumps({k: r.get(k) for k in ("model", "family", "N", "status", "time",
                                                     "error")}), flush=True)
+    if a.merge:
+        done = {(r["model"], r["family"], r["N"]) for r in rows}
+        old = json.loads((ROOT / "results" / f"{a.merge}.json").read_text())["rows"]
+        rows = [r for r in old if (r["model"], r["family"], r["N"]) not in done] + rows
     table = summary(rows)
     print(markdown_table(table, ["model", "N", "instances", "stationary", "median s", "worst s",
                                  "tie share (worst)", "load"]))
-    write_json("iterated_sdp", rows, {"sizes": a.sizes, "families": a.families,
-                                      "timeout": a.timeout})
+    write_json(a.out, rows, {"sizes": a.sizes, "families": a.families, "timeout": a.timeout})
 
 
 if __name__ == "__main__":

@@ -9,13 +9,16 @@ with it, ``-1`` where it decreases); with ``a = s alpha`` the breakpoint identit
 
 a convex part (``a_n tr K + sum_{c_i > 0} c_i lambda_sum_largest(K, i)``, kept) and a concave part
 majorized at the current iterate by ``tr(K B)``, ``B = sum_i beta_i v_i v_i^T`` (eigenvectors of
-the current K). ``vec(B)`` is a ``cp.Parameter``: the convex subproblem is DPP, compiled once,
-and SCS is warm-started from the previous iterate. The loop (``specopt.solvers.iterated_sdp``) has a
-monotone objective trace; the status is :data:`specopt.certificate.STATIONARY`.
+the current K). ``vec(B)`` is a ``cp.Parameter`` up to ``DPP_MAX_N`` (the convex subproblem
+is DPP, compiled once, SCS warm-started), a constant compiled per step above (the DPP tensor
+grows as n^4). The loop (``specopt.solvers.iterated_sdp``) stops by the stationarity measure
+(the decrease the majorizer at the previous iterate allows, read off the step that minimizes
+it); the status is :data:`specopt.certificate.STATIONARY` when the gate's checks pass.
 
-Options (``specopt.solve(prob, route="iterated_sdp", **opts)``): ``max_iters`` (50), ``tol``
-(relative objective change), ``tol_K`` (relative change of K), ``restarts`` (0: extra seeded
-random starts), ``seed`` (0), ``init`` ("auto" | "value" | "relaxation" | "trace" | "random";
+Options (``specopt.solve(prob, route="iterated_sdp", **opts)``): ``max_iters`` (500, a safety
+cap), ``tol`` (the stationarity tolerance is ``max(10 tol, 1e-6)``), ``tol_K`` (relative
+change of K, only where no stationarity measure is used), ``restarts`` (0: extra seeded random
+starts), ``seed`` (0), ``init`` ("auto" | "value" | "relaxation" | "trace" | "random";
 "trace" first solves with each concave part replaced by ``beta_min tr K``, for ``mve_cost`` the
 SDE ``max tr K``, on the compiled subproblem, so the first step is warm-started from it),
 ``monotone_tol``, ``carry_scale`` (False; SCS: start each solve at the scale SCS adapted to in
@@ -74,6 +77,10 @@ class _Surrogate:
     var_map: dict[int, cp.Variable]  # user var id -> fresh var
     user_vars: list[cp.Variable]
     con_map: list[tuple[int, cp.Constraint]] = field(default_factory=list)
+    #: the user's constraints on the fresh variables, where some were rewritten (row centering)
+    check_cons: list[cp.Constraint] = field(default_factory=list)
+    #: fresh variables whose row centering was rewritten as sum(K) == 0
+    centered: list[cp.Variable] = field(default_factory=list)
 
 
 def _fresh_variable(v: cp.Variable) -> cp.Variable:
@@ -250,7 +257,7 @@ def build_surrogate(problem: cp.Problem, con_ids: list[int] | None = None) -> _S
     surr_expr = builder.surrogate(obj.expr, sense)
     if not builder.nodes:
         raise RouteMismatch("no spectral term of the wrong curvature was found in the objective")
-    cons, con_map = [], []
+    cons, con_map, check_cons, centered = [], [], [], []
     ids = con_ids if con_ids is not None else [c.id for c in problem.constraints]
     for cid, c in zip(ids, problem.constraints, strict=True):
         K = _row_centering_var(c, builder.psd_ids)
@@ -261,9 +268,13 @@ def build_surrogate(problem: cp.Problem, con_ids: list[int] | None = None) -> _S
             fresh = cp.sum(var_map[K.id]) == 0
             cons.append(fresh)
             con_map.append((cid, _ScaledDual(fresh, c.shape)))
+            check_cons.append(c.copy([builder.substitute(a) for a in c.args]))
+            if not K.attributes.get("PSD"):  # a PSD=True value must pass CVXPY's PSD check
+                centered.append(var_map[K.id])
             continue
         fresh = c.copy([builder.substitute(a) for a in c.args])
         cons.append(fresh)
+        check_cons.append(fresh)
         con_map.append((cid, fresh))
     surr = cp.Problem(cp.Minimize(surr_expr) if sense > 0 else cp.Maximize(surr_expr), cons)
     if not surr.is_dcp():
@@ -281,6 +292,8 @@ def build_surrogate(problem: cp.Problem, con_ids: list[int] | None = None) -> _S
         var_map=var_map,
         user_vars=user_vars,
         con_map=con_map,
+        check_cons=check_cons if centered else [],
+        centered=centered,
     )
 
 
@@ -294,6 +307,32 @@ class _ScaledDual:
     def dual_value(self) -> Any:
         mu = self.con.dual_value
         return None if mu is None else float(np.asarray(mu)) * np.ones(self.shape)
+
+
+def _center_if_better(surr: _Surrogate) -> None:
+    """With ``K @ ones == 0`` solved as ``sum(K) == 0``, ``K 1`` is only ~sqrt(PSD accuracy)
+    small: replace K by ``J K J`` (``J = I - 11^T/n``: still PSD, same pairwise distances
+    ``K_ii + K_jj - 2 K_ij``) when that lowers the largest relative violation of the user's
+    constraints (measured as the gate does)."""
+    from ..gate import constraint_scale
+
+    def worst() -> float:
+        out = 0.0
+        for c in surr.check_cons:
+            v = c.violation()
+            v = float(np.max(np.abs(v))) if np.size(v) else 0.0
+            out = max(out, v / (1.0 + constraint_scale(c)))
+        return out
+
+    before = worst()
+    old = [np.array(K.value, copy=True) for K in surr.centered]
+    for K in surr.centered:
+        Kv = np.asarray(K.value, dtype=float)
+        Kc = Kv - Kv.mean(axis=0, keepdims=True)
+        K.value = Kc - Kc.mean(axis=1, keepdims=True)
+    if worst() > before:
+        for K, v in zip(surr.centered, old, strict=True):
+            K.value = v
 
 
 class _Infeasible(Exception):
@@ -701,6 +740,8 @@ class IteratedSDPRoute(Route):
                 raise _Unbounded(status)
             if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
                 raise SolverError(f"iterated_sdp: subproblem solver returned status {status}")
+            if surr.centered:
+                _center_if_better(surr)
             primal = {
                 uid: np.array(fv.value, dtype=float, copy=True) for uid, fv in surr.var_map.items()
             }
