@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -81,3 +82,25 @@ def scs_interrupted(raw: Any) -> bool:
         return False
     info = raw["info"]
     return str(info.get("status", "")).lower() == "interrupted" or info.get("status_val") == -5
+
+
+@contextmanager
+def interrupts_as_keyboard_interrupt() -> Iterator[None]:
+    """Re-raise a Ctrl-C that a compiled kernel turned into ``SystemError`` as KeyboardInterrupt.
+
+    A SIGINT that arrives while a numba kernel runs is noticed when the kernel boxes its
+    results (arrays, tuples): CPython then reports "returned a result with an exception set",
+    a SystemError whose cause is the KeyboardInterrupt (or a chain of them: numba's own
+    unpickling helper can be the call that noticed it). Any other SystemError passes through.
+    """
+    try:
+        yield
+    except SystemError as exc:
+        cause: BaseException | None = exc
+        for _ in range(16):  # the chain is short; bounded against a cycle
+            if cause is None or isinstance(cause, KeyboardInterrupt):
+                break
+            cause = cause.__cause__ or cause.__context__
+        if isinstance(cause, KeyboardInterrupt):
+            raise KeyboardInterrupt from exc
+        raise

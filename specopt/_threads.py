@@ -155,11 +155,14 @@ def limit_threads(threads: int | None = None, size: int | None = None) -> Iterat
 
 def limited(func: _F) -> _F:
     """Decorator for a learner's ``fit``: runs it under :func:`limit_threads` with the
-    estimator's ``n_jobs`` (None when it has none: one thread)."""
+    estimator's ``n_jobs`` (None when it has none: one thread), with a Ctrl-C that a compiled
+    kernel reported as SystemError raised as KeyboardInterrupt (the learners that call a solver
+    directly do not pass through ``specopt.solve``)."""
+    from ._interrupt import interrupts_as_keyboard_interrupt
 
     @functools.wraps(func)
     def wrapper(self, *args: Any, **kwargs: Any):
-        with limit_threads(getattr(self, "n_jobs", None)):
+        with limit_threads(getattr(self, "n_jobs", None)), interrupts_as_keyboard_interrupt():
             return func(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import _cvxpy_compat as compat
 from . import gate
+from ._interrupt import interrupts_as_keyboard_interrupt
 from ._solver_names import check_solver_name
 from ._threads import check_threads, limit_threads, problem_size
 from .certificate import STATIONARY, Certificate, relative_gap
@@ -213,7 +214,7 @@ def run_route(
     if not isinstance(problem, cp.Problem):
         raise TypeError(f"expected a cvxpy.Problem, got {type(problem).__name__}")
     threads = check_threads(opts.pop("threads", None))
-    with limit_threads(threads, size=problem_size(problem)):
+    with limit_threads(threads, size=problem_size(problem)), interrupts_as_keyboard_interrupt():
         return _run_route(problem, route, solver, verbose, retry, opts)
 
 

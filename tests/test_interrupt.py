@@ -106,3 +106,27 @@ def test_sigint_reaches_python_after_a_solver_replaces_the_handler():
     with pytest.raises(KeyboardInterrupt):  # Python's handler is installed at the C level too
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1.0)
+
+
+def test_sigint_inside_a_compiled_kernel_is_a_keyboard_interrupt():
+    """A SIGINT noticed while a numba kernel boxes its results surfaces as SystemError (cause:
+    KeyboardInterrupt); specopt re-raises it as KeyboardInterrupt, other SystemErrors pass."""
+    from specopt._interrupt import interrupts_as_keyboard_interrupt
+
+    def interrupted_kernel():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise SystemError("returned a result with an exception set") from exc
+
+    def nested():  # numba's unpickling helper noticed it inside the kernel's call
+        try:
+            interrupted_kernel()
+        except SystemError as exc:
+            raise SystemError("kernel returned a result with an exception set") from exc
+
+    for kernel in (interrupted_kernel, nested):
+        with pytest.raises(KeyboardInterrupt), interrupts_as_keyboard_interrupt():
+            kernel()
+    with pytest.raises(SystemError), interrupts_as_keyboard_interrupt():
+        raise SystemError("something else")
