@@ -366,32 +366,37 @@ class LowRankSDPRoute(Route):
                 cb(it, objective=objective, gap=gap, violation=violation, **extra)
 
         limit = kw.get("time_limit")
+
+        def time_left() -> float | None:
+            return None if limit is None else limit - (time.perf_counter() - t0)
+
+        def engine(time_limit: float | None) -> Any:
+            return solve_low_rank_sdp(
+                d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
+                implied_trace_bound=d.implied_trace_bound, centered=d.centered, face=face,
+                callback=record, **dict(kw, time_limit=time_limit))
+
+        def status_of(res: Any) -> RouteResult | None:  # infeasible / unbounded, when proven
+            decided = _decide_status(d, res, kw, time_left(), getattr(cb, "log", None))
+            if decided is not None:
+                decided.solve_time = time.perf_counter() - t0
+            return decided
+
         # small n: a first run on a short budget, then (uncertified) the status checks, then
         # the rest of the time (see FIRST_BUDGET)
         budgeted = d.n <= FIRST_BUDGET_MAX_N and (limit is None or limit > FIRST_BUDGET)
-        run = dict(kw, time_limit=FIRST_BUDGET) if budgeted else kw
-        res = solve_low_rank_sdp(d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
-                                 implied_trace_bound=d.implied_trace_bound, centered=d.centered,
-                                 face=face, callback=record, **run)
+        res = engine(FIRST_BUDGET if budgeted else limit)
         if res.status not in (OPTIMAL, UNBOUNDED) and face is None:
-            left = None if limit is None else limit - (time.perf_counter() - t0)
-            decided = _decide_status(d, res, kw, left, getattr(cb, "log", None))
-            if decided is not None:
-                decided.solve_time = time.perf_counter() - t0
+            if (decided := status_of(res)) is not None:
                 return decided
-            left = None if limit is None else limit - (time.perf_counter() - t0)
+            left = time_left()
             if budgeted and res.solve_time >= 0.9 * FIRST_BUDGET and (left is None or left > 0):
-                res = solve_low_rank_sdp(
-                    d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
-                    implied_trace_bound=d.implied_trace_bound, centered=d.centered, face=face,
-                    callback=record, **dict(kw, time_limit=left))
+                res = engine(left)
                 res.solve_time = time.perf_counter() - t0
-                if res.status not in (OPTIMAL, UNBOUNDED):  # the longer run's multipliers
-                    left = None if limit is None else limit - (time.perf_counter() - t0)
-                    decided = _decide_status(d, res, kw, left, getattr(cb, "log", None))
-                    if decided is not None:
-                        decided.solve_time = time.perf_counter() - t0
-                        return decided
+                # the longer run's multipliers
+                if res.status not in (OPTIMAL, UNBOUNDED) and (
+                        decided := status_of(res)) is not None:
+                    return decided
         history = {f"engine_{k}": v for k, v in user_history(res.history, user).items()}
         history.update(trace)
         if res.status == UNBOUNDED:  # a recession ray and a feasible point (solver docstring)
