@@ -341,6 +341,7 @@ class BregmanRoute(Route):
             raise RouteMismatch("no ITML data: call recognize first")
         check_options('bregman', opts, _ROUTE_OPTS)
         t0 = time.perf_counter()
+
         def user(v: float) -> float:  # the solver's objective -> the user's
             return data.c1 * v + data.offset
 
