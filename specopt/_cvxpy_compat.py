@@ -245,10 +245,47 @@ def _canonical_point(data: dict, raw: Any, inverse_data: Any, chain: Any) -> dic
         return None
 
 
-def _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts):
-    """``chain.solve_via_data`` run so that Ctrl-C raises KeyboardInterrupt within ~0.05 s."""
-    from ._interrupt import call_interruptibly, scs_interrupted
+#: Clarabel's constructor holds the GIL while it assembles the KKT system; its cost grows as
+#: the sum over PSD cones of d^2, d = n (n + 1) / 2 the cone's svec size (a dense d x d block
+#: each). Measured: n = 100 (d^2 = 2.6e7) 1.0 s, n = 200 (4.0e8) 74 s at load 7. Above this
+#: figure (about a second on a quiet core) the solve runs in a child process, so Ctrl-C is not
+#: held up until the constructor returns (a worker thread cannot help: the SIGINT handler
+#: needs the GIL). The child costs ~0.1-2 s to start, small against such a solve.
+CLARABEL_ISOLATE_MIN_PSD_WORK = 2.0e7
 
+
+def clarabel_setup_work(data: dict) -> float:
+    """``sum d^2`` over the PSD cones of CVXPY's conic data (``data["dims"].psd``: orders n)."""
+    dims = data.get("dims") if isinstance(data, dict) else None
+    orders = getattr(dims, "psd", None) or []
+    return float(sum((n * (n + 1) / 2) ** 2 for n in orders))
+
+
+def _clarabel_in_child(solver: Any, data: dict, verbose: bool, solver_opts: dict) -> Any:
+    """Clarabel's ``solve_via_data`` in a child process; its solution as a plain namespace
+    (Clarabel's result object does not pickle) with what CVXPY's ``invert`` and specopt read."""
+    from types import SimpleNamespace
+
+    sol = solver.solve_via_data(data, False, verbose, dict(solver_opts))
+    fields = ("x", "z", "s", "obj_val", "obj_val_dual", "solve_time", "iterations", "r_prim",
+              "r_dual")
+    out = {f: getattr(sol, f, None) for f in fields}
+    for f in ("x", "z", "s"):
+        out[f] = None if out[f] is None else np.asarray(out[f], dtype=float)
+    out["status"] = str(sol.status)
+    return SimpleNamespace(**out)
+
+
+def _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts):
+    """``chain.solve_via_data`` run so that Ctrl-C raises KeyboardInterrupt within ~0.05 s:
+    in a worker thread, or for a Clarabel solve whose constructor would hold the GIL for more
+    than about a second, in a child process (see :data:`CLARABEL_ISOLATE_MIN_PSD_WORK`)."""
+    from ._interrupt import call_in_subprocess, call_interruptibly, scs_interrupted
+
+    if (getattr(chain.solver, "name", lambda: "")() == "CLARABEL"
+            and clarabel_setup_work(data) > CLARABEL_ISOLATE_MIN_PSD_WORK):
+        return call_in_subprocess(_clarabel_in_child, chain.solver, data, verbose,
+                                  dict(solver_opts))
     raw = call_interruptibly(chain.solve_via_data, problem, data, warm_start, verbose,
                              solver_opts)
     if scs_interrupted(raw):  # SCS caught SIGINT itself and stopped

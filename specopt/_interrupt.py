@@ -104,3 +104,87 @@ def interrupts_as_keyboard_interrupt() -> Iterator[None]:
         if isinstance(cause, KeyboardInterrupt):
             raise KeyboardInterrupt from exc
         raise
+
+
+
+def _child_main() -> None:
+    """Body of :func:`call_in_subprocess`'s child: read ``(fn, args, kwargs)`` pickled on stdin,
+    write ``(ok, value)`` pickled to the file descriptor named in ``argv[1]``."""
+    import os
+    import pickle
+    import sys
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills us on Ctrl-C
+    fn, args, kwargs = pickle.load(sys.stdin.buffer)
+    try:
+        payload: tuple[bool, Any] = (True, fn(*args, **kwargs))
+    except BaseException as exc:  # noqa: BLE001 - re-raised in the parent
+        payload = (False, exc)
+    try:
+        blob = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
+        blob = pickle.dumps((False, RuntimeError(f"result could not be sent back: {exc!r}")))
+    with os.fdopen(int(sys.argv[1]), "wb") as out:
+        out.write(blob)
+
+
+def call_in_subprocess(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` in a child interpreter, so that Ctrl-C interrupts it within
+    ~:data:`SLICE` s even when ``fn`` holds the GIL for seconds (Clarabel's constructor does:
+    a worker thread cannot help there, as Python's SIGINT handler needs the GIL to run).
+
+    A fresh ``python`` with the parent's ``sys.path``, not ``multiprocessing``: its spawn and
+    forkserver modes re-run the user's main script (which may itself call the solve at top
+    level), and a fork of a process with BLAS/numba threads can deadlock. ``fn``, the arguments
+    and the result must pickle; the child's stdout/stderr are the parent's, so a verbose solver
+    still prints. On KeyboardInterrupt the child is killed: nothing keeps running in the
+    background and the parent's state is untouched. A child that dies without an answer (out
+    of memory, a crash in compiled code) raises RuntimeError.
+    """
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    read_fd, write_fd = os.pipe()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from specopt._interrupt import _child_main; _child_main()",
+         str(write_fd)], stdin=subprocess.PIPE, pass_fds=(write_fd,), env=env)
+    os.close(write_fd)
+    chunks: list[bytes] = []
+    try:
+        assert child.stdin is not None
+        child.stdin.write(pickle.dumps((fn, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL))
+        child.stdin.close()
+        chunks = _read_until_eof(read_fd)
+        code = child.wait()
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    finally:
+        os.close(read_fd)
+    if not chunks:
+        raise RuntimeError(f"the isolated solve's process ended without an answer (exit code "
+                           f"{code}; out of memory or a crash in compiled code)")
+    ok, value = pickle.loads(b"".join(chunks))
+    if not ok:
+        raise value
+    return value
+
+
+def _read_until_eof(fd: int) -> list[bytes]:
+    """Everything written to pipe ``fd`` until its writer closes it, waiting in slices of
+    :data:`SLICE` s so that a SIGINT raises KeyboardInterrupt promptly."""
+    import os
+    import select
+
+    chunks: list[bytes] = []
+    while True:
+        ready, _, _ = select.select([fd], [], [], SLICE)
+        if ready:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return chunks
+            chunks.append(chunk)

@@ -19,8 +19,9 @@ import specopt
 
 def long_problem(route: str):
     rng = np.random.default_rng(0)
-    if route in ("conic-SCS", "conic-CLARABEL"):
-        n = 110  # Clarabel: ~30 s on a quiet core (n = 60 finished in under 3 s)
+    if route in ("conic-SCS", "conic-CLARABEL", "conic-CLARABEL-setup"):
+        # Clarabel: ~30 s on a quiet core at n = 110 (n = 60 finished in under 3 s)
+        n = 140 if route.endswith("setup") else 110
         C = rng.standard_normal((n, n))
         X = cp.Variable((n, n), symmetric=True)
         prob = cp.Problem(cp.Minimize(cp.trace((C + C.T) @ X) + cp.sum_squares(X)),
@@ -123,6 +124,38 @@ def highs_lp():
     return h
 
 
+def clarabel_setup() -> None:
+    """Ctrl-C while Clarabel's constructor holds the GIL: compile first, so that the signal
+    lands in the constructor or the solve (n = 140: a dense KKT block of 9870^2, 2-5 s to
+    assemble on a quiet core, during which the GIL is held), then report the interrupt and
+    whether a child process was left behind."""
+    from specopt import _cvxpy_compat as compat
+
+    prob, var, _ = long_problem("conic-CLARABEL-setup")
+    data, chain, _ = prob.get_problem_data("CLARABEL")
+    assert compat.clarabel_setup_work(data) > compat.CLARABEL_ISOLATE_MIN_PSD_WORK
+    opts = dict(max_iter=10**6, tol_gap_abs=1e-30, tol_gap_rel=1e-30, tol_feas=1e-30)
+    print("ready", flush=True)
+    try:
+        compat._solve_via_data(chain, prob, data, False, False, opts)
+    except KeyboardInterrupt:
+        t = time.monotonic()
+        print(f"interrupted {t!r} True True", flush=True)
+        print(f"children {len(_children())}", flush=True)
+        usable(prob, var)
+        os._exit(0)
+    print("finished", flush=True)
+
+
+def _children() -> list[str]:
+    """Process ids of this process's live children (Linux /proc)."""
+    kids: list[str] = []
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{task}/children") as fh:
+            kids += fh.read().split()
+    return kids
+
+
 def usable(prob, var) -> None:
     """After the interrupt: SIGINT reaches Python again (no compiled solver's handler left
     installed) and a small solve works; prints ``usable <bool> <bool>``."""
@@ -155,6 +188,9 @@ def main() -> None:
             print(f"cancelled {h.getModelStatus()}", flush=True)
             os._exit(0)
         print(f"finished {h.getModelStatus()}", flush=True)
+        return
+    if route == "conic-CLARABEL-setup":
+        clarabel_setup()
         return
     prob, var, opts = long_problem(route)
     before = np.full(var.shape, 0.125)

@@ -39,7 +39,10 @@ def _cpu_share(seconds: float = 0.3) -> float:
     while time.perf_counter() - w0 < seconds:
         pass
     return max(0.05, min(1.0, (time.process_time() - c0) / (time.perf_counter() - w0)))
-ROUTES = ["conic-SCS", "conic-CLARABEL", "iterated_sdp-SCS", "iterated_sdp-CLARABEL", "bregman",
+
+
+ROUTES = ["conic-SCS", "conic-CLARABEL", "conic-CLARABEL-setup", "iterated_sdp-SCS",
+          "iterated_sdp-CLARABEL", "bregman",
           "matrix_generation", "matrix_generation-psd", "matrix_generation-cuts",
           "matrix_generation-extraction", "low_rank_sdp", "dual_cd", "highs"]
 
@@ -54,7 +57,10 @@ def test_sigint_stops_the_solve_within_a_second(route):
     )
     try:
         assert child.stdout.readline().strip() == "ready"
-        time.sleep(3.0)  # well inside the solve (each instance runs for minutes)
+        # well inside the solve (each instance runs for minutes); the setup case early, while
+        # Clarabel's constructor would hold the GIL (7.9 s from SIGINT to KeyboardInterrupt at
+        # load 7 when it ran in a thread of this process; 0.01 s in its own process)
+        time.sleep(1.0 if route.endswith("setup") else 3.0)
         assert child.poll() is None, "the solve ended before the signal"
         sent = time.monotonic()
         child.send_signal(signal.SIGINT)
@@ -73,6 +79,8 @@ def test_sigint_stops_the_solve_within_a_second(route):
         assert "cancelled HighsModelStatus.kInterrupt" in out, out
     else:  # SIGINT still reaches Python afterwards, and the next solve works
         assert "usable True True" in out, out
+    if route == "conic-CLARABEL-setup":  # the isolated solve's process was killed, not left
+        assert "children 0" in out, out
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -130,3 +138,43 @@ def test_sigint_inside_a_compiled_kernel_is_a_keyboard_interrupt():
             kernel()
     with pytest.raises(SystemError), interrupts_as_keyboard_interrupt():
         raise SystemError("something else")
+
+
+def test_call_in_subprocess_returns_raises_and_reports_a_dead_child():
+    """The isolated call returns the child's value, re-raises its exception, and says so when
+    the child dies without an answer (instead of hanging)."""
+    import math
+
+    from specopt._interrupt import call_in_subprocess
+
+    assert call_in_subprocess(math.hypot, 3.0, 4.0) == 5.0
+    with pytest.raises(ValueError, match="math domain error"):
+        call_in_subprocess(math.sqrt, -1.0)
+    with pytest.raises(RuntimeError, match="without an answer .exit code 3"):
+        call_in_subprocess(os._exit, 3)
+
+
+def test_isolated_clarabel_solve_agrees_with_the_in_process_one(monkeypatch):
+    """A Clarabel solve run in its own process (forced here by a zero threshold) gives the same
+    status, value, primal and duals as the in-process one."""
+    import cvxpy as cp
+    import numpy as np
+
+    import specopt
+    from specopt import _cvxpy_compat as compat
+
+    rng = np.random.default_rng(3)
+    C = rng.standard_normal((6, 6))
+    X = cp.Variable((6, 6), symmetric=True)
+    cons = [X >> 0, cp.trace(X) == 1, X[0, 1] >= 0.05]
+    prob = cp.Problem(cp.Minimize(cp.trace((C + C.T) @ X)), cons)
+    specopt.solve(prob, route="conic", solver="CLARABEL")
+    ref = (prob.status, prob.value, X.value.copy(), cons[1].dual_value, cons[0].dual_value.copy())
+    monkeypatch.setattr(compat, "CLARABEL_ISOLATE_MIN_PSD_WORK", 0.0)
+    prob2 = cp.Problem(cp.Minimize(cp.trace((C + C.T) @ X)), cons)
+    specopt.solve(prob2, route="conic", solver="CLARABEL")
+    assert prob2.status == ref[0] == "optimal"
+    assert prob2.value == pytest.approx(ref[1], abs=1e-9)
+    np.testing.assert_allclose(X.value, ref[2], atol=1e-8)
+    np.testing.assert_allclose(cons[1].dual_value, ref[3], atol=1e-8)
+    np.testing.assert_allclose(cons[0].dual_value, ref[4], atol=1e-8)

@@ -1,17 +1,17 @@
 """One status vocabulary for every specopt solver.
 
 A solver reports how its loop ended; the route maps that to a CVXPY status (``STATUS_MAP``) and
-the gate decides whether the certificate backs it. ``SolverStatus`` is a ``str`` enum, so a
+the gate decides whether the certificate backs it. ``SolverStatus`` is a ``StrEnum``, so a
 value compares equal to the plain string older code used (``SolverStatus.OPTIMAL == "optimal"``)
 and prints as that string.
 """
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class SolverStatus(str, Enum):
+class SolverStatus(StrEnum):
     """How a specialized solver's loop ended."""
 
     #: the solver's own optimality test passed (gap or KKT residual under tolerance)
@@ -30,9 +30,6 @@ class SolverStatus(str, Enum):
     UNBOUNDED = "unbounded"
     #: the numerical method failed (factorization, inner solver error)
     FAILED = "failed"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def is_limit(self) -> bool:
