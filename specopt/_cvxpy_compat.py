@@ -32,12 +32,14 @@ except ImportError as exc:  # pragma: no cover - only on unsupported versions
     ) from exc
 
 import cvxpy.atoms as _cvxpy_atoms
+from cvxpy import settings as _cps
 from cvxpy.atoms.affine.affine_atom import AffAtom as AffAtom  # base classes for specopt atoms
 from cvxpy.atoms.atom import Atom as Atom
 from cvxpy.lin_ops import lin_utils as _lu
 from cvxpy.problems.problem import SolverStats
 from cvxpy.reductions.inverse_data import InverseData
 from cvxpy.reductions.solution import Solution
+from cvxpy.reductions.solvers.conic_solvers.conic_solver import ConicSolver
 from cvxpy.utilities.coeff_extractor import CoeffExtractor
 
 MIN_CVXPY = (1, 9)
@@ -261,12 +263,17 @@ def clarabel_setup_work(data: dict) -> float:
     return float(sum((n * (n + 1) / 2) ** 2 for n in orders))
 
 
-def _clarabel_in_child(solver: Any, data: dict, verbose: bool, solver_opts: dict) -> Any:
-    """Clarabel's ``solve_via_data`` in a child process; its solution as a plain namespace
-    (Clarabel's result object does not pickle) with what CVXPY's ``invert`` and specopt read."""
+#: Whether Clarabel gets programs in dual standard form (every variable in exactly one cone,
+#: SDPLIB's ``max <F0, Y>`` form) as their LMI in the equality multipliers instead
+#: (``specopt.conic_lmi``; ``benchmarks/conic_lmi.py`` measures both forms).
+CLARABEL_LMI_FORM = False
+
+
+def _clarabel_plain(sol: Any) -> Any:
+    """A Clarabel solution as a plain, picklable namespace with what CVXPY's ``invert`` and
+    specopt read (``status`` as Clarabel's status name)."""
     from types import SimpleNamespace
 
-    sol = solver.solve_via_data(data, False, verbose, dict(solver_opts))
     fields = ("x", "z", "s", "obj_val", "obj_val_dual", "solve_time", "iterations", "r_prim",
               "r_dual")
     out = {f: getattr(sol, f, None) for f in fields}
@@ -276,16 +283,50 @@ def _clarabel_in_child(solver: Any, data: dict, verbose: bool, solver_opts: dict
     return SimpleNamespace(**out)
 
 
+def _clarabel_lmi(solver: Any, data: dict, verbose: bool, solver_opts: dict) -> Any | None:
+    """Clarabel on the LMI form of ``data`` (see ``specopt.conic_lmi``), mapped back to the
+    original program's solution; None when ``data`` is not in dual standard form."""
+    import copy
+
+    from .conic_lmi import lmi_form, recover
+
+    dims = data[ConicSolver.DIMS]
+    form = lmi_form(data[_cps.A], data[_cps.B], data[_cps.C], int(dims.zero), data.get(_cps.P))
+    if form is None:
+        return None
+    lmi_dims = copy.copy(dims)
+    lmi_dims.zero = 0
+    lmi_data = {_cps.A: form.G, _cps.B: form.h, _cps.C: form.q, ConicSolver.DIMS: lmi_dims}
+    sol = _clarabel_plain(solver.solve_via_data(lmi_data, False, verbose, dict(solver_opts)))
+    return recover(form, sol.x, sol.s, sol.z, sol.status, solve_time=sol.solve_time,
+                   iterations=sol.iterations, r_prim=sol.r_prim, r_dual=sol.r_dual)
+
+
+def _clarabel_solve(solver: Any, data: dict, verbose: bool, solver_opts: dict) -> Any:
+    """Clarabel's solve of CVXPY's conic ``data`` as a plain namespace: through the LMI form
+    where it applies (:data:`CLARABEL_LMI_FORM`), else directly. Picklable, so it also runs in a
+    child process (:func:`_solve_via_data`)."""
+    if CLARABEL_LMI_FORM:
+        lmi = _clarabel_lmi(solver, data, verbose, solver_opts)
+        if lmi is not None:
+            return lmi
+    return _clarabel_plain(solver.solve_via_data(data, False, verbose, dict(solver_opts)))
+
+
 def _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts):
     """``chain.solve_via_data`` run so that Ctrl-C raises KeyboardInterrupt within ~0.05 s:
     in a worker thread, or for a Clarabel solve whose constructor would hold the GIL for more
     than about a second, in a child process (see :data:`CLARABEL_ISOLATE_MIN_PSD_WORK`)."""
     from ._interrupt import call_in_subprocess, call_interruptibly, scs_interrupted
 
-    if (getattr(chain.solver, "name", lambda: "")() == "CLARABEL"
-            and clarabel_setup_work(data) > CLARABEL_ISOLATE_MIN_PSD_WORK):
-        return call_in_subprocess(_clarabel_in_child, chain.solver, data, verbose,
-                                  dict(solver_opts))
+    if getattr(chain.solver, "name", lambda: "")() == "CLARABEL":
+        if clarabel_setup_work(data) > CLARABEL_ISOLATE_MIN_PSD_WORK:
+            return call_in_subprocess(_clarabel_solve, chain.solver, data, verbose,
+                                      dict(solver_opts))
+        if CLARABEL_LMI_FORM:
+            lmi = call_interruptibly(_clarabel_lmi, chain.solver, data, verbose, solver_opts)
+            if lmi is not None:
+                return lmi
     raw = call_interruptibly(chain.solve_via_data, problem, data, warm_start, verbose,
                              solver_opts)
     if scs_interrupted(raw):  # SCS caught SIGINT itself and stopped
