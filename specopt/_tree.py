@@ -1,11 +1,14 @@
-"""Reading the structure of CVXPY expressions: tree walks, identity maps."""
+"""Reading the structure of CVXPY expressions: tree walks, tables keyed by class, identity maps."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Generic, TypeVar
 
 import cvxpy as cp
 import scipy.sparse as sp
+
+T = TypeVar("T")
 
 
 def walk(expr) -> Iterator:
@@ -41,3 +44,26 @@ def is_identity_of(expr: cp.Expression, var: cp.Variable) -> bool:
     if A.shape[0] != A.shape[1] or off.any():
         return False
     return (A - sp.identity(A.shape[0], format="csr")).count_nonzero() == 0
+
+
+class ByClass(Generic[T]):
+    """A table keyed by class (as CVXPY's ``CANON_METHODS``), looked up by the exact class first,
+    then along its MRO, so that a subclass (``PowerApprox`` of ``Power``) finds its base's entry
+    unless it has its own. An entry ``None`` stops the search: the class has no entry even
+    though a base has one. Lookups are memoized per class."""
+
+    def __init__(self, entries: Mapping[type, T | None]) -> None:
+        self._entries = dict(entries)
+        self._memo: dict[type, T | None] = {}
+
+    def get(self, cls: type) -> T | None:
+        try:
+            return self._memo[cls]
+        except KeyError:
+            pass
+        found = next((self._entries[b] for b in cls.__mro__ if b in self._entries), None)
+        self._memo[cls] = found
+        return found
+
+    def __contains__(self, cls: object) -> bool:
+        return cls in self._entries
