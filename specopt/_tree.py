@@ -8,6 +8,8 @@ from typing import Generic, TypeVar
 import cvxpy as cp
 import scipy.sparse as sp
 
+from ._cvxpy_compat import affine_coefficients
+
 T = TypeVar("T")
 
 
@@ -33,8 +35,6 @@ def find_atoms(problem: cp.Problem, types: type | tuple[type, ...]) -> list:
 
 def is_identity_of(expr: cp.Expression, var: cp.Variable) -> bool:
     """Whether ``expr`` is exactly ``var`` (an affine map with identity coefficients, no offset)."""
-    from ._cvxpy_compat import affine_coefficients
-
     if any(v.id != var.id for v in expr.variables()) or expr.parameters():
         return False
     if not expr.is_affine() or expr.size != var.size:
