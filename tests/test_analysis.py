@@ -269,3 +269,26 @@ def test_cvxpy_subclasses_read_as_their_own_family():
     assert isinstance(t, SpectralTerm) and np.allclose(t.alpha, [1.0, 1.0, 0.0])
     (t,) = terms(cp.lambda_max(K))
     assert isinstance(t, SpectralTerm) and np.allclose(t.alpha, [1.0, 0.0, 0.0])
+
+
+def test_log1p_is_not_read_as_log():
+    """CVXPY's ``log1p`` is a subclass of ``log``; ``-log1p(x) + x`` is no Burg divergence (it
+    was read as ``-log(x) + x``): it stays an other term and the normalized objective agrees."""
+    x = cp.Variable(3, pos=True)
+    obj = -cp.sum(cp.log1p(x)) + cp.sum(x)
+    prob = cp.Problem(cp.Minimize(obj))
+    desc = analyze(prob)
+    assert not desc.of_kind("burg") and len(desc.of_kind("other")) == 1
+    x.value = np.array([0.5, 1.0, 2.0])
+    assert np.isclose(_value(normalized_problem(prob, desc).objective.expr), _value(obj))
+
+
+def test_lambda_sum_largest_of_negation_is_not_psd():
+    """``lambda_sum_largest(-X, 2) <= 0`` (``lambda_sum_largest`` is a subclass of
+    ``lambda_max``) and ``lambda_sum_smallest(X, 2) >= 0`` allow X with a negative eigenvalue:
+    not read as ``X >> 0`` (``lambda_min(X) >= 0`` still is)."""
+    X = cp.Variable((3, 3), symmetric=True)
+    for con in (cp.lambda_sum_largest(-X, 2) <= 0, cp.lambda_sum_smallest(X, 2) >= 0,
+                0 <= cp.lambda_sum_smallest(X, 2)):
+        (info,) = analyze(cp.Problem(cp.Minimize(cp.trace(X)), [con])).constraints
+        assert info.kind != "psd" and info.var is None, con

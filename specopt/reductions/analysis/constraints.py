@@ -208,7 +208,9 @@ def _centering_operand(lhs: Any) -> tuple[cp.Variable, float, str | None] | None
 
 def _lambda_min_psd(con: Any) -> Any:
     """``expr`` when ``con`` is ``lambda_min(expr) >= 0`` or ``lambda_max(-expr) <= 0`` (CVXPY
-    builds ``lambda_min(A)`` as ``-lambda_max(-A)``), else None."""
+    builds ``lambda_min(A)`` as ``-lambda_max(-A)``), else None. ``lambda_max`` exactly, not its
+    subclass ``lambda_sum_largest``: ``lambda_sum_largest(-A, k) <= 0`` (k > 1) allows A with a
+    negative eigenvalue."""
     if not isinstance(con, cp.constraints.Inequality):
         return None
     lhs, rhs = con.args  # lhs <= rhs
@@ -222,9 +224,9 @@ def _lambda_min_psd(con: Any) -> Any:
 
     if zero(lhs):  # 0 <= -lambda_max(-A)
         inner = neg_arg(rhs)
-        if isinstance(inner, LambdaMax):
+        if type(inner) is LambdaMax:
             return neg_arg(inner.args[0])
-    if zero(rhs) and isinstance(lhs, LambdaMax):  # lambda_max(-A) <= 0
+    if zero(rhs) and type(lhs) is LambdaMax:  # lambda_max(-A) <= 0
         return neg_arg(lhs.args[0])
     return None
 

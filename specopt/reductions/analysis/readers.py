@@ -35,6 +35,7 @@ from ..._cvxpy_compat import (
     LambdaMax,
     LambdaSumLargest,
     Log,
+    Log1p,
     LogDet,
     Maximum,
     Minimum,
@@ -498,4 +499,6 @@ _READERS: ByClass[Reader] = ByClass({
     LambdaMax: _read_lambda_max, LambdaSumLargest: _read_lambda_sum_largest,
     LinearSpectral: _read_linear_spectral,
     LogDetDiv: _read_logdet_div, BurgDiv: _read_burg_div, LogDet: _read_log_det, Log: _read_log,
+    # CVXPY's log1p is a subclass of log, but log1p(u) = log(1 + u) is not log(u): kept whole
+    Log1p: None,
 })
