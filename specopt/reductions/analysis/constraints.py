@@ -192,7 +192,7 @@ def _centering_operand(lhs: Any) -> tuple[cp.Variable, float, str | None] | None
     if isinstance(lhs, Sum) and lhs.axis is None \
             and isinstance(lhs.args[0], cp.Variable) and lhs.args[0].ndim == 2:
         return lhs.args[0], 1.0, None
-    if not isinstance(lhs, MulExpression):
+    if type(lhs) is not MulExpression:  # a matrix product, not its subclass multiply
         return None
     a, v = lhs.args
     by = "row"

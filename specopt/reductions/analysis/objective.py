@@ -44,8 +44,7 @@ def read_objective(expr: Any, variables: list[cp.Variable],
     constant = r.constant + float(affine.offset[0])
     affine.offset = np.zeros(1)
     affine = _merge_trace(r.terms, affine)
-    affine, constant = _pair_logdet(r, affine, constant)
-    affine, constant = _pair_log(r, affine, constant)
+    affine, constant = _pair_barriers(r, affine, constant)
     return Objective(r.terms, affine, constant)
 
 
@@ -78,46 +77,31 @@ def _merge_trace(terms: list[Term], affine: AffineMap) -> AffineMap:
     return affine
 
 
-def _pair_logdet(r: ObjectiveReader, affine: AffineMap,
-                 constant: float) -> tuple[AffineMap, float]:
-    """``log det`` leaves with the affine part into ``LogDetTerm``s (else ``OtherTerm``s), then
-    the affine part on each ``logdet_div`` matrix absorbed into its ``X0``."""
+def _pair_barriers(r: ObjectiveReader, affine: AffineMap,
+                   constant: float) -> tuple[AffineMap, float]:
+    """``log det`` leaves (summed per matrix), then ``log`` leaves, paired with the affine part
+    into ``LogDetTerm`` / ``BurgTerm`` (else ``OtherTerm``); then the affine part on each
+    divergence the user wrote as an atom absorbed into its reference point."""
     by_X: dict[int, list] = {}
     for w, X, node in r.raw_logdet:
         by_X.setdefault(X.id if isinstance(X, cp.Variable) else id(X), []).append((w, X, node))
-    for items in by_X.values():
-        w = sum(it[0] for it in items)
-        X, node = items[0][1], items[0][2]
-        term = _handwritten_logdet(w, X, node, affine)
-        if term is None:
-            r.terms.append(OtherTerm("other", node, weight=w))
-            continue
-        ld, const, affine = term
-        r.terms.append(ld)
-        constant += const
-    for t in r.terms:
-        if isinstance(t, LogDetTerm) and not t.handwritten:
-            affine, const = _absorb_logdet(t, affine)
+    logdet_leaves = [(sum(it[0] for it in items), items[0][1], items[0][2])
+                     for items in by_X.values()]
+    for leaves, handwritten, cls, absorb in (
+            (logdet_leaves, _handwritten_logdet, LogDetTerm, _absorb_logdet),
+            (r.raw_log, _handwritten_burg, BurgTerm, _absorb_burg)):
+        for weight, arg, node in leaves:
+            res = handwritten(weight, arg, node, affine)
+            if res is None:
+                r.terms.append(OtherTerm("other", node, weight=weight))
+                continue
+            term, const, affine = res
+            r.terms.append(term)
             constant += const
-    return affine, constant
-
-
-def _pair_log(r: ObjectiveReader, affine: AffineMap,
-              constant: float) -> tuple[AffineMap, float]:
-    """``log`` leaves with the affine part into ``BurgTerm``s (else ``OtherTerm``s), then the
-    affine part on each ``burg_div`` vector absorbed into its ``x0``."""
-    for W, u, node in r.raw_log:
-        res = _handwritten_burg(W, u, node, affine)
-        if res is None:
-            r.terms.append(OtherTerm("other", node, weight=W))
-            continue
-        bt, const, affine = res
-        r.terms.append(bt)
-        constant += const
-    for t in r.terms:
-        if isinstance(t, BurgTerm) and not t.handwritten:
-            affine, const = _absorb_burg(t, affine)
-            constant += const
+        for t in r.terms:
+            if isinstance(t, cls) and not t.handwritten:
+                affine, const = absorb(t, affine)
+                constant += const
     return affine, constant
 
 
