@@ -64,6 +64,3 @@ class ByClass(Generic[T]):
         found = next((self._entries[b] for b in cls.__mro__ if b in self._entries), None)
         self._memo[cls] = found
         return found
-
-    def __contains__(self, cls: object) -> bool:
-        return cls in self._entries
