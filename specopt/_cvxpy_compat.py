@@ -9,7 +9,10 @@ CVXPY (checked on 1.9.x) has no public registry for external atoms. specopt ther
   solver choice never hands them to a QP solver,
 * registers ``method="specopt"`` through the public ``Problem.register_solve``,
 * reads affine maps through ``CoeffExtractor`` (routes need the data matrices of affine
-  expressions), and writes results through ``Problem.unpack`` with a ``Solution``.
+  expressions), and writes results through ``Problem.unpack`` with a ``Solution``,
+* names the atom classes the analysis dispatches on (``reductions/analysis``: tables keyed by
+  class, as ``CANON_METHODS``); several are not exported by ``cvxpy`` itself (``Sum``,
+  ``Promote``, ``index``, ``MulExpression``, ...).
 
 Registration is idempotent. Nothing else in specopt imports from ``cvxpy.reductions``,
 ``cvxpy.utilities`` or ``cvxpy.atoms.__init__`` lists.
@@ -33,14 +36,34 @@ except ImportError as exc:  # pragma: no cover - only on unsupported versions
 
 import cvxpy.atoms as _cvxpy_atoms
 from cvxpy import settings as _cps
+from cvxpy.atoms.affine.add_expr import AddExpression as AddExpression
 from cvxpy.atoms.affine.affine_atom import AffAtom as AffAtom  # base classes for specopt atoms
+from cvxpy.atoms.affine.binary_operators import DivExpression as DivExpression
+from cvxpy.atoms.affine.binary_operators import MulExpression as MulExpression
+from cvxpy.atoms.affine.index import index as _index
+from cvxpy.atoms.affine.promote import Promote as Promote
+from cvxpy.atoms.affine.sum import Sum as Sum
+from cvxpy.atoms.affine.trace import Trace as Trace
+from cvxpy.atoms.affine.unary_operators import NegExpression as NegExpression
 from cvxpy.atoms.atom import Atom as Atom
+from cvxpy.atoms.pnorm import Pnorm as Pnorm
+from cvxpy.atoms.quad_form import QuadForm as QuadForm
 from cvxpy.lin_ops import lin_utils as _lu
 from cvxpy.problems.problem import SolverStats
 from cvxpy.reductions.inverse_data import InverseData
 from cvxpy.reductions.solution import Solution
 from cvxpy.reductions.solvers.conic_solvers.conic_solver import ConicSolver
 from cvxpy.utilities.coeff_extractor import CoeffExtractor
+
+# Atom classes the analysis dispatches on (exact class first, then along the MRO, so that
+# PowerApprox reads as Power and PnormApprox as Pnorm): the CamelCase ones imported above (not
+# exported by ``cvxpy``), the lower-case ones under CamelCase names (``abs``, ``index``, ``sum``
+# would shadow builtins).
+Abs, Conj, Index, Log, Log1p = cp.abs, cp.conj, _index, cp.log, cp.log1p
+LambdaMax, LambdaSumLargest, LogDet = cp.lambda_max, cp.lambda_sum_largest, cp.log_det
+Maximum, Minimum, Multiply, Norm1 = cp.maximum, cp.minimum, cp.multiply, cp.norm1
+Power, PsdWrap, QuadOverLin = cp.Power, cp.psd_wrap, cp.quad_over_lin
+Reshape, Transpose = cp.reshape, cp.transpose
 
 MIN_CVXPY = (1, 9)
 

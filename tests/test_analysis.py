@@ -230,3 +230,65 @@ def test_lambda_min_spelled_psd_and_redundant_symmetry_dropped():
                            (G, G == G.T, 1), (W, W == W.T + 1, 1), (W, W[0, 1] == W[0, 2], 1)):
         desc = analyze(cp.Problem(cp.Minimize(cp.trace(var)), [cp.trace(var) == 1, con]))
         assert len(desc.constraints) == 1 + kept, con
+
+
+def test_by_class_table_looks_up_exact_class_then_mro():
+    """``ByClass`` (the analysis' dispatch tables): the exact class's entry first, else the
+    nearest base's along the MRO, none for unrelated classes; an entry None stops the search."""
+    from specopt._tree import ByClass
+
+    class A: ...
+    class B(A): ...
+    class C(B): ...
+    class D(A): ...
+    class E(D): ...
+
+    table = ByClass({A: "a", B: "b", D: None})
+    assert [table.get(k) for k in (A, B, C, D, E, int)] == ["a", "b", "b", None, None, None]
+    assert table.get(C) == "b"  # memoized lookups answer the same
+
+
+def test_cvxpy_subclasses_read_as_their_own_family():
+    """CVXPY builds ``square`` / ``power`` as ``PowerApprox`` (a ``Power``) and ``norm`` as
+    ``PnormApprox`` (a ``Pnorm``): both classes read alike. ``multiply`` (a ``MulExpression``)
+    and ``lambda_sum_largest`` (a ``lambda_max``) keep their own identities."""
+    x = cp.Variable(3)
+    K = cp.Variable((3, 3), symmetric=True)
+
+    def terms(obj):
+        return analyze(cp.Problem(cp.Minimize(obj))).terms
+
+    for approx in (True, False):
+        for obj in (cp.sum(cp.power(x, 2, approx=approx)),
+                    cp.power(cp.pnorm(x, 2, approx=approx), 2, approx=approx)):
+            (t,) = terms(obj)
+            assert isinstance(t, QuadTerm) and np.allclose(t.P.toarray(), np.eye(3))
+    (t,) = terms(cp.sum(cp.multiply(np.arange(1.0, 4.0), cp.multiply(x, x))))
+    assert isinstance(t, QuadTerm) and np.allclose(t.P.toarray(), np.diag([1.0, 2.0, 3.0]))
+    (t,) = terms(cp.lambda_sum_largest(K, 2))
+    assert isinstance(t, SpectralTerm) and np.allclose(t.alpha, [1.0, 1.0, 0.0])
+    (t,) = terms(cp.lambda_max(K))
+    assert isinstance(t, SpectralTerm) and np.allclose(t.alpha, [1.0, 0.0, 0.0])
+
+
+def test_log1p_is_not_read_as_log():
+    """CVXPY's ``log1p`` is a subclass of ``log``; ``-log1p(x) + x`` is no Burg divergence (it
+    was read as ``-log(x) + x``): it stays an other term and the normalized objective agrees."""
+    x = cp.Variable(3, pos=True)
+    obj = -cp.sum(cp.log1p(x)) + cp.sum(x)
+    prob = cp.Problem(cp.Minimize(obj))
+    desc = analyze(prob)
+    assert not desc.of_kind("burg") and len(desc.of_kind("other")) == 1
+    x.value = np.array([0.5, 1.0, 2.0])
+    assert np.isclose(_value(normalized_problem(prob, desc).objective.expr), _value(obj))
+
+
+def test_lambda_sum_largest_of_negation_is_not_psd():
+    """``lambda_sum_largest(-X, 2) <= 0`` (``lambda_sum_largest`` is a subclass of
+    ``lambda_max``) and ``lambda_sum_smallest(X, 2) >= 0`` allow X with a negative eigenvalue:
+    not read as ``X >> 0`` (``lambda_min(X) >= 0`` still is)."""
+    X = cp.Variable((3, 3), symmetric=True)
+    for con in (cp.lambda_sum_largest(-X, 2) <= 0, cp.lambda_sum_smallest(X, 2) >= 0,
+                0 <= cp.lambda_sum_smallest(X, 2)):
+        (info,) = analyze(cp.Problem(cp.Minimize(cp.trace(X)), [con])).constraints
+        assert info.kind != "psd" and info.var is None, con

@@ -851,7 +851,8 @@ def test_parameter_sweep_low_rank_sdp():
 
 @pytest.mark.parametrize("spelling", ["sum", "sum_left", "row", "col", "row_scaled", "left_zero"])
 def test_centering_map_read_from_the_tree_equals_cvxpy_extraction(spelling):
-    from specopt.reductions.analysis import _centering_map, affine_maps
+    from specopt.reductions.analysis import affine_maps
+    from specopt.reductions.analysis.constraints import _centering_map
 
     n, ones = 7, np.ones(7)
     K = cp.Variable((n, n), symmetric=True)
