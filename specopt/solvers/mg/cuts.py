@@ -150,6 +150,8 @@ def polish_shared(d, e, C, c0, lo, hi):
 
 @dataclass(frozen=True, eq=False)
 class _Cut:
+    """One cut of the master (module docstring); ``age``: rounds its dual has been zero."""
+
     S: np.ndarray         # sum_r c_r C_r s_r A_r  (n, n)
     b: float              # sum_r c_r C_r b_r
     g: np.ndarray         # sum_r c_r C_r s_r g_r (shared columns)
