@@ -3,7 +3,7 @@ returns for ``quad`` / ``quad_pairs`` (the matrix-generation solver only scales,
 contracts or selects rows of them, so nothing with ``m`` rows is computed on the client).
 
 Plain numpy: a part that lives in Dask is an :class:`_OpRows`, which calls its operator's passes
-(``_matvec``, ``_rmatvec``, ``_take``) when the solver contracts or selects rows.
+(``rows_matvec``, ``rows_rmatvec``, ``rows_take``) when the solver contracts or selects rows.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ class _OpRows:
         return _OpRows(self.op, self.kind, self.arg, self.q, self.lo + a, self.lo + b)
 
     def matvec(self, scale, v):
-        return self.op._matvec(self.kind, self.arg, scale, v, self.lo, self.hi)
+        return self.op.rows_matvec(self.kind, self.arg, scale, v, self.lo, self.hi)
 
     def rmatvec(self, scale, w):
         full = np.zeros(self.op.m)
         full[self.lo: self.hi] = w
-        return self.op._rmatvec(self.kind, self.arg, scale, full, self.q)
+        return self.op.rows_rmatvec(self.kind, self.arg, scale, full, self.q)
 
     def take(self, scale, rows):
-        return self.op._take(self.kind, self.arg, scale, np.asarray(rows) + self.lo, self.q)
+        return self.op.rows_take(self.kind, self.arg, scale, np.asarray(rows) + self.lo, self.q)
 
 
 class LazyRows:

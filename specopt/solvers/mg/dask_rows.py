@@ -468,7 +468,7 @@ class DaskRowOperator:
         return np.sort(idx[keep])
 
     # ---- passes behind LazyRows ----------------------------------------------------------
-    def _matvec(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:
+    def rows_matvec(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:
         # the master asks for the same margins several times per round: remember the last few
         key = (kind, lo, hi, *(np.asarray(a, dtype=float).tobytes() for a in (arg, scale, vec)))
         memo = self.__dict__.setdefault("_memo", {})
@@ -487,7 +487,7 @@ class DaskRowOperator:
         full = np.concatenate(parts) if parts else np.zeros(0)
         return full[lo - self.bounds[bs[0]]: hi - self.bounds[bs[0]]] if bs else full
 
-    def _rmatvec(self, kind, arg, scale, w, q) -> np.ndarray:
+    def rows_rmatvec(self, kind, arg, scale, w, q) -> np.ndarray:
         tasks = [self._call(_blk_rows_rmatvec, b, kind, arg, scale, idx, wv)
                  for b, idx, wv in self._split(w)]
         if not tasks:
@@ -495,7 +495,7 @@ class DaskRowOperator:
         (y,) = self._dask.compute(_tree_sum(tasks))
         return y
 
-    def _take(self, kind, arg, scale, rows, q) -> np.ndarray:
+    def rows_take(self, kind, arg, scale, rows, q) -> np.ndarray:
         rows = np.asarray(rows, dtype=np.int64)
         out = np.zeros((rows.size, q))
         if rows.size == 0:
