@@ -88,7 +88,7 @@ def run_case(args) -> dict:
                                            processes=True, dashboard_address=":0",
                                            memory_limit=f"{args.worker_gib}GiB")
         client = distributed.Client(cluster)
-        client.run(lambda: __import__("specopt.solvers._dask_rows"))
+        client.run(lambda: __import__("specopt.solvers.mg.dask_rows"))
         rec["cluster_start_s"] = time.perf_counter() - t0
         X = da.from_zarr(str(path / "points.zarr"))
         T = da.from_zarr(str(path / "triplets.zarr"))[:S].rechunk((args.block, 3))
@@ -120,7 +120,7 @@ def run_case(args) -> dict:
 
 def threshold(args) -> None:
     """In memory, same instances: the cut master (``cuts=True``) vs the row master
-    (``cuts=False``) on PSDBoost from index triples over |S| (sets ``mg_cuts.CUT_MIN_ROWS``)."""
+    (``cuts=False``) on PSDBoost from index triples over |S| (sets ``mg.cuts.CUT_MIN_ROWS``)."""
     from specopt.learn import PSDBoostMetric
 
     records = []

@@ -459,7 +459,7 @@ def remedies(D: int, S: int, seed: int, tol: float, time_limit: float) -> list[d
     """Tailing-off remedies on one instance, the solver called directly (in this process)."""
     import scipy.sparse as sp
 
-    from specopt.solvers.matrix_generation import solve_spectraplex_lp, triplet_operator
+    from specopt.solvers.mg import solve_spectraplex_lp, triplet_operator
 
     P, Q, C = instance(D, S, seed)
     G = sp.hstack([-np.ones((S, 1)), sp.identity(S)], format="csr")

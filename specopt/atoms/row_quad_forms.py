@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._cvxpy_compat import AffAtom, linop_row_quad_forms
-from ..solvers._dask_rows import is_dask_array, row_quad_values
+from ..solvers.mg.dask_rows import is_dask_array, row_quad_values
 from ._checks import as_finite_array
 
 #: why routes other than matrix generation refuse a problem with a Dask-backed ``row_quad_forms``

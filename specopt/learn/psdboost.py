@@ -25,7 +25,7 @@ naming ``C`` before any solve.
 Beyond one machine: ``fit(X, triplets=T)`` (or ``fit_triplets``) with ``X`` or ``T`` a
 ``dask.array`` keeps only the index triples (12 bytes each as int32) and forms the difference rows
 ``a_i - a_k``, ``a_i - a_j`` block by block on the Dask cluster (see
-``specopt.solvers._dask_rows``); the metric is learned by the matrix-generation route with every
+``specopt.solvers.mg.dask_rows``); the metric is learned by the matrix-generation route with every
 full-data pass on the active Dask scheduler.
 """
 
@@ -41,7 +41,7 @@ from sklearn.utils.validation import check_array, validate_data
 
 from ..atoms import row_quad_forms
 from ..solve import certificate, solve
-from ..solvers._dask_rows import is_dask_array, triplet_rows
+from ..solvers.mg.dask_rows import is_dask_array, triplet_rows
 from ._base import (
     COUNT,
     TOL,

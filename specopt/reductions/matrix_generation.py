@@ -12,7 +12,7 @@ first replaced by a placeholder vector so that its rows stay factored: the const
 ``A_r = sum_k M[r, k] v_k v_k^T`` (``FactoredOperator``), never the |S| x n^2 matrix. What is left
 on X (``cp.trace(A @ X)``, ``X[i, j]``, ...) goes into a sparse ``DenseOperator``.
 
-Solved by :func:`specopt.solvers.matrix_generation.solve_spectraplex_lp`. Certificate: the
+Solved by :func:`specopt.solvers.mg.solve_spectraplex_lp`. Certificate: the
 Lagrangian bound ``t lambda_max(C - A^*(y)) + ...`` (valid every round) and the relative gap to the
 master value; status OPTIMAL only when the gap is <= ``tol``. Duals: row multipliers of the
 user's constraints (CVXPY sign convention), ``mu I - H`` for ``X >> 0``, ``mu`` for the trace
@@ -21,7 +21,7 @@ constraint. The factored solution is in ``extra["theta"], extra["U"]``.
 Options: ``tol`` (1e-6), ``max_iters``, ``time_limit``, ``master`` ("psd", default, or "lp"),
 ``max_rank`` (30), ``row_selection`` (500), ``row_band`` (1e-2), ``resolve_rows`` (False),
 ``columns_per_round`` (5), ``smoothing`` (0.5), ``cuts`` ("auto": hinge rows in the 1-slack cut
-master of ``specopt.solvers.mg_cuts`` from 5000 of them or with Dask data; True / False),
+master of ``specopt.solvers.mg.cuts`` from 5000 of them or with Dask data; True / False),
 ``prune_after``, ``max_columns``, ``dense_threshold`` (see the solver's docstring).
 """
 
@@ -36,8 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._progress import progress_for, user_history
-from ..solvers._dask_rows import DaskRowOperator, is_dask_array
-from ..solvers.matrix_generation import (
+from ..solvers.mg import (
     DenseOperator,
     FactoredOperator,
     MasterInfeasible,
@@ -48,6 +47,7 @@ from ..solvers.matrix_generation import (
     solve_spectraplex_lp,
     sum_operators,
 )
+from ..solvers.mg.dask_rows import DaskRowOperator, is_dask_array
 from ..validate import check_finite, check_options
 from .analysis import AffineMap, HingeTerm, short, try_analyze, zero_map
 from .base import Match, Route, RouteMismatch, RouteResult
@@ -75,7 +75,7 @@ PAYS_OFF_MIN_DATA = 2e7
 
 def _operator_arrays(op) -> list:
     """The in-memory arrays an operator is built from (Dask-backed parts are checked lazily, in
-    their passes over the data: ``specopt.solvers._dask_rows``)."""
+    their passes over the data: ``specopt.solvers.mg.dask_rows``)."""
     if hasattr(op, "ops"):
         return [a for o in op.ops for a in _operator_arrays(o)]
     return [getattr(op, k) for k in ("V", "M", "A") if isinstance(getattr(op, k, None), (
@@ -534,7 +534,7 @@ class MatrixGenerationRoute(Route):
         dual[con.id] = float(res.mu / a) if con.shape == () else np.full(con.shape, res.mu / a)
         if data.psd_con is not None:
             w = np.append(1.0, -y)
-            from ..solvers.matrix_generation import StackedOperator
+            from ..solvers.mg import StackedOperator
 
             H = StackedOperator([data.C, data.A]).adjoint_dense(w)
             dual[data.psd_con.id] = res.mu * np.eye(data.n) - H

@@ -17,6 +17,8 @@ import os
 import sys
 
 import highspy
+import numpy as np
+import scipy.sparse as sp
 
 _BANNER_SHOWN = False
 
@@ -56,3 +58,21 @@ def run_highs(h: highspy.Highs) -> highspy.HighsStatus:
     from .._interrupt import call_interruptibly
 
     return call_interruptibly(h.run, on_interrupt=h.cancelSolve)
+
+
+def highs_bounds(a: np.ndarray) -> np.ndarray:
+    """Bounds in HiGHS' range (``+-inf`` as ``+-kHighsInf``)."""
+    inf = highspy.kHighsInf
+    return np.clip(np.nan_to_num(a, posinf=inf, neginf=-inf), -inf, inf)
+
+
+def add_empty_rows(h: highspy.Highs, lo: np.ndarray, hi: np.ndarray) -> None:
+    """Append ``lo.size`` rows with these bounds and no coefficients yet."""
+    h.addRows(lo.size, lo, hi, 0, np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
+
+
+def add_csc_cols(h: highspy.Highs, cost, lo: np.ndarray, hi: np.ndarray,
+                 M: sp.csc_array) -> None:
+    """Append the columns of ``M`` (over the rows of ``h``) with their costs and bounds."""
+    h.addCols(M.shape[1], np.asarray(cost, float), lo, hi, M.nnz, M.indptr.astype(np.int32),
+              M.indices.astype(np.int32), M.data.astype(float))

@@ -40,7 +40,7 @@ def client():
                                        dashboard_address=":0", memory_limit="2GiB")
     cl = distributed.Client(cluster)
     cl.register_plugin(_shape_recorder())
-    cl.run(lambda: __import__("specopt.solvers._dask_rows"))  # workers import specopt up front
+    cl.run(lambda: __import__("specopt.solvers.mg.dask_rows"))  # workers import specopt up front
     yield cl
     cl.close()
     cluster.close()
@@ -113,7 +113,7 @@ def test_non_hinge_rows_start_from_a_top_k_on_the_cluster(client, monkeypatch):
     reduction on the cluster (not all rows), and the result equals the in-memory one and
     Clarabel's."""
     import specopt
-    import specopt.solvers.matrix_generation as mg
+    import specopt.solvers.mg.psd_master as mg
 
     rng = np.random.default_rng(5)
     m, n = 1500, 5

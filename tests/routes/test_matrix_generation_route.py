@@ -199,7 +199,7 @@ def test_infeasible_detected_by_the_route_at_every_size(m, master, monkeypatch):
 def test_phase_one_certificate():
     """phase_one proves infeasibility with a multiplier vector checked on its own (a negative
     Lagrangian bound of ``max 0``), and proves nothing on feasible constraints."""
-    from specopt.solvers.matrix_generation import DenseOperator, farkas_bound, phase_one
+    from specopt.solvers.mg import DenseOperator, farkas_bound, phase_one
 
     rng = np.random.default_rng(3)
     n = 6

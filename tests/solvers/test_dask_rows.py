@@ -15,12 +15,12 @@ import dask  # noqa: E402
 
 import specopt  # noqa: E402
 from specopt.reductions import RouteMismatch  # noqa: E402
-from specopt.solvers._dask_rows import DaskRowOperator, triplet_rows  # noqa: E402
-from specopt.solvers.matrix_generation import (  # noqa: E402
+from specopt.solvers.mg import (  # noqa: E402
     DenseOperator,
     FactoredOperator,
     StackedOperator,
 )
+from specopt.solvers.mg.dask_rows import DaskRowOperator, triplet_rows  # noqa: E402
 from tests._helpers import checked_reference  # noqa: E402
 
 

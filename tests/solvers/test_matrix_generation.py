@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from specopt.solvers.matrix_generation import (
+from specopt.solvers.mg import (
     DenseOperator,
     FactoredOperator,
     StackedOperator,

@@ -1,4 +1,4 @@
-"""The 1-slack cut master (specopt.solvers.mg_cuts) in memory: same certified objective as the row
+"""The 1-slack cut master (specopt.solvers.mg.cuts) in memory: same certified objective as the row
 master and Clarabel on PSDBoost-type problems (both spellings of the hinge rows, explicit extra
 rows, all rows satisfied, tiny C), a bound that the returned multipliers reproduce on the
 original problem, the exact one-variable polish, dispatch and bad options."""
@@ -15,15 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import specopt
-from specopt.solvers import mg_cuts
-from specopt.solvers.matrix_generation import (
+from specopt.solvers.mg import (
     DenseOperator,
     StackedOperator,
-    _top_eigs,
     lagrangian_bound,
     solve_spectraplex_lp,
     triplet_operator,
 )
+from specopt.solvers.mg import cuts as mg_cuts
+from specopt.solvers.mg._bound import _top_eigs
 from tests._helpers import checked_reference
 
 

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import specopt.solvers.matrix_generation as MG
+import specopt.solvers.mg._block as MG
 from specopt.solvers.sdp.ip_small import solve_small_sdp
 
 

@@ -18,7 +18,7 @@ one block holds all rows). Passes:
 * the pricing matrix ``sum_r w_r A_r`` over the rows with ``w_r != 0`` (:meth:`adjoint_dense`,
   :meth:`adjoint_matvec`),
 * the final violation check (:func:`row_quad_values`, used by ``row_quad_forms(V, X).value``),
-* for the 1-slack cut master (:mod:`specopt.solvers.mg_cuts`): a cut's ``n x n`` matrix and the
+* for the 1-slack cut master (:mod:`specopt.solvers.mg.cuts`): a cut's ``n x n`` matrix and the
   band rows in one pass (:meth:`DaskRowOperator.adjoint_take`),
 * round 1 of the row master: the top-``k`` most violated rows (:meth:`top_violated`, a top-``k``
   per block merged on the client).
@@ -44,10 +44,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ._lazy_rows import LazyRows, _OpRows
+from ._operators import FactoredOperator, _pairs
+
 __all__ = [
     "DaskRowOperator",
     "LazyRows",
+    "initial_working_set",
     "is_dask_array",
+    "is_dask_backed",
     "row_quad_values",
     "triplet_rows",
 ]
@@ -72,11 +77,6 @@ def _dask():
             "Dask-backed data need the optional extra: pip install 'specopt[dask]'"
         ) from exc
     return dask, da
-
-
-def _pairs(k: int) -> tuple[np.ndarray, np.ndarray]:
-    J, I = np.nonzero(np.tril(np.ones((k, k), dtype=bool)))
-    return I, J
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,8 +412,6 @@ class DaskRowOperator:
     def take_operator(self, rows: np.ndarray):
         """The rows ``rows`` (sorted, unique) as an in-memory ``FactoredOperator`` (one pass
         returning only those rows of every ``V_j``)."""
-        from .matrix_generation import FactoredOperator
-
         rows = np.asarray(rows, dtype=np.int64)
         k = rows.size
         blk = np.searchsorted(self.bounds, rows, side="right") - 1
@@ -422,20 +420,10 @@ class DaskRowOperator:
             sel = rows[blk == b] - self.bounds[b]
             tasks.append(self._call(_blk_take_terms, int(b), sel))
         parts = self._dask.compute(*tasks) if tasks else []
-        Vs, Ss = [], []
-        for j in range(self.nsig):
-            Vj = (np.vstack([p[1][j] for p in parts]) if parts else np.zeros((0, self.n)))
-            sj = (np.concatenate([np.broadcast_to(p[0][j], len(p[1][j])) for p in parts])
-                  if parts else np.zeros(0))
-            Vs.append(Vj)
-            Ss.append(sj)
-        M = sp.hstack([sp.diags_array(s, shape=(k, k)) for s in Ss], format="csr")
-        return FactoredOperator(np.vstack(Vs), M)
+        return self._taken_operator(list(parts), k)
 
     def adjoint_take(self, w: np.ndarray, rows: np.ndarray):
         """``(adjoint_dense(w), take_operator(rows))`` in one pass over the blocks involved."""
-        from .matrix_generation import FactoredOperator
-
         rows = np.asarray(rows, dtype=np.int64)
         per = {b: [np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)]
                for b in range(self.n_blocks)}
@@ -449,14 +437,18 @@ class DaskRowOperator:
         parts = self._dask.compute(*[self._call(_blk_adjoint_take, b, *per[b]) for b in bs])
         H = sum((h for h, _ in parts if h is not None), np.zeros((self.n, self.n)))
         taken = [tk for _, tk in parts if tk is not None]
+        return 0.5 * (H + H.T), self._taken_operator(taken, rows.size)
+
+    def _taken_operator(self, taken: list, k: int) -> FactoredOperator:
+        """The ``k`` rows taken from the blocks (``(signs, V rows)`` per block, in row order) as
+        an in-memory ``FactoredOperator``."""
         Vs, Ss = [], []
         for j in range(self.nsig):
             Vs.append(np.vstack([p[1][j] for p in taken]) if taken else np.zeros((0, self.n)))
             Ss.append(np.concatenate([np.broadcast_to(p[0][j], len(p[1][j])) for p in taken])
                       if taken else np.zeros(0))
-        k = rows.size
         M = sp.hstack([sp.diags_array(s, shape=(k, k)) for s in Ss], format="csr")
-        return 0.5 * (H + H.T), FactoredOperator(np.vstack(Vs), M)
+        return FactoredOperator(np.vstack(Vs), M)
 
     def top_violated(self, U: np.ndarray, theta: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                      k: int) -> np.ndarray:
@@ -476,7 +468,7 @@ class DaskRowOperator:
         return np.sort(idx[keep])
 
     # ---- passes behind LazyRows ----------------------------------------------------------
-    def _matvec(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:
+    def rows_matvec(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:
         # the master asks for the same margins several times per round: remember the last few
         key = (kind, lo, hi, *(np.asarray(a, dtype=float).tobytes() for a in (arg, scale, vec)))
         memo = self.__dict__.setdefault("_memo", {})
@@ -495,7 +487,7 @@ class DaskRowOperator:
         full = np.concatenate(parts) if parts else np.zeros(0)
         return full[lo - self.bounds[bs[0]]: hi - self.bounds[bs[0]]] if bs else full
 
-    def _rmatvec(self, kind, arg, scale, w, q) -> np.ndarray:
+    def rows_rmatvec(self, kind, arg, scale, w, q) -> np.ndarray:
         tasks = [self._call(_blk_rows_rmatvec, b, kind, arg, scale, idx, wv)
                  for b, idx, wv in self._split(w)]
         if not tasks:
@@ -503,7 +495,7 @@ class DaskRowOperator:
         (y,) = self._dask.compute(_tree_sum(tasks))
         return y
 
-    def _take(self, kind, arg, scale, rows, q) -> np.ndarray:
+    def rows_take(self, kind, arg, scale, rows, q) -> np.ndarray:
         rows = np.asarray(rows, dtype=np.int64)
         out = np.zeros((rows.size, q))
         if rows.size == 0:
@@ -520,161 +512,9 @@ class DaskRowOperator:
         return out
 
 
-class _OpRows:
-    """Rows ``[lo, hi)`` of ``op.quad`` / ``op.quad_pairs`` at ``arg`` (never materialized)."""
-
-    def __init__(self, op: DaskRowOperator, kind: str, arg: np.ndarray, q: int,
-                 lo: int = 0, hi: int | None = None):
-        self.op, self.kind, self.arg, self.q = op, kind, arg, q
-        self.lo, self.hi = lo, op.m if hi is None else hi
-
-    @property
-    def rows(self) -> int:
-        return self.hi - self.lo
-
-    def sub(self, a: int, b: int) -> _OpRows:
-        return _OpRows(self.op, self.kind, self.arg, self.q, self.lo + a, self.lo + b)
-
-    def matvec(self, scale, v):
-        return self.op._matvec(self.kind, self.arg, scale, v, self.lo, self.hi)
-
-    def rmatvec(self, scale, w):
-        full = np.zeros(self.op.m)
-        full[self.lo: self.hi] = w
-        return self.op._rmatvec(self.kind, self.arg, scale, full, self.q)
-
-    def take(self, scale, rows):
-        return self.op._take(self.kind, self.arg, scale, np.asarray(rows) + self.lo, self.q)
-
-
-class LazyRows:
-    """A tall (rows, q) matrix stacked from numpy parts and Dask row blocks, kept lazy.
-
-    Supports what the matrix-generation solver does with ``quad`` / ``quad_pairs`` results:
-    ``* scale`` (columns), ``[i]``, ``[a:b]``, ``[index array or mask]`` (computes only those
-    rows), ``@ v`` (one pass, returns the (rows,) vector), ``.T @ w`` (one pass, (q,)) and
-    ``np.asarray`` (materializes: block by block, for the LP master).
-    """
-
-    ndim = 2
-
-    def __init__(self, parts: list, scale=1.0):
-        flat = []
-        for p in parts:
-            if isinstance(p, LazyRows):
-                if not np.all(np.asarray(p.scale) == 1.0):
-                    raise ValueError("cannot stack scaled LazyRows")
-                flat.extend(p.parts)
-            elif isinstance(p, _OpRows):
-                flat.append(p)
-            else:
-                flat.append(np.atleast_2d(np.asarray(p, dtype=float)))
-        self.parts = flat
-        qs = {p.q if isinstance(p, _OpRows) else p.shape[1] for p in flat}
-        if len(qs) != 1:
-            raise ValueError(f"stacked parts have different widths {sorted(qs)}")
-        self.q = qs.pop()
-        self.scale = scale
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (sum(_nrows(p) for p in self.parts), self.q)
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __mul__(self, scale) -> LazyRows:
-        out = LazyRows(self.parts)
-        out.scale = np.asarray(self.scale) * np.asarray(scale, dtype=float)
-        return out
-
-    __rmul__ = __mul__
-
-    def _offsets(self):
-        return np.concatenate([[0], np.cumsum([_nrows(p) for p in self.parts])]).astype(int)
-
-    def __getitem__(self, key):
-        m = self.shape[0]
-        if isinstance(key, (int, np.integer)):
-            i = int(key) + (m if key < 0 else 0)
-            return self._take(np.array([i]))[0]
-        if isinstance(key, slice):
-            a, b, step = key.indices(m)
-            if step != 1:
-                return self._take(np.arange(a, b, step))
-            off = self._offsets()
-            parts = []
-            for p, lo, hi in zip(self.parts, off[:-1], off[1:], strict=True):
-                s, e = max(a, lo) - lo, min(b, hi) - lo
-                if e > s:
-                    parts.append(p.sub(s, e) if isinstance(p, _OpRows) else p[s:e])
-            out = LazyRows(parts) if parts else LazyRows([np.zeros((0, self.q))])
-            out.scale = self.scale
-            return out
-        key = np.asarray(key)
-        if key.dtype == bool:
-            key = np.flatnonzero(key)
-        return self._take(key.astype(np.int64))
-
-    def _take(self, rows: np.ndarray) -> np.ndarray:
-        m = self.shape[0]
-        rows = np.where(rows < 0, rows + m, rows)
-        out = np.zeros((rows.size, self.q))
-        off = self._offsets()
-        for p, lo, hi in zip(self.parts, off[:-1], off[1:], strict=True):
-            pos = np.flatnonzero((rows >= lo) & (rows < hi))
-            if pos.size:
-                loc = rows[pos] - lo
-                out[pos] = (p.take(self.scale, loc) if isinstance(p, _OpRows)
-                            else p[loc] * self.scale)
-        return out
-
-    def __matmul__(self, v) -> np.ndarray:
-        v = np.asarray(v, dtype=float)
-        return np.concatenate([
-            p.matvec(self.scale, v) if isinstance(p, _OpRows) else p @ (self.scale * v)
-            for p in self.parts
-        ])
-
-    @property
-    def T(self) -> _LazyRowsT:
-        return _LazyRowsT(self)
-
-    def __array__(self, dtype=None, copy=None):
-        out = self._take(np.arange(self.shape[0]))
-        return out if dtype is None else out.astype(dtype)
-
-
-class _LazyRowsT:
-    def __init__(self, rows: LazyRows):
-        self.rows = rows
-
-    @property
-    def shape(self):
-        return self.rows.shape[::-1]
-
-    def __matmul__(self, w) -> np.ndarray:
-        w = np.asarray(w, dtype=float)
-        R = self.rows
-        off = R._offsets()
-        out = np.zeros(R.q)
-        for p, lo, hi in zip(R.parts, off[:-1], off[1:], strict=True):
-            wi = w[lo:hi]
-            if not np.any(wi):
-                continue
-            out += p.rmatvec(R.scale, wi) if isinstance(p, _OpRows) else (p.T @ wi) * R.scale
-        return out
-
-
-def _nrows(p) -> int:
-    return p.rows if isinstance(p, _OpRows) else p.shape[0]
-
-
-def stack_rows(parts: list):
-    """``np.vstack`` for operator results, lazy if any part is :class:`LazyRows`."""
-    if any(isinstance(p, LazyRows) for p in parts):
-        return LazyRows(parts)
-    return np.vstack(parts)
+def is_dask_backed(op) -> bool:
+    """True if the operator (or a part of it) keeps its rows in Dask arrays."""
+    return isinstance(op, DaskRowOperator) or any(is_dask_backed(o) for o in getattr(op, "ops", []))
 
 
 def initial_working_set(A, P: np.ndarray, t: float, G, z0: np.ndarray, lb: np.ndarray,

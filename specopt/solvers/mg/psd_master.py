@@ -1,0 +1,294 @@
+r"""Matrix generation with the PSD-block master over the rows (spectral-bundle style).
+
+Each round solves the restricted master over ``X = P W P^T + alpha Xbar`` (:mod:`._block`) on a
+working set of rows, prices the top eigenvectors of ``H`` at the master duals (and at Wentges'
+smoothed point), and moves to the next block: the directions ``X`` uses plus the new ones, the
+rest aggregated into ``Xbar``. With at least ``row_selection`` rows, inactive rows with a zero
+multiplier leave the master and return when violated; unless ``resolve_rows``, one solve per
+round, the LP variables re-optimized for the master's ``X`` (:func:`_polish_z`) so that the
+value used for the gap is that of an exactly feasible point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from .._highs import add_csc_cols, add_empty_rows, highs_bounds, new_highs, run_highs
+from .._status import SolverStatus
+from ._block import Block, _psd_block_master, exact_trace, iterate_factor, next_subspace
+from ._bound import BestBound, _clip_duals, _top_eigs, bound_at
+from ._operators import svec_index
+from ._problem import MGOptions, SpectraplexLP
+from ._result import MatrixGenerationResult, RoundLog
+from .dask_rows import initial_working_set  # no dask import unless Dask-backed
+
+__all__ = ["solve_psd"]
+
+
+@dataclass(frozen=True, eq=False)
+class _Coef:
+    """The block's svec coefficients: ``B[0]`` of the objective, ``B[1:]`` of the rows (a
+    ``LazyRows`` for Dask-backed rows), and the svec index ``(I, J, scale)``."""
+
+    B: np.ndarray
+    I: np.ndarray
+    J: np.ndarray
+    scale: np.ndarray
+
+    def activity(self, W: np.ndarray, alpha: float, abar: np.ndarray | None) -> np.ndarray:
+        """``A(P W P^T + alpha Xbar)``."""
+        act = self.B[1:] @ (W[self.I, self.J] * self.scale)
+        return act + alpha * abar if abar is not None else act
+
+    def value(self, W: np.ndarray) -> float:
+        """``<C, P W P^T>``."""
+        return float(self.B[0] @ (W[self.I, self.J] * self.scale))
+
+
+@dataclass(frozen=True, eq=False)
+class _Point:
+    """A master solution: value, block ``W``, aggregate weight, LP variables, row and trace
+    duals (max-sense)."""
+
+    obj: float
+    W: np.ndarray
+    alpha: float
+    z: np.ndarray
+    y: np.ndarray
+    mu: float
+
+
+@dataclass(frozen=True, eq=False)
+class _Rows:
+    """The row working set: ``work`` (rows in the master), ``age`` (rounds idle in a row),
+    ``patience`` (idle rounds before a row may leave), ``priv`` (the row of each LP variable
+    private to one row, -1 otherwise); ``select`` False keeps every row."""
+
+    select: bool
+    work: np.ndarray
+    age: np.ndarray
+    patience: np.ndarray
+    priv: np.ndarray
+
+
+def _start_rows(prob: SpectraplexLP, opts: MGOptions, P: np.ndarray, zcur: np.ndarray) -> _Rows:
+    """All rows, or (Dask-backed rows) round 1 on a top-k of the rows, not all of them."""
+    m, p = prob.m, prob.p
+    select = m >= opts.row_selection
+    work = np.ones(m, dtype=bool)
+    Gc = sp.csc_array(prob.G)
+    priv = np.full(p, -1)
+    if select and Gc.nnz:
+        one = np.flatnonzero(np.diff(Gc.indptr) == 1)
+        priv[one] = Gc.indices[Gc.indptr[one]]
+    if select:
+        work = initial_working_set(prob.A, P, prob.trace, prob.G, zcur, prob.lb, prob.ub, work)
+    return _Rows(select, work, np.zeros(m, dtype=int), np.ones(m, dtype=int), priv)
+
+
+def _update_rows(rows: _Rows, prob: SpectraplexLP, opts: MGOptions, ax: np.ndarray, pt: _Point,
+                 viol: np.ndarray | None) -> _Rows:
+    """Rows with room to spare and a zero multiplier leave the master (their private LP
+    variables are frozen); they come back as soon as they are violated. Against cycling (rows
+    dropped, violated by the next master, re-added, ...), a row that came back must stay idle
+    twice as many rounds as before it may leave again."""
+    act = ax + prob.G @ pt.z
+    slack = np.minimum(act - prob.lb, prob.ub - act)
+    y = pt.y
+    small = np.abs(y) <= 1e-6 * max(1.0, float(np.abs(y).max(initial=0.0)))
+    idle = (slack > opts.row_band * np.maximum(1.0, np.abs(act))) & small
+    age = np.where(idle, rows.age + 1, 0)
+    work = ~(idle & (age >= rows.patience))
+    patience = rows.patience
+    if viol is not None:
+        patience = patience.copy()
+        patience[viol] *= 2
+        age[viol] = 0
+        work |= viol
+    return replace(rows, work=work, age=age, patience=patience)
+
+
+def _master_on_rows(prob: SpectraplexLP, blk: Block, coef: _Coef, work: np.ndarray,
+                    priv: np.ndarray, zcur: np.ndarray, resolve: bool = True):
+    """The PSD-block master on the rows in ``work``, exact for all rows.
+
+    LP variables private to a row outside the working set (one nonzero in G, in that row) are
+    frozen at ``zcur``. After a solve, rows outside the set that are violated are added and the
+    master is solved again, so the result is the optimum of the master with every row (its
+    multipliers are zero on the rows left out). With ``resolve=False`` the first solve is
+    returned with the mask of the violated rows outside the set (second item; None when none is
+    violated, i.e. the result is exact); the caller adds them to the set for the next round.
+    """
+    G, c, lb, ub = prob.G, prob.c, prob.lb, prob.ub
+    k = blk.P.shape[1]
+    work = work.copy()
+    while True:
+        rows = np.flatnonzero(work)
+        free = (priv < 0) | work[np.maximum(priv, 0)]
+        Gr = sp.csr_array(G[rows])
+        const = float(c[~free] @ zcur[~free])
+        obj, W, alpha, zf, yr, mu = _psd_block_master(
+            coef.B[1:][rows], coef.B[0], blk.abar[rows] if blk.abar is not None else None,
+            blk.cbar, sp.csr_array(Gr[:, np.flatnonzero(free)]), c[free], lb[rows], ub[rows],
+            prob.zlb[free], prob.zub[free], prob.trace, prob.trace_eq, k,
+        )
+        z = zcur.copy()
+        z[free] = zf
+        y = np.zeros(prob.m)
+        y[rows] = yr
+        pt = _Point(obj + const, W, alpha, z, y, mu)
+        if work.all():
+            return pt, None
+        act = coef.activity(W, alpha, blk.abar) + G @ z
+        tol = 1e-9 * np.maximum(1.0, np.abs(act))
+        viol = ~work & ((act < lb - tol) | (act > ub + tol))
+        if not viol.any():
+            return pt, None
+        if not resolve:
+            return pt, viol
+        work |= viol
+
+
+def _solve_round(prob: SpectraplexLP, opts: MGOptions, blk: Block, rows: _Rows,
+                 zcur: np.ndarray):
+    """One master solve (tight: looser ones early on were measured to cost rounds at the end);
+    returns ``(point, A(X), violated rows outside the working set or None)``."""
+    I, J, scale = svec_index(blk.P.shape[1])
+    coef = _Coef(prob.full.quad_pairs(blk.P) * scale, I, J, scale)
+    pt, viol = _master_on_rows(prob, blk, coef, rows.work, rows.priv, zcur,
+                               resolve=opts.resolve_rows)
+    ax = coef.activity(pt.W, pt.alpha, blk.abar)
+    if viol is not None:
+        # one solve on the working set: X is kept, the LP variables re-optimized for it
+        # (exactly feasible, so its value is a valid lower bound); the violated rows join
+        z_pol, _ = _polish_z(ax, prob)
+        if z_pol is None:  # no feasible z for this X: fall back to the exact master
+            pt, _ = _master_on_rows(prob, blk, coef, rows.work | viol, rows.priv, zcur)
+            ax = coef.activity(pt.W, pt.alpha, blk.abar)
+            viol = None
+        else:
+            obj = coef.value(pt.W) + pt.alpha * (blk.cbar or 0.0) + float(prob.c @ z_pol)
+            pt = replace(pt, z=z_pol, obj=obj)
+    return pt, ax, viol
+
+
+def _price(prob: SpectraplexLP, opts: MGOptions, best: BestBound, v0, y: np.ndarray,
+           mu: float):
+    """Eigenvectors at the separation point and the bound there; with smoothing the master
+    duals are priced too (one more eigen-solve, cheap next to the master: their bound is often
+    the better one, and their columns never misprice). Returns ``(best, vals, vecs, rc)``."""
+    full, cpr, dense = prob.full, opts.columns_per_round, opts.dense
+    ys = best.smoothed(y, opts.smoothing)
+    yp = y if ys is None else ys
+    vals, vecs = _top_eigs(full, np.append(1.0, -yp), cpr, dense, v0, 1e-10)
+    best = best.improve(bound_at(prob, vals[0], yp, ztol=1e-7), yp)
+    if ys is None:
+        return best, vals, vecs, vals - mu
+    vm, Um = _top_eigs(full, np.append(1.0, -y), cpr, dense, v0, 1e-10)
+    best = best.improve(bound_at(prob, vm[0], y, ztol=1e-7), y)
+    vecs = np.linalg.qr(np.hstack([Um, vecs]))[0]
+    rc = full.quad(vecs).T @ np.append(1.0, -y) - mu
+    return best, np.append(vm[0], vals), vecs, rc
+
+
+def _next_block(prob: SpectraplexLP, opts: MGOptions, blk: Block, lw, Vw, newv: np.ndarray,
+                alpha: float) -> Block:
+    """The next subspace and aggregate (:func:`~._block.next_subspace`)."""
+    P, Ubar, thbar = next_subspace(blk.P, lw, Vw, newv, blk.Ubar, blk.thbar, alpha, prob.trace,
+                                   opts.max_rank)
+    if Ubar is None:
+        return Block(P)
+    return Block(P, Ubar, thbar, prob.A.quad(Ubar) @ thbar,
+                  float(prob.C.quad(Ubar)[0] @ thbar))
+
+
+@dataclass(frozen=True, eq=False)
+class _Best:
+    """The best master point so far as ``X = Q diag(s2) Q^T`` with its z and duals."""
+
+    obj: float = -np.inf
+    Q: np.ndarray | None = None
+    s2: np.ndarray | None = None
+    z: np.ndarray | None = None
+    y: np.ndarray | None = None
+    mu: float = 0.0
+
+
+def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGenerationResult:
+    """The PSD-block row master (module docstring); valid input assumed."""
+    m = prob.m
+    _, P = _top_eigs(prob.full, np.append(1.0, np.zeros(m)), opts.columns_per_round, opts.dense,
+                     None, 1e-8)
+    blk, best, top, v0 = Block(P), BestBound(), _Best(), None
+    zcur = np.clip(np.zeros(prob.p), prob.zlb, prob.zub)
+    rows = _start_rows(prob, opts, P, zcur)
+    status = SolverStatus.MAX_ITERS
+    it = 0
+    for it in range(1, opts.max_iters + 1):
+        k = blk.P.shape[1]
+        pt, ax, viol = _solve_round(prob, opts, blk, rows, zcur)
+        zcur = pt.z
+        if rows.select:
+            rows = _update_rows(rows, prob, opts, ax, pt, viol)
+        y = _clip_duals(pt.y, prob.lb, prob.ub)
+        lw, Vw, Q, s2 = iterate_factor(blk.P, pt.W, blk.Ubar, blk.thbar, pt.alpha, prob.trace)
+        if pt.obj > top.obj:
+            top = _Best(pt.obj, Q, s2, pt.z, y, pt.mu)
+        best, vals, vecs, rc = _price(prob, opts, best, v0, y, pt.mu)
+        v0 = vecs[:, 0]
+        gap = log.record(it, top.obj, best.value, k, float(vals[0]))
+        if opts.verbose:
+            print(f"[mg-psd] it {it:3d} obj {top.obj + prob.offset:+.9e} bound "
+                  f"{best.value + prob.offset:+.9e} gap {gap:.2e} k {k} rank {Q.shape[1]} "
+                  f"rows {int(rows.work.sum())}")
+        if gap <= opts.tol:
+            status = SolverStatus.OPTIMAL
+            break
+        if log.elapsed() > opts.time_limit:
+            status = SolverStatus.TIME_LIMIT
+            break
+        keep = rc > 1e-12 * max(1.0, abs(top.obj))
+        if not keep.any() and viol is None:
+            status = SolverStatus.STALLED
+            break  # (rows just joined the working set: the next master differs, go on)
+        blk = _next_block(prob, opts, blk, lw, Vw, vecs[:, keep], pt.alpha)
+    return _psd_result(prob, log, top, best, status, it, blk.P.shape[1])
+
+
+def _psd_result(prob: SpectraplexLP, log: RoundLog, top: _Best, best: BestBound,
+                status: SolverStatus, it: int, k: int) -> MatrixGenerationResult:
+    """The best point seen (the master value can dip when a working-set solve is not exact):
+    exact trace and PSD by construction; z polished for exact row feasibility with X fixed."""
+    Q, z, obj = top.Q, top.z, top.obj
+    s2 = exact_trace(top.s2, prob.trace, prob.trace_eq)
+    ax = prob.A.quad(Q) @ s2
+    cx = float(prob.C.quad(Q)[0] @ s2)
+    z_pol, _ = _polish_z(ax, prob)
+    if z_pol is not None:
+        z = z_pol
+        obj = cx + float(prob.c @ z)
+    return log.result(status, obj, best.value, theta=s2, U=Q, z=np.asarray(z), y=top.y,
+                      mu=top.mu, row_activity=ax + prob.G @ z, iterations=it, n_columns=int(k))
+
+
+def _polish_z(ax: np.ndarray, prob: SpectraplexLP):
+    """With ``A(X) = ax`` fixed, the best exactly feasible ``z`` (an LP in HiGHS), or None;
+    also the row activities there."""
+    G = prob.G
+    if prob.p == 0:
+        return np.zeros(0), ax
+    h = new_highs()
+    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-10)
+    add_empty_rows(h, highs_bounds(prob.lb - ax), highs_bounds(prob.ub - ax))
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    add_csc_cols(h, prob.c, highs_bounds(prob.zlb), highs_bounds(prob.zub), sp.csc_array(G))
+    run_highs(h)
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None, None
+    z = np.clip(np.asarray(h.getSolution().col_value), prob.zlb, prob.zub)
+    return z, ax + G @ z
