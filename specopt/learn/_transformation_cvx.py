@@ -43,6 +43,17 @@ _SETTINGS = {
 }
 
 
+def _dual_box(tasks: Sequence[SaddleTask], alphas: list[cp.Variable],
+              bias: bool) -> list[cp.Constraint]:
+    """The SVM duals' constraints: ``0 <= a_t <= C_t``, and ``y_t^T a_t = 0`` with a bias."""
+    cons: list[cp.Constraint] = []
+    for t, a in zip(tasks, alphas, strict=True):
+        cons += [a >= 0, a <= t.C]
+        if bias:
+            cons.append(t.y @ a == 0)
+    return cons
+
+
 def _solve(prob: cp.Problem, solver: str) -> None:
     """Solve with tight settings; if the solver fails there, retry with its defaults (the
     certificate is recomputed from the returned point, so a looser solve stays honest)."""
@@ -99,11 +110,7 @@ def solve_conic(
             row.append(np.eye(t.D) if m == k else np.zeros((t.D, t2.D)))
         blocks.append(row)
     lmi = cp.bmat(blocks)
-    cons = [lmi >> 0]
-    for t, a in zip(tasks, alphas, strict=True):
-        cons += [a >= 0, a <= t.C]
-        if bias:
-            cons.append(t.y @ a == 0)
+    cons = [lmi >> 0, *_dual_box(tasks, alphas, bias)]
     prob = cp.Problem(cp.Maximize(2 * sum(cp.sum(a) for a in alphas) - s), cons)
     _solve(prob, solver)
     Z = np.asarray(cons[0].dual_value)
@@ -138,11 +145,7 @@ def qcqp_master(solver: str = DEFAULT_SOLVER):
         Bts = [cp.Variable((t.J, t.D)) for t in tasks]
         links = [Bt == _b_expr(t, a) for Bt, t, a in zip(Bts, tasks, alphas, strict=True)]
         atom_cons = [sum(cp.sum_squares(u @ Bt) for Bt in Bts) <= s for u in U]
-        cons = list(atom_cons) + links
-        for t, a in zip(tasks, alphas, strict=True):
-            cons += [a >= 0, a <= t.C]
-            if bias:
-                cons.append(t.y @ a == 0)
+        cons = list(atom_cons) + links + _dual_box(tasks, alphas, bias)
         prob = cp.Problem(cp.Maximize(2 * sum(cp.sum(a) for a in alphas) - s), cons)
         _solve(prob, solver)
         d = np.array([max(float(np.ravel(c.dual_value)[0]), 0.0) for c in atom_cons])

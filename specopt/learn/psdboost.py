@@ -36,7 +36,6 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, validate_data
 
 from ..atoms import row_quad_forms
@@ -51,8 +50,9 @@ from ._base import (
     Interval,
     MahalanobisMixin,
     Real,
-    check_params,
     components_from_matrix,
+    fit_context,
+    labelled_data,
     reject_dask_nan,
 )
 
@@ -136,27 +136,25 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         self.block_rows = block_rows
         self.verbose = verbose
 
+    # the solve goes through specopt.solve, which limits the threads by problem size
+    @fit_context(threads=False)
     def fit(self, X: Any, y: Any = None, triplets: Any = None) -> PSDBoostMetric:
         """Learn the metric from nearest same-class / other-class neighbour triplets of ``(X, y)``,
         or from given index ``triplets`` (m, 3) into ``X`` (see :meth:`fit_triplets`)."""
-        check_params(self)
         if triplets is not None:
             if y is not None:
                 raise ValueError("give either labels y or triplets, not both")
             return self.fit_triplets(X, triplets)
         if y is None:
             raise ValueError("PSDBoostMetric.fit needs labels y or triplets=")
-        X, y = validate_data(self, X, y, dtype=float)
-        check_classification_targets(y)
-        if np.unique(y).size < 2:
-            raise ValueError(
-                f"PSDBoostMetric needs at least two classes, got 1 class in y ({len(y)} samples)")
+        X, y = labelled_data(self, X, y, dtype=float)
         T = nearest_neighbour_triplets(X, y)
         if self.n_triplets is not None and self.n_triplets < len(T):
             rng = np.random.default_rng(self.random_state)
             T = T[np.sort(rng.choice(len(T), self.n_triplets, replace=False))]
         return self.fit_triplets(X, T)
 
+    @fit_context(threads=False)
     def fit_triplets(self, X: Any, triplets: Any) -> PSDBoostMetric:
         """Learn the metric from given triplets (i, j, k): a_i closer to a_j than to a_k.
 
@@ -164,7 +162,6 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         difference rows are formed lazily per block on the Dask scheduler and the data never
         come to the client (module docstring); the route must then be matrix generation.
         """
-        check_params(self)
         lazy = is_dask_array(X) or is_dask_array(triplets)
         if lazy:
             T = triplets if is_dask_array(triplets) else np.asarray(triplets)

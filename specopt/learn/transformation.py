@@ -27,7 +27,6 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._threads import limited
 from ..solvers.extragradient import extragradient
 from ..solvers.transformation import (
     greedy_mixture,
@@ -35,7 +34,18 @@ from ..solvers.transformation import (
     matrix_generation,
     top_eigvec,
 )
-from ._base import COUNT, POSITIVE, TOL, VERBOSE, StrOptions, check_params
+from ._base import (
+    COUNT,
+    POSITIVE,
+    TOL,
+    VERBOSE,
+    StrOptions,
+    finish_progress,
+    fit_context,
+    progress_callback,
+    summary_lines,
+)
+from ._transformation_cvx import qcqp_master, solve_conic
 
 __all__ = ["RampFeatures", "TransformationSVM", "MultitaskTransformationSVM"]
 
@@ -72,8 +82,8 @@ class RampFeatures(TransformerMixin, BaseEstimator):
         self.n_ramps = n_ramps
         self.scaling = scaling
 
+    @fit_context(threads=False)  # no solver: quantiles of X
     def fit(self, X, y=None) -> RampFeatures:
-        check_params(self)
         X = validate_data(self, X, dtype=float)
         if self.scaling == "global":
             lo, hi = float(X.min()), float(X.max())
@@ -139,9 +149,6 @@ def _is_task_list(v) -> bool:
 def _fit_matrix(tasks, model, solver, bias, tol, max_iter, conic_solver, verbose=False):
     """Run one of the matrix-mixture solvers; returns (M, alphas, biases, gap, info).
     ``verbose`` prints the progress of matrix generation (one line per round)."""
-    from ._base import finish_progress, progress_callback
-    from ._transformation_cvx import qcqp_master, solve_conic
-
     cb = progress_callback(verbose, "transformation matrix generation",
                            f"{len(tasks)} task(s), {tasks[0].J} ramps", "round")
 
@@ -166,9 +173,9 @@ def _fit_matrix(tasks, model, solver, bias, tol, max_iter, conic_solver, verbose
 
 
 def _mg_summary(r) -> str:
-    return (f"{'converged':>15}: {r.converged}\n{'upper':>15}: {r.upper:.6g}\n"
-            f"{'lower':>15}: {r.lower:.6g}\n{'relative gap':>15}: {r.gap:.3g}\n"
-            f"{'rounds':>15}: {r.iterations}")
+    return summary_lines(("converged", r.converged), ("upper", f"{r.upper:.6g}"),
+                         ("lower", f"{r.lower:.6g}"), ("relative gap", f"{r.gap:.3g}"),
+                         ("rounds", r.iterations))
 
 
 def _sklearn_svm(Z: np.ndarray, y: np.ndarray, C: float, bias: bool) -> tuple[np.ndarray, float]:
@@ -192,6 +199,9 @@ def _binary_labels(y) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _TransformationBase(ClassifierMixin, BaseEstimator):
+    """The parameters (one table, one constructor) and the learned transformation of the
+    transformation SVMs (parameters: :class:`TransformationSVM`)."""
+
     _parameter_constraints = {
         "n_ramps": [COUNT],
         "model": [StrOptions(set(_MODELS))],
@@ -204,6 +214,21 @@ class _TransformationBase(ClassifierMixin, BaseEstimator):
         "conic_solver": [str],
         "verbose": VERBOSE,
     }
+
+    def __init__(self, n_ramps: int = 10, model: str = "matrix", solver: str = "auto",
+                 C: float = 1.0, bias: bool = True, scaling: str = "global", tol: float = 1e-4,
+                 max_iter: int | None = None, conic_solver: str = "CLARABEL",
+                 verbose: bool = False):
+        self.n_ramps = n_ramps
+        self.model = model
+        self.solver = solver
+        self.C = C
+        self.bias = bias
+        self.scaling = scaling
+        self.tol = tol
+        self.max_iter = max_iter
+        self.conic_solver = conic_solver
+        self.verbose = verbose
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -249,24 +274,8 @@ class TransformationSVM(_TransformationBase):
     gap_ : certified relative gap ``(U - D) / max(1, |U|)`` (None for ``model="mixture"``).
     """
 
-    def __init__(self, n_ramps: int = 10, model: str = "matrix", solver: str = "auto",
-                 C: float = 1.0, bias: bool = True, scaling: str = "global", tol: float = 1e-4,
-                 max_iter: int | None = None, conic_solver: str = "CLARABEL",
-                 verbose: bool = False):
-        self.verbose = verbose
-        self.n_ramps = n_ramps
-        self.model = model
-        self.solver = solver
-        self.C = C
-        self.bias = bias
-        self.scaling = scaling
-        self.tol = tol
-        self.max_iter = max_iter
-        self.conic_solver = conic_solver
-
-    @limited
+    @fit_context()
     def fit(self, X, y) -> TransformationSVM:
-        check_params(self)
         X, y = validate_data(self, X, y, dtype=float)
         self.classes_, ys = _binary_labels(y)
         self.ramps_ = RampFeatures(self.n_ramps, self.scaling).fit(X)
@@ -321,25 +330,9 @@ class MultitaskTransformationSVM(_TransformationBase):
     _parameter_constraints = {**_TransformationBase._parameter_constraints,
                               "model": [StrOptions({"matrix", "kernels"})]}
 
-    def __init__(self, n_ramps: int = 10, model: str = "matrix", solver: str = "auto",
-                 C: float = 1.0, bias: bool = True, scaling: str = "global", tol: float = 1e-4,
-                 max_iter: int | None = None, conic_solver: str = "CLARABEL",
-                 verbose: bool = False):
-        self.verbose = verbose
-        self.n_ramps = n_ramps
-        self.model = model
-        self.solver = solver
-        self.C = C
-        self.bias = bias
-        self.scaling = scaling
-        self.tol = tol
-        self.max_iter = max_iter
-        self.conic_solver = conic_solver
-
-    @limited
+    @fit_context()
     def fit(self, X, y) -> MultitaskTransformationSVM:
         Xs, ys = X, y
-        check_params(self)
         many = _is_task_list(ys)
         if many:
             if not _is_task_list(Xs) or len(Xs) != len(ys) or len(Xs) == 0:
