@@ -111,6 +111,15 @@ def _check_partial(est: BaseEstimator, X: Any) -> tuple[np.ndarray, np.ndarray]:
     return X, mask
 
 
+def _from_factor(F: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The completion ``X = F_Y F_Z^T`` (F's first m rows and the rest) and ``K = F F^T``."""
+    return F[:m] @ F[m:].T, F @ F.T
+
+
+def _nuclear_norm(X: np.ndarray) -> float:
+    return float(np.linalg.svd(X, compute_uv=False).sum())
+
+
 def _entry_rows(M: np.ndarray, mask: np.ndarray):
     """The observations as entry rows of the embedding: ``K[i, m + j] = M_ij``."""
     from specopt.solvers.sdp import SparseRows
@@ -194,6 +203,19 @@ class _CompletionBase(SDPSolverMixin, BaseEstimator):
         finish_progress(cb, cert)
         return rows, b, res, cert
 
+    def _store(self, completion: np.ndarray, kernel: np.ndarray, certificate: Any,
+               mask: np.ndarray, factor: np.ndarray | None = None) -> None:
+        """The fitted attributes every completion has: ``completion_``, ``kernel_``,
+        ``factor_`` (F with ``kernel_ = F F^T``, where the fit has one), ``certificate_``,
+        ``mask_`` and ``row_basis_``."""
+        self.completion_ = completion
+        self.kernel_ = kernel
+        if factor is not None:
+            self.factor_ = factor
+        self.certificate_ = certificate
+        self.mask_ = mask
+        self._set_row_basis(self._fold_in_rank())
+
     def _set_row_basis(self, rank: int | None) -> None:
         """``row_basis_``: V of the class docstring (``rank`` columns, or by ``_FOLD_IN_RTOL``)."""
         _, sv, Vt = np.linalg.svd(self.completion_, full_matrices=False)
@@ -264,14 +286,8 @@ class NuclearNormCompletion(_CompletionBase):
             t0 = time.perf_counter()
             _, _, res, cert = self._nuclear_low_rank(M, mask, self._low_rank_opts())
             self.fit_time_ = time.perf_counter() - t0
-            F = res.Y
-            self.completion_ = F[:m] @ F[m:].T
-            self.kernel_ = F @ F.T
-            self.factor_ = F
-            self.nuclear_norm_ = float(np.linalg.svd(self.completion_, compute_uv=False).sum())
-            self.certificate_ = cert
-            self.mask_ = mask
-            self._set_row_basis(self._fold_in_rank())
+            self._store(*_from_factor(res.Y, m), cert, mask, factor=res.Y)
+            self.nuclear_norm_ = _nuclear_norm(self.completion_)
             return self
         Yv, Zv, Xv, K, cons, penalty = self._model(np.nan_to_num(M), mask)
         prob = cp.Problem(cp.Minimize(0.5 * cp.trace(K) + penalty), cons)
@@ -280,12 +296,8 @@ class NuclearNormCompletion(_CompletionBase):
         cert = solve_certified(prob, "nuclear-norm completion failed: status {}", route="conic",
                                solver=solver, verbose=bool(self.verbose), **opts)
         self.fit_time_ = time.perf_counter() - t0
-        self.completion_ = np.asarray(Xv.value)
-        self.kernel_ = np.asarray(K.value)
-        self.nuclear_norm_ = float(np.linalg.svd(self.completion_, compute_uv=False).sum())
-        self.certificate_ = cert
-        self.mask_ = mask
-        self._set_row_basis(self._fold_in_rank())
+        self._store(np.asarray(Xv.value), np.asarray(K.value), cert, mask)
+        self.nuclear_norm_ = _nuclear_norm(self.completion_)
         return self
 
     def _fit_observed(self, M: np.ndarray, mask: np.ndarray) -> NuclearNormCompletion:
@@ -296,15 +308,11 @@ class NuclearNormCompletion(_CompletionBase):
         U, sv, Vt = np.linalg.svd(M, full_matrices=False)
         F = np.vstack([U, Vt.T]) * np.sqrt(sv)
         val = float(sv.sum())
-        self.completion_ = M.copy()
-        self.kernel_ = F @ F.T
-        self.factor_ = F
+        cert = closed_form_certificate(
+            val, "every entry observed: K = [U; V] S [U; V]^T from the SVD")
+        self._store(M.copy(), F @ F.T, cert, mask, factor=F)
         self.nuclear_norm_ = val
         self.fit_time_ = time.perf_counter() - t0
-        self.certificate_ = closed_form_certificate(
-            val, "every entry observed: K = [U; V] S [U; V]^T from the SVD")
-        self.mask_ = mask
-        self._set_row_basis(self._fold_in_rank())
         return self
 
 
@@ -399,15 +407,11 @@ class SpectralMatrixCompletion(_CompletionBase):
                       verbose=bool(self.verbose), **opts)
         self.fit_time_ = time.perf_counter() - t0
         cert = specopt.certificate(prob)
-        self.completion_ = np.asarray(Xv.value)
-        self.kernel_ = np.asarray(K.value)
+        self._store(np.asarray(Xv.value), np.asarray(K.value), cert, mask)
         self.baseline_ = base
         self.trace_bound_ = float(tau)
-        self.certificate_ = cert
         self.history_ = cert.history
         self.n_iter_ = cert.iterations
-        self.mask_ = mask
-        self._set_row_basis(self._fold_in_rank())
         return self
 
     def _fold_in_rank(self) -> int | None:
@@ -460,15 +464,9 @@ class SpectralMatrixCompletion(_CompletionBase):
                               nuclear_norm_status=base.certificate_.status)
         finish_progress(cb, cert)
         self.fit_time_ = time.perf_counter() - t0
-        F = res.Y
-        self.completion_ = F[:m] @ F[m:].T
-        self.kernel_ = F @ F.T
-        self.factor_ = F
+        self._store(*_from_factor(res.Y, m), cert, mask, factor=res.Y)
         self.baseline_ = base
         self.trace_bound_ = tau
-        self.certificate_ = cert
         self.history_ = cert.history
         self.n_iter_ = res.iterations
-        self.mask_ = mask
-        self._set_row_basis(self._fold_in_rank())
         return self

@@ -96,7 +96,9 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
     Attributes
     ----------
     mahalanobis_ : (d, d) learned metric (PSD, trace 1); components_ : (r, d) with
-    ``components_.T @ components_ = mahalanobis_``; triplets_ ; certificate_ ; n_iter_.
+    ``components_.T @ components_ = mahalanobis_``; triplets_ : the (m, 3) triplets fitted;
+    margin_ : the margin rho; certificate_ : the route's certificate; n_iter_ : its iterations;
+    n_features_in_.
     """
 
     _matrix_attr = "mahalanobis_"

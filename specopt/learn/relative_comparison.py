@@ -102,6 +102,13 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
     max_passes, ridge, random_state : passed to :func:`specopt.solvers.dual_cd.dual_cd`
         (``random_state`` seeds its permutations and the triplets drawn from labels).
     n_triplets : triplets drawn from the labels in ``fit(X, y)`` (None: 3 N).
+
+    Attributes
+    ----------
+    w_ : the learned weights (p,); transform_matrix_ : the A used (d, p); components_ :
+    ``(A diag(sqrt(w)))^T``; triplets_ : the triplets drawn in ``fit(X, y)``; objective_,
+    gap_, converged_, n_iter_ : the dual coordinate descent's primal value, duality gap, whether
+    it reached ``tol``, and its passes.
     """
 
     _parameter_constraints = {

@@ -271,7 +271,12 @@ class TransformationSVM(_TransformationBase):
     ----------
     M_ : (J, J) learned mixing matrix (``m m^T`` for the greedy mixture).
     coef_ : (J, D) weights: ``f(x) = sum_j phi_j(x)^T coef_[j] + intercept_``.
+    intercept_ : the bias (0 without ``bias``).
     gap_ : certified relative gap ``(U - D) / max(1, |U|)`` (None for ``model="mixture"``).
+    classes_ : the two classes; ramps_ : the fitted :class:`RampFeatures`; n_iter_ : iterations
+    (rounds / steps) of the solver.
+    dual_coef_ : ``y * alpha`` (not for ``model="mixture"``); m_ and objective_history_ :
+    the greedy mixture's weights and objective trace (``model="mixture"`` only).
     """
 
     @fit_context()
