@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import cvxpy as cp
 import numpy as np
 
-from ..solvers.extragradient import project_spectraplex
+from ..solvers.extragradient import project_box, project_spectraplex
 from ..solvers.transformation import (
     SaddleTask,
+    gram,
     lower_bound,
     relative_gap,
     upper_bound,
@@ -52,6 +53,17 @@ def _dual_box(tasks: Sequence[SaddleTask], alphas: list[cp.Variable],
         if bias:
             cons.append(t.y @ a == 0)
     return cons
+
+
+def _dual_values(tasks: Sequence[SaddleTask], alphas: list[cp.Variable],
+                 bias: bool) -> list[np.ndarray]:
+    """The solved duals clipped to their box, and with a bias projected so that ``y^T a = 0``
+    holds exactly (the lower bound is valid only then)."""
+    al = [np.clip(np.asarray(a.value).ravel(), 0.0, t.C)
+          for a, t in zip(alphas, tasks, strict=True)]
+    if bias:
+        al = [project_box(a, t.C, t.y) for a, t in zip(al, tasks, strict=True)]
+    return al
 
 
 def _solve(prob: cp.Problem, solver: str) -> None:
@@ -115,12 +127,7 @@ def solve_conic(
     _solve(prob, solver)
     Z = np.asarray(cons[0].dual_value)
     M = project_spectraplex(Z[:J, :J])
-    al = [np.clip(np.asarray(a.value).ravel(), 0.0, t.C)
-          for a, t in zip(alphas, tasks, strict=True)]
-    if bias:  # restore y^T a = 0 exactly so that the lower bound is valid
-        from ..solvers.extragradient import project_box
-
-        al = [project_box(a, t.C, t.y) for a, t in zip(al, tasks, strict=True)]
+    al = _dual_values(tasks, alphas, bias)
     ub, biases = upper_bound(tasks, M, al, bias)
     lb = lower_bound(tasks, al)
     return ConicResult(M=M, alphas=al, biases=biases, upper=ub, lower=lb,
@@ -149,13 +156,7 @@ def qcqp_master(solver: str = DEFAULT_SOLVER):
         prob = cp.Problem(cp.Maximize(2 * sum(cp.sum(a) for a in alphas) - s), cons)
         _solve(prob, solver)
         d = np.array([max(float(np.ravel(c.dual_value)[0]), 0.0) for c in atom_cons])
-        al = [np.clip(np.asarray(a.value).ravel(), 0.0, t.C)
-              for a, t in zip(alphas, tasks, strict=True)]
-        if bias:
-            from ..solvers.extragradient import project_box
-
-            al = [project_box(a, t.C, t.y) for a, t in zip(al, tasks, strict=True)]
-        return al, d
+        return _dual_values(tasks, alphas, bias), d
 
     return master
 
@@ -171,8 +172,6 @@ def nc_tla(tasks: Sequence[SaddleTask], *, solver: str = DEFAULT_SOLVER) -> np.n
     """
     J = tasks[0].J
     M = cp.Variable((J, J), PSD=True)
-    from ..solvers.transformation import gram
-
     Q = sum(gram(t, np.ones(t.n)) for t in tasks)
     norms = []
     for t in tasks:

@@ -42,6 +42,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..solvers.sdp import SparseRows, SymOp, solve_low_rank_sdp
 from ._base import (
     COUNT,
     POSITIVE,
@@ -122,8 +123,6 @@ def _nuclear_norm(X: np.ndarray) -> float:
 
 def _entry_rows(M: np.ndarray, mask: np.ndarray):
     """The observations as entry rows of the embedding: ``K[i, m + j] = M_ij``."""
-    from specopt.solvers.sdp import SparseRows
-
     m, n = M.shape
     ii, jj = np.nonzero(mask)
     return SparseRows.from_entries(ii, m + jj, m + n), M[ii, jj]
@@ -189,8 +188,6 @@ class _CompletionBase(SDPSolverMixin, BaseEstimator):
 
     def _nuclear_low_rank(self, M: np.ndarray, mask: np.ndarray, opts: dict):
         """``min tr(K) / 2`` s.t. ``K[i, m + j] = M_ij`` (observed), one engine solve."""
-        from specopt.solvers.sdp import SymOp, solve_low_rank_sdp
-
         m, n = M.shape
         rows, b = _entry_rows(M, mask)
         cb = progress_callback(self.verbose, "low_rank_sdp", f"{type(self).__name__}: nuclear "

@@ -41,6 +41,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._progress import Progress
+from ..solvers.sdp import SparseRows, SymOp, graph_trace_bound, solve_low_rank_sdp
 from ._base import (
     COUNT,
     POSITIVE,
@@ -339,8 +340,6 @@ class _EmbeddingBase(SDPSolverMixin, BaseEstimator):
                             self.preserve == "edges")
 
     def _low_rank_data(self, A: np.ndarray, C: np.ndarray):
-        from specopt.solvers.sdp import SparseRows, graph_trace_bound
-
         if self.preserve != "edges":
             raise ValueError("solver='LOW_RANK' supports preserve='edges' only")
         n = A.shape[0]
@@ -462,8 +461,6 @@ class SemidefiniteEmbedding(_EmbeddingBase):
 
     def _solve_kernel(self, A, C):
         if self._use_low_rank(A.shape[0]):
-            from specopt.solvers.sdp import SymOp, solve_low_rank_sdp
-
             rows, d2, T = self._low_rank_data(A, C)
             n = A.shape[0]
             Y0 = self._low_rank_start(A, min(n - 1, 2 * self.n_components + 20))

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.cluster import KMeans
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
@@ -557,8 +558,6 @@ def lowrank_basis(X: np.ndarray, y: np.ndarray, rank: int, basis: str, random_st
     elif basis == "class_means":
         B = np.stack([X[y == c].mean(axis=0) for c in np.unique(y)], axis=1)
     elif basis == "clusters":
-        from sklearn.cluster import KMeans
-
         km = KMeans(n_clusters=min(rank, X.shape[0]), n_init=3, random_state=random_state).fit(X)
         B = km.cluster_centers_.T
     else:

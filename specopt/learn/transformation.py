@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.metrics import accuracy_score
+from sklearn.svm import SVC, LinearSVC
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -180,8 +182,6 @@ def _mg_summary(r) -> str:
 
 def _sklearn_svm(Z: np.ndarray, y: np.ndarray, C: float, bias: bool) -> tuple[np.ndarray, float]:
     """SVM step of the greedy mixture: ``min ||w||^2 + 2C sum xi`` (= libsvm's ``SVC(C)``)."""
-    from sklearn.svm import SVC, LinearSVC
-
     if bias:
         est = SVC(kernel="linear", C=C, tol=1e-8).fit(Z, y)
         return est.coef_.ravel(), float(est.intercept_[0])
@@ -387,6 +387,4 @@ class MultitaskTransformationSVM(_TransformationBase):
         return self.task_classes_[task][(f > 0).astype(int)]
 
     def score(self, X, y, task: int = 0, sample_weight=None) -> float:
-        from sklearn.metrics import accuracy_score
-
         return accuracy_score(y, self.predict(X, task), sample_weight=sample_weight)
