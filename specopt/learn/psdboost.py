@@ -165,6 +165,27 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         come to the client (module docstring); the route must then be matrix generation.
         """
         lazy = is_dask_array(X) or is_dask_array(triplets)
+        X, T = self._triplet_data(X, triplets, lazy)
+        self.n_features_in_ = X.shape[1]
+        if lazy:
+            P, Q = triplet_rows(X, T, block_rows=self.block_rows)
+        else:
+            P = X[T[:, 0]] - X[T[:, 2]]
+            Q = X[T[:, 0]] - X[T[:, 1]]
+        M, rho, prob = self._solve(P, Q)
+        Mv = np.asarray(M.value, dtype=float)
+        Mv = 0.5 * (Mv + Mv.T)
+        self.mahalanobis_ = Mv
+        self.components_ = components_from_matrix(Mv, rtol=1e-10)
+        self.triplets_ = T
+        self.margin_ = float(rho.value)
+        self.certificate_ = certificate(prob)
+        self.n_iter_ = self.certificate_.iterations if self.certificate_ is not None else None
+        return self
+
+    def _triplet_data(self, X: Any, triplets: Any, lazy: bool) -> tuple[Any, Any]:
+        """``X`` and the triplets checked (Dask arrays stay lazy: NaN / inf and the index range
+        by one reduction each)."""
         if lazy:
             T = triplets if is_dask_array(triplets) else np.asarray(triplets)
             if X.ndim != 2 or not np.issubdtype(np.dtype(X.dtype), np.number):
@@ -185,14 +206,13 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         lo, hi = (int(v) for v in _min_max(T))
         if lo < 0 or hi >= N:
             raise ValueError(f"triplet indices must be integers in [0, {N})")
-        self.n_features_in_ = X.shape[1]
-        m, d = int(T.shape[0]), int(X.shape[1])
+        return X, T
+
+    def _solve(self, P: Any, Q: Any):
+        """The SDP of the module docstring on the difference rows ``P`` (a_i - a_k) and ``Q``
+        (a_i - a_j), solved by ``route``; returns ``(M, rho, problem)``."""
+        m, d = int(P.shape[0]), int(P.shape[1])
         c = float(self.C) / m  # weight of each slack: C is per-triplet normalized (C >= 1)
-        if lazy:
-            P, Q = triplet_rows(X, T, block_rows=self.block_rows)
-        else:
-            P = X[T[:, 0]] - X[T[:, 2]]
-            Q = X[T[:, 0]] - X[T[:, 1]]
         M = cp.Variable((d, d), PSD=True)
         rho, xi = cp.Variable(), cp.Variable(m)
         prob = cp.Problem(
@@ -205,15 +225,7 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         solve(prob, route=self.route, solver=self.solver, verbose=bool(self.verbose), **opts)
         if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             raise RuntimeError(f"PSDBoost solve ended with status {prob.status}")
-        Mv = np.asarray(M.value, dtype=float)
-        Mv = 0.5 * (Mv + Mv.T)
-        self.mahalanobis_ = Mv
-        self.components_ = components_from_matrix(Mv, rtol=1e-10)
-        self.triplets_ = T
-        self.margin_ = float(rho.value)
-        self.certificate_ = certificate(prob)
-        self.n_iter_ = self.certificate_.iterations if self.certificate_ is not None else None
-        return self
+        return M, rho, prob
 
 
 def _min_max(T) -> tuple[int, int]:
