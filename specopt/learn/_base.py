@@ -6,7 +6,8 @@
   "random_state"), checked by :func:`check_params` as the first step of every ``fit``
   (:func:`fit_context`); a bad value raises :class:`InvalidParameterError` naming it.
 * :func:`fit_context`: that check, and the thread limit around fits that call a solver.
-* :func:`labelled_data`, :func:`reject_dask_nan`: input checks shared by several learners.
+* :func:`labelled_data`, :func:`require_y`, :func:`triplets_given`, :func:`reject_dask_nan`:
+  input checks shared by several learners.
 * :class:`SDPSolverMixin`: ``solver`` / ``solver_options`` of the learners that solve SDPs
   (embeddings, completion), :func:`solve_certified` for their conic solves.
 * :func:`closed_form_certificate`, :func:`summary_lines`, :func:`progress_callback` /
@@ -67,10 +68,12 @@ __all__ = [
     "finish_progress",
     "fit_context",
     "labelled_data",
+    "require_y",
     "progress_callback",
     "reject_dask_nan",
     "solve_certified",
     "summary_lines",
+    "triplets_given",
 ]
 
 
@@ -347,6 +350,22 @@ def closed_form_certificate(value: float, reason: str, max_violation: float = 0.
                        bound=value, gap=0.0, max_violation=max_violation, iterations=0,
                        history=history if history is not None else {}, is_global=True,
                        extra={"reason": reason, **extra})
+
+
+def require_y(est: Any, y: Any, hint: str = "") -> None:
+    """``ValueError`` in scikit-learn's words when a fit that needs labels got ``y=None``."""
+    if y is None:
+        raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y is "
+                         f"None{hint}")
+
+
+def triplets_given(y: Any, triplets: Any) -> bool:
+    """Whether ``fit(X, y, triplets=...)`` was given triplets (then not labels as well)."""
+    if triplets is None:
+        return False
+    if y is not None:
+        raise ValueError("give either labels y or triplets, not both")
+    return True
 
 
 def labelled_data(est: Any, X: Any, y: Any, **check: Any) -> tuple[np.ndarray, np.ndarray]:

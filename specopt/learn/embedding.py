@@ -260,7 +260,7 @@ class _KernelFit:
 
 class _EmbeddingBase(SDPSolverMixin, BaseEstimator):
     """Shared fit logic; subclasses implement ``_solve_kernel(A, C) -> _KernelFit`` and
-    ``_store(fit)`` (their fitted attributes, by name).
+    ``_store(sol)`` (their fitted attributes, by name).
 
     ``X``: dense or sparse (densified: the affinity is a dense N x N matrix anyway); NaN and inf
     are refused by scikit-learn's ``validate_data``, before any solve.

@@ -63,6 +63,7 @@ from ._base import (
     finish_progress,
     fit_context,
     progress_callback,
+    require_y,
     summary_lines,
 )
 
@@ -354,8 +355,7 @@ def _fit_points(est, X, y):
 def _constraints(est, X, y):
     """Checked (X, y) and the pairs drawn from the labels (``est.n_constraints`` of each side,
     default 20 n_classes^2 as metric-learn)."""
-    if y is None:
-        raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y is None")
+    require_y(est, y)
     y = np.asarray(y)
     if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):  # before sklearn casts it
         raise ValueError("y contains NaN or infinity: class labels must be finite")

@@ -54,6 +54,7 @@ from ._base import (
     fit_context,
     labelled_data,
     reject_dask_nan,
+    triplets_given,
 )
 
 
@@ -143,9 +144,7 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
     def fit(self, X: Any, y: Any = None, triplets: Any = None) -> PSDBoostMetric:
         """Learn the metric from nearest same-class / other-class neighbour triplets of ``(X, y)``,
         or from given index ``triplets`` (m, 3) into ``X`` (see :meth:`fit_triplets`)."""
-        if triplets is not None:
-            if y is not None:
-                raise ValueError("give either labels y or triplets, not both")
+        if triplets_given(y, triplets):
             return self.fit_triplets(X, triplets)
         if y is None:
             raise ValueError("PSDBoostMetric.fit needs labels y or triplets=")

@@ -50,7 +50,9 @@ from ._base import (
     fit_context,
     labelled_data,
     progress_callback,
+    require_y,
     summary_lines,
+    triplets_given,
 )
 
 __all__ = ["RelativeComparisonMetric", "draw_triplets"]
@@ -170,13 +172,9 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
     def fit(self, X, y=None, triplets=None) -> RelativeComparisonMetric:
         """Fit from class labels ``y`` (``n_triplets`` triplets drawn, stored as
         ``triplets_``) or from given integer ``triplets`` (n, 3): x_i closer to x_j than x_k."""
-        if triplets is not None:
-            if y is not None:
-                raise ValueError("give either labels y or triplets, not both")
+        if triplets_given(y, triplets):
             return self.fit_triplets(X, triplets)
-        if y is None:
-            raise ValueError("RelativeComparisonMetric requires y to be passed, but the target y "
-                             "is None (give class labels y, or triplets=)")
+        require_y(self, y, " (give class labels y, or triplets=)")
         X, y = labelled_data(self, X, y)
         n_t = 3 * X.shape[0] if self.n_triplets is None else int(self.n_triplets)
         self.triplets_ = draw_triplets(y, n_t, self.random_state)
