@@ -68,9 +68,9 @@ __all__ = [
     "finish_progress",
     "fit_context",
     "labelled_data",
-    "require_y",
     "progress_callback",
     "reject_dask_nan",
+    "require_y",
     "solve_certified",
     "summary_lines",
     "triplets_given",
@@ -118,14 +118,11 @@ class Interval:
                 f"{hi}{']' if self.closed in ('right', 'both') else ')'}")
 
 
-@dataclass(frozen=True)
 class StrOptions:
     """One of a set of strings."""
 
-    options: frozenset[str]
-
     def __init__(self, options: Iterable[str]) -> None:
-        object.__setattr__(self, "options", frozenset(options))
+        self.options = frozenset(options)
 
     def accepts(self, value: Any) -> bool:
         return isinstance(value, str) and value in self.options
@@ -134,15 +131,12 @@ class StrOptions:
         return f"a str among {{{', '.join(repr(o) for o in sorted(self.options))}}}"
 
 
-@dataclass(frozen=True)
 class HasMethods:
     """Any object with these (callable) methods, e.g. ``HasMethods(["integers"])`` for a numpy
     ``Generator``."""
 
-    methods: tuple[str, ...]
-
     def __init__(self, methods: Iterable[str]) -> None:
-        object.__setattr__(self, "methods", tuple(methods))
+        self.methods = tuple(methods)
 
     def accepts(self, value: Any) -> bool:
         return all(callable(getattr(value, m, None)) for m in self.methods)
