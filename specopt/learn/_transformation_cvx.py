@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import cvxpy as cp
 import numpy as np
 
-from ..solvers.extragradient import project_spectraplex
+from ..solvers.extragradient import project_box, project_spectraplex
 from ..solvers.transformation import (
     SaddleTask,
+    gram,
     lower_bound,
     relative_gap,
     upper_bound,
@@ -41,6 +42,28 @@ _SETTINGS = {
     "CLARABEL": {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10},
     "SCS": {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000},
 }
+
+
+def _dual_box(tasks: Sequence[SaddleTask], alphas: list[cp.Variable],
+              bias: bool) -> list[cp.Constraint]:
+    """The SVM duals' constraints: ``0 <= a_t <= C_t``, and ``y_t^T a_t = 0`` with a bias."""
+    cons: list[cp.Constraint] = []
+    for t, a in zip(tasks, alphas, strict=True):
+        cons += [a >= 0, a <= t.C]
+        if bias:
+            cons.append(t.y @ a == 0)
+    return cons
+
+
+def _dual_values(tasks: Sequence[SaddleTask], alphas: list[cp.Variable],
+                 bias: bool) -> list[np.ndarray]:
+    """The solved duals clipped to their box, and with a bias projected so that ``y^T a = 0``
+    holds exactly (the lower bound is valid only then)."""
+    al = [np.clip(np.asarray(a.value).ravel(), 0.0, t.C)
+          for a, t in zip(alphas, tasks, strict=True)]
+    if bias:
+        al = [project_box(a, t.C, t.y) for a, t in zip(al, tasks, strict=True)]
+    return al
 
 
 def _solve(prob: cp.Problem, solver: str) -> None:
@@ -99,21 +122,12 @@ def solve_conic(
             row.append(np.eye(t.D) if m == k else np.zeros((t.D, t2.D)))
         blocks.append(row)
     lmi = cp.bmat(blocks)
-    cons = [lmi >> 0]
-    for t, a in zip(tasks, alphas, strict=True):
-        cons += [a >= 0, a <= t.C]
-        if bias:
-            cons.append(t.y @ a == 0)
+    cons = [lmi >> 0, *_dual_box(tasks, alphas, bias)]
     prob = cp.Problem(cp.Maximize(2 * sum(cp.sum(a) for a in alphas) - s), cons)
     _solve(prob, solver)
     Z = np.asarray(cons[0].dual_value)
     M = project_spectraplex(Z[:J, :J])
-    al = [np.clip(np.asarray(a.value).ravel(), 0.0, t.C)
-          for a, t in zip(alphas, tasks, strict=True)]
-    if bias:  # restore y^T a = 0 exactly so that the lower bound is valid
-        from ..solvers.extragradient import project_box
-
-        al = [project_box(a, t.C, t.y) for a, t in zip(al, tasks, strict=True)]
+    al = _dual_values(tasks, alphas, bias)
     ub, biases = upper_bound(tasks, M, al, bias)
     lb = lower_bound(tasks, al)
     return ConicResult(M=M, alphas=al, biases=biases, upper=ub, lower=lb,
@@ -138,21 +152,11 @@ def qcqp_master(solver: str = DEFAULT_SOLVER):
         Bts = [cp.Variable((t.J, t.D)) for t in tasks]
         links = [Bt == _b_expr(t, a) for Bt, t, a in zip(Bts, tasks, alphas, strict=True)]
         atom_cons = [sum(cp.sum_squares(u @ Bt) for Bt in Bts) <= s for u in U]
-        cons = list(atom_cons) + links
-        for t, a in zip(tasks, alphas, strict=True):
-            cons += [a >= 0, a <= t.C]
-            if bias:
-                cons.append(t.y @ a == 0)
+        cons = list(atom_cons) + links + _dual_box(tasks, alphas, bias)
         prob = cp.Problem(cp.Maximize(2 * sum(cp.sum(a) for a in alphas) - s), cons)
         _solve(prob, solver)
         d = np.array([max(float(np.ravel(c.dual_value)[0]), 0.0) for c in atom_cons])
-        al = [np.clip(np.asarray(a.value).ravel(), 0.0, t.C)
-              for a, t in zip(alphas, tasks, strict=True)]
-        if bias:
-            from ..solvers.extragradient import project_box
-
-            al = [project_box(a, t.C, t.y) for a, t in zip(al, tasks, strict=True)]
-        return al, d
+        return _dual_values(tasks, alphas, bias), d
 
     return master
 
@@ -168,8 +172,6 @@ def nc_tla(tasks: Sequence[SaddleTask], *, solver: str = DEFAULT_SOLVER) -> np.n
     """
     J = tasks[0].J
     M = cp.Variable((J, J), PSD=True)
-    from ..solvers.transformation import gram
-
     Q = sum(gram(t, np.ones(t.n)) for t in tasks)
     norms = []
     for t in tasks:

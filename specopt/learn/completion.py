@@ -42,7 +42,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._threads import limited
+from ..solvers.sdp import SparseRows, SymOp, solve_low_rank_sdp
 from ._base import (
     COUNT,
     POSITIVE,
@@ -52,9 +52,20 @@ from ._base import (
     Integral,
     Interval,
     Real,
-    check_params,
+    SDPSolverMixin,
+    closed_form_certificate,
+    finish_progress,
+    fit_context,
+    progress_callback,
+    solve_certified,
 )
-from ._low_rank import LOW_RANK, LOW_RANK_TOL, use_low_rank
+from ._low_rank import (
+    LOW_RANK,
+    low_rank_certificate,
+    mm_certificate,
+    mm_stationarity,
+    use_low_rank,
+)
 
 __all__ = ["LOW_RANK_MIN_ORDER", "NuclearNormCompletion", "SpectralMatrixCompletion",
            "make_low_rank"]
@@ -94,7 +105,6 @@ def make_low_rank(
 def _check_partial(est: BaseEstimator, X: Any) -> tuple[np.ndarray, np.ndarray]:
     """The partially observed matrix (NaN = missing; inf refused, sparse refused: its implicit
     zeros would read as observations) and its mask of observed entries; sets n_features_in_."""
-    check_params(est)
     X = validate_data(est, X, dtype=float, ensure_all_finite="allow-nan")
     mask = ~np.isnan(X)
     if not mask.any():
@@ -102,16 +112,23 @@ def _check_partial(est: BaseEstimator, X: Any) -> tuple[np.ndarray, np.ndarray]:
     return X, mask
 
 
+def _from_factor(F: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The completion ``X = F_Y F_Z^T`` (F's first m rows and the rest) and ``K = F F^T``."""
+    return F[:m] @ F[m:].T, F @ F.T
+
+
+def _nuclear_norm(X: np.ndarray) -> float:
+    return float(np.linalg.svd(X, compute_uv=False).sum())
+
+
 def _entry_rows(M: np.ndarray, mask: np.ndarray):
     """The observations as entry rows of the embedding: ``K[i, m + j] = M_ij``."""
-    from specopt.solvers.sdp import SparseRows
-
     m, n = M.shape
     ii, jj = np.nonzero(mask)
     return SparseRows.from_entries(ii, m + jj, m + n), M[ii, jj]
 
 
-class _CompletionBase(BaseEstimator):
+class _CompletionBase(SDPSolverMixin, BaseEstimator):
     """``fit(X)`` completes X (``completion_``); ``predict()`` returns that completion and
     ``predict(X)`` completes the rows of a new partially observed X (same columns) by fold-in:
     with ``row_basis_`` V (n x r, orthonormal, the top right singular vectors of the
@@ -153,16 +170,10 @@ class _CompletionBase(BaseEstimator):
         if self.C is None:
             cons.append(obs == target)
         else:
-            if not self.C > 0:
-                raise ValueError(f"C must be positive or None, got {self.C!r}")
             s = cp.Variable(idx.size, nonneg=True, name="slack")
             cons += [obs - target <= s, target - obs <= s]
             penalty = self.C * cp.sum(s)
         return Y, Z, X, K, cons, penalty
-
-    def _solver(self, size: int) -> tuple[str, dict]:
-        opts = dict(self.solver_options or {})
-        return (self.solver or ("CLARABEL" if size <= 30 else "SCS")).upper(), opts
 
     def _use_low_rank(self, size: int, applicable: bool = True) -> bool:
         """The engine with ``solver="LOW_RANK"`` (an error where it does not apply), or by
@@ -175,17 +186,8 @@ class _CompletionBase(BaseEstimator):
                 "use a conic solver (solver=None, 'CLARABEL' or 'SCS') with C")
         return use
 
-    def _low_rank_opts(self) -> dict:
-        opts = dict(self.solver_options or {})
-        opts.setdefault("tol", LOW_RANK_TOL)
-        return opts
-
     def _nuclear_low_rank(self, M: np.ndarray, mask: np.ndarray, opts: dict):
         """``min tr(K) / 2`` s.t. ``K[i, m + j] = M_ij`` (observed), one engine solve."""
-        from specopt.solvers.sdp import SymOp, solve_low_rank_sdp
-
-        from ._base import finish_progress, progress_callback
-
         m, n = M.shape
         rows, b = _entry_rows(M, mask)
         cb = progress_callback(self.verbose, "low_rank_sdp", f"{type(self).__name__}: nuclear "
@@ -194,11 +196,22 @@ class _CompletionBase(BaseEstimator):
         opts.setdefault("method", "auto" if rows.m <= _IP_MAX_OBSERVED else "bm")
         res = solve_low_rank_sdp(SymOp.identity(m + n, 0.5), rows, b, sense="min",
                                  callback=cb, **opts)
-        from ._low_rank import low_rank_certificate
-
         cert = low_rank_certificate(res, "min")
         finish_progress(cb, cert)
         return rows, b, res, cert
+
+    def _store(self, completion: np.ndarray, kernel: np.ndarray, certificate: Any,
+               mask: np.ndarray, factor: np.ndarray | None = None) -> None:
+        """The fitted attributes every completion has: ``completion_``, ``kernel_``,
+        ``factor_`` (F with ``kernel_ = F F^T``, where the fit has one), ``certificate_``,
+        ``mask_`` and ``row_basis_``."""
+        self.completion_ = completion
+        self.kernel_ = kernel
+        if factor is not None:
+            self.factor_ = factor
+        self.certificate_ = certificate
+        self.mask_ = mask
+        self._set_row_basis(self._fold_in_rank())
 
     def _set_row_basis(self, rank: int | None) -> None:
         """``row_basis_``: V of the class docstring (``rank`` columns, or by ``_FOLD_IN_RTOL``)."""
@@ -260,7 +273,7 @@ class NuclearNormCompletion(_CompletionBase):
         self.solver_options = solver_options
         self.verbose = verbose
 
-    @limited
+    @fit_context()
     def fit(self, X: Any, y: Any = None) -> NuclearNormCompletion:
         M, mask = _check_partial(self, X)
         if mask.all() and self.C is None:
@@ -270,55 +283,33 @@ class NuclearNormCompletion(_CompletionBase):
             t0 = time.perf_counter()
             _, _, res, cert = self._nuclear_low_rank(M, mask, self._low_rank_opts())
             self.fit_time_ = time.perf_counter() - t0
-            F = res.Y
-            self.completion_ = F[:m] @ F[m:].T
-            self.kernel_ = F @ F.T
-            self.factor_ = F
-            self.nuclear_norm_ = float(np.linalg.svd(self.completion_, compute_uv=False).sum())
-            self.certificate_ = cert
-            self.mask_ = mask
-            self._set_row_basis(self._fold_in_rank())
+            self._store(*_from_factor(res.Y, m), cert, mask, factor=res.Y)
+            self.nuclear_norm_ = _nuclear_norm(self.completion_)
             return self
         Yv, Zv, Xv, K, cons, penalty = self._model(np.nan_to_num(M), mask)
         prob = cp.Problem(cp.Minimize(0.5 * cp.trace(K) + penalty), cons)
-        solver, opts = self._solver(sum(M.shape))
-        import specopt
-
+        solver, opts = self._conic_solver(sum(M.shape))
         t0 = time.perf_counter()
-        specopt.solve(prob, route="conic", solver=solver, verbose=bool(self.verbose), **opts)
+        cert = solve_certified(prob, "nuclear-norm completion failed: status {}", route="conic",
+                               solver=solver, verbose=bool(self.verbose), **opts)
         self.fit_time_ = time.perf_counter() - t0
-        if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise cp.error.SolverError(f"nuclear-norm completion failed: status {prob.status}")
-        self.completion_ = np.asarray(Xv.value)
-        self.kernel_ = np.asarray(K.value)
-        self.nuclear_norm_ = float(np.linalg.svd(self.completion_, compute_uv=False).sum())
-        self.certificate_ = specopt.certificate(prob)
-        self.mask_ = mask
-        self._set_row_basis(self._fold_in_rank())
+        self._store(np.asarray(Xv.value), np.asarray(K.value), cert, mask)
+        self.nuclear_norm_ = _nuclear_norm(self.completion_)
         return self
-
 
     def _fit_observed(self, M: np.ndarray, mask: np.ndarray) -> NuclearNormCompletion:
         """Every entry observed (exact): X = M is the only feasible block, and with
         ``M = U S V^T`` the optimum is ``K = [U; V] S [U; V]^T`` (PSD, ``tr K / 2 = ||M||_*``,
         and ``tr K / 2 >= ||X||_*`` for every feasible K): closed form, no solve."""
-        from specopt.certificate import Certificate
-
         t0 = time.perf_counter()
         U, sv, Vt = np.linalg.svd(M, full_matrices=False)
         F = np.vstack([U, Vt.T]) * np.sqrt(sv)
         val = float(sv.sum())
-        self.completion_ = M.copy()
-        self.kernel_ = F @ F.T
-        self.factor_ = F
+        cert = closed_form_certificate(
+            val, "every entry observed: K = [U; V] S [U; V]^T from the SVD")
+        self._store(M.copy(), F @ F.T, cert, mask, factor=F)
         self.nuclear_norm_ = val
         self.fit_time_ = time.perf_counter() - t0
-        self.certificate_ = Certificate(
-            route="closed_form", backend="numpy", status=cp.OPTIMAL, objective=val, bound=val,
-            gap=0.0, max_violation=0.0, iterations=0, is_global=True,
-            extra={"reason": "every entry observed: K = [U; V] S [U; V]^T from the SVD"})
-        self.mask_ = mask
-        self._set_row_basis(self._fold_in_rank())
         return self
 
 
@@ -381,7 +372,7 @@ class SpectralMatrixCompletion(_CompletionBase):
         self.solver_options = solver_options
         self.verbose = verbose
 
-    @limited
+    @fit_context()
     def fit(self, X: Any, y: Any = None) -> SpectralMatrixCompletion:
         import specopt
         from specopt.atoms import mve_cost
@@ -397,7 +388,7 @@ class SpectralMatrixCompletion(_CompletionBase):
             return self._fit_low_rank(X, M, mask)
         t0 = time.perf_counter()
         # the conic path throughout (also its nuclear-norm start)
-        base = NuclearNormCompletion(C=self.C, solver=self._solver(m + n)[0],
+        base = NuclearNormCompletion(C=self.C, solver=self._conic_solver(m + n)[0],
                                      solver_options=self.solver_options,
                                      verbose=self.verbose).fit(X)
         tau = self._tau(base.nuclear_norm_)
@@ -407,21 +398,17 @@ class SpectralMatrixCompletion(_CompletionBase):
         Kb = base.kernel_
         Yv.value, Zv.value, Xv.value = 0.5 * (Kb[:m, :m] + Kb[:m, :m].T), 0.5 * (
             Kb[m:, m:] + Kb[m:, m:].T), base.completion_
-        solver, opts = self._solver(m + n)
+        solver, opts = self._conic_solver(m + n)
         specopt.solve(prob, route="iterated_sdp", solver=solver, max_iters=self.max_iter,
                       tol=self.tol, restarts=self.restarts, seed=self.random_state,
                       verbose=bool(self.verbose), **opts)
         self.fit_time_ = time.perf_counter() - t0
         cert = specopt.certificate(prob)
-        self.completion_ = np.asarray(Xv.value)
-        self.kernel_ = np.asarray(K.value)
+        self._store(np.asarray(Xv.value), np.asarray(K.value), cert, mask)
         self.baseline_ = base
         self.trace_bound_ = float(tau)
-        self.certificate_ = cert
         self.history_ = cert.history
         self.n_iter_ = cert.iterations
-        self.mask_ = mask
-        self._set_row_basis(self._fold_in_rank())
         return self
 
     def _fold_in_rank(self) -> int | None:
@@ -429,19 +416,12 @@ class SpectralMatrixCompletion(_CompletionBase):
 
     def _tau(self, nuclear_norm: float) -> float:
         if self.trace_bound is not None:
-            if not self.trace_bound > 0:
-                raise ValueError(f"trace_bound must be positive, got {self.trace_bound!r}")
             return float(self.trace_bound)
-        if not self.trace_scale >= 1:
-            raise ValueError(f"trace_scale must be >= 1, got {self.trace_scale!r}")
         return float(self.trace_scale * 2.0 * nuclear_norm)
 
     def _fit_low_rank(self, X: Any, M: np.ndarray, mask: np.ndarray) -> SpectralMatrixCompletion:
         """Majorize-minimize on the factor from the nuclear-norm factor (class docstring)."""
         from specopt.solvers.sdp import SymOp, low_rank_mm
-
-        from ._base import finish_progress, progress_callback
-        from ._low_rank import mm_certificate, mm_stationarity
 
         m, n = M.shape
         d = self.rank
@@ -481,15 +461,9 @@ class SpectralMatrixCompletion(_CompletionBase):
                               nuclear_norm_status=base.certificate_.status)
         finish_progress(cb, cert)
         self.fit_time_ = time.perf_counter() - t0
-        F = res.Y
-        self.completion_ = F[:m] @ F[m:].T
-        self.kernel_ = F @ F.T
-        self.factor_ = F
+        self._store(*_from_factor(res.Y, m), cert, mask, factor=res.Y)
         self.baseline_ = base
         self.trace_bound_ = tau
-        self.certificate_ = cert
         self.history_ = cert.history
         self.n_iter_ = res.iterations
-        self.mask_ = mask
-        self._set_row_basis(self._fold_in_rank())
         return self

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import cvxpy as cp
@@ -39,7 +40,8 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree, sh
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._threads import limited
+from .._progress import Progress
+from ..solvers.sdp import SparseRows, SymOp, graph_trace_bound, solve_low_rank_sdp
 from ._base import (
     COUNT,
     POSITIVE,
@@ -48,10 +50,15 @@ from ._base import (
     VERBOSE,
     Integral,
     Interval,
+    SDPSolverMixin,
     StrOptions,
-    check_params,
+    closed_form_certificate,
+    finish_progress,
+    fit_context,
+    progress_callback,
+    solve_certified,
 )
-from ._low_rank import LOW_RANK_TOL
+from ._low_rank import low_rank_certificate, mm_certificate, use_low_rank
 
 __all__ = [
     "KernelPCAEmbedding",
@@ -84,8 +91,6 @@ LOW_RANK_MIN_N = 50
 #: same final cost to 1e-6. Larger N: benchmarks/low_rank_sdp.py --mve
 #: (docs/routes/low_rank_sdp.md).
 MVE_LOW_RANK_MIN_N = 40
-#: Relative accuracy of each low-rank solve (primal residual and gap) in the learners.
-_LOW_RANK_TOL = LOW_RANK_TOL
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,9 +243,24 @@ def _kpca(K: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
     return Y, w
 
 
-class _EmbeddingBase(BaseEstimator):
-    """Shared fit logic; subclasses implement ``_solve_kernel(A, C) -> (K, n_iter, info)`` and
-    ``_store(info)`` (their fitted attributes, by name).
+@dataclass(frozen=True)
+class _KernelFit:
+    """What a kernel solve returns: the kernel ``K`` (in the solve's units), the iterations,
+    and what the learner stores of it (None where the solve has no such thing)."""
+
+    K: np.ndarray
+    n_iter: int
+    certificate: Any = None
+    factor: np.ndarray | None = None
+    history: dict | None = None
+    objective: float | None = None
+    run_values: list | None = None
+    converged: bool | None = None
+
+
+class _EmbeddingBase(SDPSolverMixin, BaseEstimator):
+    """Shared fit logic; subclasses implement ``_solve_kernel(A, C) -> _KernelFit`` and
+    ``_store(sol)`` (their fitted attributes, by name).
 
     ``X``: dense or sparse (densified: the affinity is a dense N x N matrix anyway); NaN and inf
     are refused by scikit-learn's ``validate_data``, before any solve.
@@ -281,7 +301,6 @@ class _EmbeddingBase(BaseEstimator):
         self.verbose = verbose
 
     def _prepare(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        check_params(self)
         X = validate_data(self, X, dtype=float, accept_sparse=True)
         if sp.issparse(X):
             X = X.toarray()
@@ -307,20 +326,20 @@ class _EmbeddingBase(BaseEstimator):
     #: Whether ``solver=None`` uses the low-rank engine from ``_low_rank_min_n`` points.
     _low_rank_by_default = True
     _low_rank_min_n = LOW_RANK_MIN_N
+    # Clarabel (interior point) is faster and more accurate while its dense KKT block of side
+    # N(N+1)/2 is small; SCS beyond (spiral, N = 40: Clarabel 0.7 s vs SCS 1.6 s per SDE)
+    _clarabel_max = _CLARABEL_MAX_N
+    _scs_eps = _LEARN_SCS_EPS
 
     def _use_low_rank(self, n: int) -> bool:
         """Low-rank engine: ``solver="LOW_RANK"``, or by default from ``LOW_RANK_MIN_N`` points
         where measured to pay off (only for ``preserve="edges"``: the engine takes equality
         rows)."""
-        from ._low_rank import use_low_rank
-
         return use_low_rank(self.solver, n,
                             self._low_rank_min_n if self._low_rank_by_default else None,
                             self.preserve == "edges")
 
     def _low_rank_data(self, A: np.ndarray, C: np.ndarray):
-        from specopt.solvers.sdp import SparseRows, graph_trace_bound
-
         if self.preserve != "edges":
             raise ValueError("solver='LOW_RANK' supports preserve='edges' only")
         n = A.shape[0]
@@ -340,22 +359,7 @@ class _EmbeddingBase(BaseEstimator):
             (n, int(np.sum(w <= 1e-12 * max(1.0, w[0])))))
         return Y - Y.mean(axis=0)
 
-    def _low_rank_opts(self) -> dict:
-        opts = dict(self.solver_options or {})
-        opts.setdefault("tol", _LOW_RANK_TOL)
-        return opts
-
-    def _solver_args(self, n: int) -> tuple[str, dict]:
-        opts = dict(self.solver_options or {})
-        # Clarabel (interior point) is faster and more accurate while its dense KKT block of
-        # side N(N+1)/2 is small; SCS beyond (spiral, N = 40: Clarabel 0.7 s vs SCS 1.6 s per SDE)
-        solver = (self.solver or ("CLARABEL" if n <= _CLARABEL_MAX_N else "SCS")).upper()
-        if solver == "SCS":
-            opts.setdefault("eps_abs", _LEARN_SCS_EPS)
-            opts.setdefault("eps_rel", _LEARN_SCS_EPS)
-        return solver, opts
-
-    @limited
+    @fit_context()
     def fit(self, X: Any, y: Any = None) -> _EmbeddingBase:
         """Fit on data ``X`` (N x D), or on an adjacency matrix with ``connectivity="graph"``."""
         A, C = self._prepare(X)
@@ -364,27 +368,26 @@ class _EmbeddingBase(BaseEstimator):
         unit = float(np.mean(_sq_dist(A)[edges[:, 0], edges[:, 1]]))
         unit = unit if unit > 0 else 1.0
         t0 = time.perf_counter()
-        single = self._single_point(A / unit, C)
-        K, n_iter, info = single if single is not None else self._solve_kernel(A / unit, C)
-        K = K * unit
+        sol = self._single_point(A / unit, C) or self._solve_kernel(A / unit, C)
+        K = sol.K * unit
         self.fit_time_ = time.perf_counter() - t0
         self.affinity_ = A
         self.connectivity_ = C
         self.kernel_ = 0.5 * (K + K.T)
         self.embedding_, self.eigenvalues_ = _kpca(self.kernel_, self.n_components)
         self.energy_ = eigen_energy(self.eigenvalues_, self.n_components)
-        self.n_iter_ = n_iter
-        self._store(info)
+        self.n_iter_ = sol.n_iter
+        self._store(sol)
         return self
 
-    def _store(self, info: dict) -> None:  # pragma: no cover - abstract
+    def _store(self, sol: _KernelFit) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _cost(self, K: np.ndarray) -> float | None:
         """The learner's objective at K (None: no optimization, kernel PCA)."""
         return None
 
-    def _single_point(self, A: np.ndarray, C: np.ndarray):
+    def _single_point(self, A: np.ndarray, C: np.ndarray) -> _KernelFit | None:
         """Closed form when every pair is constrained: the distances and ``sum K = 0`` fix the
         centred Gram matrix, so the SDE set is the single point ``J A J`` (when it is PSD, as for
         the linear and RBF kernels): no solve, its objective is the optimum (certificate with
@@ -397,17 +400,13 @@ class _EmbeddingBase(BaseEstimator):
         w = np.linalg.eigvalsh(K)
         if w[0] < -1e-10 * max(1.0, float(w[-1])):
             return None  # J A J not PSD (a callable kernel): the set is empty; the solver says so
-        from specopt.certificate import Certificate
-
         val = float(self._cost(K))
-        cert = Certificate(route="closed_form", backend="numpy", status=cp.OPTIMAL,
-                           objective=val, bound=val, gap=0.0, max_violation=max(0.0, -w[0]),
-                           iterations=0, history={"objective": [val]}, is_global=True,
-                           extra={"reason": "every pair constrained: the feasible set is the "
-                                            "single point J A J", "run_values": [val],
-                                  "converged": True})
-        return K, 0, {"certificate_": cert, "history_": cert.history, "objective_": val,
-                      "run_values_": [val], "converged_": True}
+        cert = closed_form_certificate(
+            val, "every pair constrained: the feasible set is the single point J A J",
+            max_violation=max(0.0, -w[0]), history={"objective": [val]}, run_values=[val],
+            converged=True)
+        return _KernelFit(K, 0, cert, history=cert.history, objective=val, run_values=[val],
+                          converged=True)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -442,10 +441,8 @@ class KernelPCAEmbedding(_EmbeddingBase):
     """
 
     def _solve_kernel(self, A, C):
-        from .._progress import Progress
-
         if not self.verbose:
-            return self._centered(A), 0, {}
+            return _KernelFit(self._centered(A), 0)
         printer = Progress("kernel_pca", f"KernelPCAEmbedding: N={A.shape[0]}, "
                            f"d={self.n_components}", unit="step")
         printer.header()
@@ -453,9 +450,9 @@ class KernelPCAEmbedding(_EmbeddingBase):
                     "(no iterations)")
         Kc = self._centered(A)
         printer.finish()
-        return Kc, 0, {}
+        return _KernelFit(Kc, 0)
 
-    def _store(self, info: dict) -> None:
+    def _store(self, sol: _KernelFit) -> None:
         """Closed form: nothing beyond the shared attributes."""
 
 
@@ -463,13 +460,7 @@ class SemidefiniteEmbedding(_EmbeddingBase):
     """SDE / maximum variance unfolding: ``max tr K`` over the SDE set (one SDP, conic route)."""
 
     def _solve_kernel(self, A, C):
-        import specopt
-
         if self._use_low_rank(A.shape[0]):
-            from specopt.solvers.sdp import SymOp, solve_low_rank_sdp
-
-            from ._base import finish_progress, progress_callback
-
             rows, d2, T = self._low_rank_data(A, C)
             n = A.shape[0]
             Y0 = self._low_rank_start(A, min(n - 1, 2 * self.n_components + 20))
@@ -478,26 +469,23 @@ class SemidefiniteEmbedding(_EmbeddingBase):
             res = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
                                      implied_trace_bound=T, Y0=Y0, callback=cb,
                                      **self._low_rank_opts())
-            from ._low_rank import low_rank_certificate
-
             cert = low_rank_certificate(res, "max")
             finish_progress(cb, cert)
-            return res.Y @ res.Y.T, res.iterations, {"certificate_": cert, "factor_": res.Y}
+            return _KernelFit(res.Y @ res.Y.T, res.iterations, cert, factor=res.Y)
         K, cons = sde_feasible_set(A, C, self.preserve)
         prob = cp.Problem(cp.Maximize(cp.trace(K)), cons)
-        solver, opts = self._solver_args(A.shape[0])
-        specopt.solve(prob, route="conic", solver=solver, verbose=bool(self.verbose), **opts)
-        if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            raise cp.error.SolverError(f"SDE solve failed with status {prob.status}")
-        return np.asarray(K.value), 1, {"certificate_": specopt.certificate(prob)}
+        solver, opts = self._conic_solver(A.shape[0])
+        cert = solve_certified(prob, "SDE solve failed with status {}", route="conic",
+                               solver=solver, verbose=bool(self.verbose), **opts)
+        return _KernelFit(np.asarray(K.value), 1, cert)
 
     def _cost(self, K: np.ndarray) -> float:
         return float(np.trace(K))
 
-    def _store(self, info: dict) -> None:
+    def _store(self, sol: _KernelFit) -> None:
         """``certificate_``; ``factor_`` (Y with K = Y Y^T) on the low-rank engine, else None."""
-        self.certificate_ = info["certificate_"]
-        self.factor_ = info.get("factor_")
+        self.certificate_ = sol.certificate
+        self.factor_ = sol.factor
 
 
 class MinimumVolumeEmbedding(_EmbeddingBase):
@@ -566,9 +554,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
         prob = cp.Problem(cp.Minimize(mve_cost(K, self.n_components)), cons)
         if self.init == "affinity":
             K.value = self._centered(A)  # the paper's start K = A (centred)
-        elif self.init != "sde":
-            raise ValueError(f"init must be 'affinity' or 'sde', got {self.init!r}")
-        solver, opts = self._solver_args(A.shape[0])
+        solver, opts = self._conic_solver(A.shape[0])
         specopt.solve(
             prob, route="iterated_sdp", solver=solver, max_iters=self.max_iter, tol=self.tol,
             init="value" if self.init == "affinity" else "trace",
@@ -576,14 +562,9 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
             restarts=self.restarts, seed=self.random_state, verbose=bool(self.verbose), **opts,
         )
         cert = specopt.certificate(prob)
-        info = {
-            "certificate_": cert,
-            "history_": cert.history,
-            "objective_": cert.objective,
-            "run_values_": cert.extra["run_values"],
-            "converged_": cert.extra["converged"],
-        }
-        return np.asarray(K.value), cert.iterations, info
+        return _KernelFit(np.asarray(K.value), cert.iterations, cert, history=cert.history,
+                          objective=cert.objective, run_values=cert.extra["run_values"],
+                          converged=cert.extra["converged"])
 
     def _solve_low_rank(self, A, C):
         """MVE by majorize-minimize on the factor, each step warm-started (low_rank_mm)."""
@@ -611,10 +592,6 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
             Y0 = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
                                     implied_trace_bound=T, Y0=Y0 if warm else None,
                                     tol=inner_tol, **sde_opts).Y
-        elif self.init != "affinity":
-            raise ValueError(f"init must be 'affinity' or 'sde', got {self.init!r}")
-        from ._base import finish_progress, progress_callback
-
         cb = progress_callback(self.verbose, "low_rank_sdp", f"MinimumVolumeEmbedding: N={n}, "
                                f"{rows.m} edges, d={d}", "MM step")
         # stop by the stationarity measure (the step's proven bound; >= the step's own gap, so
@@ -625,28 +602,26 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
                           tol_K=max(float(np.sqrt(self.tol)), 1e-3), max_iters=self.max_iter,
                           monotone_tol=max(1e-4, 10 * inner_tol), inner_tol=inner_tol,
                           callback=cb, stationarity_tol=stat_tol, **opts)
-        from ._low_rank import mm_certificate
-
         # stationary only when the MM test passed and every step's subproblem was certified
         measured = math.inf if res.stationarity is None else res.stationarity
         cert = mm_certificate(res, (measured <= stat_tol, measured, stat_tol),
                               inner_methods=list(res.methods))
         finish_progress(cb, cert)
-        info = {"certificate_": cert, "history_": cert.history, "objective_": res.objective,
-                "run_values_": [res.objective], "converged_": res.converged, "factor_": res.Y}
-        return res.Y @ res.Y.T, res.iterations, info
+        return _KernelFit(res.Y @ res.Y.T, res.iterations, cert, factor=res.Y,
+                          history=cert.history, objective=res.objective,
+                          run_values=[res.objective], converged=res.converged)
 
     def _cost(self, K: np.ndarray) -> float:
         w = np.linalg.eigvalsh(0.5 * (K + K.T))[::-1]
         return float(-w[: self.n_components].sum() + w[self.n_components:].sum())
 
-    def _store(self, info: dict) -> None:
+    def _store(self, sol: _KernelFit) -> None:
         """``certificate_``, ``history_`` (MM objective trace), ``objective_``, ``run_values_``
         (one per start), ``converged_``; ``factor_`` on the low-rank engine, else None."""
-        self.certificate_ = info["certificate_"]
-        self.history_ = info["history_"]
-        self.objective_ = info["objective_"]
-        self.run_values_ = info["run_values_"]
-        self.converged_ = info["converged_"]
-        self.factor_ = info.get("factor_")
+        self.certificate_ = sol.certificate
+        self.history_ = sol.history
+        self.objective_ = sol.objective
+        self.run_values_ = sol.run_values
+        self.converged_ = sol.converged
+        self.factor_ = sol.factor
 

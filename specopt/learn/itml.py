@@ -38,17 +38,18 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.cluster import KMeans
 from sklearn.metrics.pairwise import pairwise_kernels
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_array, check_is_fitted, check_X_y, validate_data
 
-from .._threads import limited
 from ..solvers.bregman import itml_kernel, itml_linear, itml_lowrank
 from ._base import (
     COUNT,
@@ -59,9 +60,11 @@ from ._base import (
     MahalanobisMixin,
     Real,
     StrOptions,
-    check_params,
     finish_progress,
+    fit_context,
     progress_callback,
+    require_y,
+    summary_lines,
 )
 
 __all__ = ["ITML", "ITMLSupervised", "KernelITML", "LowRankITML", "draw_pairs"]
@@ -124,13 +127,11 @@ def _check_bounds(bounds) -> tuple[float, float]:
 
 def _prior_matrix(prior, X: np.ndarray) -> np.ndarray:
     d = X.shape[1]
-    if isinstance(prior, str):
+    if isinstance(prior, str):  # "identity" or "covariance" (the parameter table)
         if prior == "identity":
             return np.eye(d)
-        if prior == "covariance":
-            C = np.atleast_2d(np.cov(X, rowvar=False))
-            return np.linalg.pinv(C, hermitian=True) + 1e-10 * np.eye(d)
-        raise ValueError(f"prior must be 'identity', 'covariance' or a matrix, got {prior!r}")
+        C = np.atleast_2d(np.cov(X, rowvar=False))
+        return np.linalg.pinv(C, hermitian=True) + 1e-10 * np.eye(d)
     W0 = np.asarray(prior, dtype=float)
     if W0.shape != (d, d):
         raise ValueError(f"prior must be {d} x {d}, got {W0.shape}")
@@ -186,31 +187,59 @@ class _MahalanobisMixin(MahalanobisMixin):
 
 
 def _summary(res) -> str:
-    return (f"{'status':>15}: {res.status}\n{'objective':>15}: {res.primal:.6g}\n"
-            f"{'bound':>15}: {res.dual:.6g}\n{'relative gap':>15}: {res.gap:.3g}\n"
-            f"{'max violation':>15}: {res.max_violation:.3g}\n{'iterations':>15}: {res.iterations}")
+    return summary_lines(("status", res.status), ("objective", f"{res.primal:.6g}"),
+                         ("bound", f"{res.dual:.6g}"), ("relative gap", f"{res.gap:.3g}"),
+                         ("max violation", f"{res.max_violation:.3g}"),
+                         ("iterations", res.iterations))
+
+
+class _ITMLBase(BaseEstimator):
+    """The parameters every ITML learner has, and the stages of its fit: the bounds (u, l)
+    and one Bregman solve."""
+
+    def __init__(self, gamma: float, n_constraints: int | None, bounds: Any,
+                 bound_percentiles: tuple[float, float], tol: float, max_iter: int,
+                 random_state: Any, verbose: bool) -> None:
+        self.gamma = gamma
+        self.n_constraints = n_constraints
+        self.bounds = bounds
+        self.bound_percentiles = bound_percentiles
+        self.tol = tol
+        self.max_iter = max_iter
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _targets(self, sides: np.ndarray, squared: Callable[[], np.ndarray]) -> np.ndarray:
+        """The target of each pair (u similar, l dissimilar); (u, l) are ``bounds`` or the
+        ``bound_percentiles`` of the squared distances ``squared()``, stored as ``bounds_``."""
+        if self.bounds is None:
+            u, l = _default_bounds(squared(), tuple(self.bound_percentiles))
+        else:
+            u, l = _check_bounds(self.bounds)
+        self.bounds_ = np.array([u, l])
+        return np.where(sides > 0, u, l)
+
+    def _bregman(self, solver: Callable, what: str, *args: Any, **options: Any):
+        """``solver(*args, tol, max_sweeps, callback, **options)`` with the progress printer
+        (header ``what``), RuntimeWarnings of coinciding points (dropped) silenced; an
+        infeasible status raises, an uncertified one warns. Stores ``n_iter_``, ``result_``."""
+        cb = progress_callback(self.verbose, "bregman", f"{type(self).__name__}: {what}, "
+                               f"gamma={self.gamma:g}", "iter")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            res = solver(*args, tol=self.tol, max_sweeps=self.max_iter, callback=cb, **options)
+        finish_progress(cb, _summary(res))
+        _status_warning(res, type(self).__name__)
+        self.n_iter_ = res.iterations
+        self.result_ = res
+        return res
 
 
 def _linear_fit(est, X_pairs_diff, sides, W0, sq_prior):
-    if est.bounds is None:
-        u, l = _default_bounds(sq_prior, tuple(est.bound_percentiles))
-    else:
-        u, l = _check_bounds(est.bounds)
-    est.bounds_ = np.array([u, l])
-    b = np.where(sides > 0, u, l)
-    cb = progress_callback(est.verbose, "bregman", f"{type(est).__name__}: d={W0.shape[0]}, "
-                           f"{len(b)} pairs, gamma={est.gamma:g}", "iter")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # coinciding points: dropped
-        res = itml_linear(
-            X_pairs_diff, b, sides, W0, est.gamma, tol=est.tol, max_sweeps=est.max_iter,
-            callback=cb,
-        )
-    finish_progress(cb, _summary(res))
-    _status_warning(res, type(est).__name__)
+    b = est._targets(sides, lambda: sq_prior)
+    res = est._bregman(itml_linear, f"d={W0.shape[0]}, {len(b)} pairs", X_pairs_diff, b, sides,
+                       W0, est.gamma)
     est._set_metric(res.W)
-    est.n_iter_ = res.iterations
-    est.result_ = res
     return est
 
 
@@ -230,7 +259,7 @@ _GAMMA = [Interval(Real, 0, math.inf, closed="right")]
 _PRIOR = [StrOptions({"identity", "covariance"}), "array-like"]
 
 
-class ITML(_MahalanobisMixin, BaseEstimator):
+class ITML(_MahalanobisMixin, _ITMLBase):
     """ITML on labelled pairs (module docstring), or on points with class labels.
 
     ``fit(X, y)`` takes, as ``X``:
@@ -267,16 +296,10 @@ class ITML(_MahalanobisMixin, BaseEstimator):
         random_state: Any = None,
         verbose: bool = False,
     ) -> None:
-        self.gamma = gamma
+        super().__init__(gamma, n_constraints, bounds, bound_percentiles, tol, max_iter,
+                         random_state, verbose)
         self.prior = prior
-        self.bounds = bounds
-        self.bound_percentiles = bound_percentiles
-        self.tol = tol
-        self.max_iter = max_iter
         self.preprocessor = preprocessor
-        self.n_constraints = n_constraints
-        self.random_state = random_state
-        self.verbose = verbose
 
     def _pairs(self, pairs) -> np.ndarray:
         if self.preprocessor is not None:
@@ -292,11 +315,10 @@ class ITML(_MahalanobisMixin, BaseEstimator):
             raise ValueError(f"pairs must have shape (n_pairs, 2, n_features), got {P.shape}")
         return P
 
-    @limited
+    @fit_context()
     def fit(self, X, y) -> ITML:
         """Fit on pairs (3-D ``X`` or index pairs with ``preprocessor``) or on points with class
         labels (2-D ``X``): class docstring."""
-        check_params(self)
         if self.preprocessor is None and (sp.issparse(X) or np.asarray(X).ndim != 3):
             return _fit_points(self, X, y)
         P = self._pairs(X)
@@ -333,8 +355,7 @@ def _fit_points(est, X, y):
 def _constraints(est, X, y):
     """Checked (X, y) and the pairs drawn from the labels (``est.n_constraints`` of each side,
     default 20 n_classes^2 as metric-learn)."""
-    if y is None:
-        raise ValueError(f"{type(est).__name__} requires y to be passed, but the target y is None")
+    require_y(est, y)
     y = np.asarray(y)
     if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):  # before sklearn casts it
         raise ValueError("y contains NaN or infinity: class labels must be finite")
@@ -351,7 +372,7 @@ def _constraints(est, X, y):
 # --------------------------------------------------------------------------------------------
 # Supervised
 # --------------------------------------------------------------------------------------------
-class _SupervisedBase(BaseEstimator):
+class _SupervisedBase(_ITMLBase):
     def _constraints(self, X, y):
         return _constraints(self, X, y)
 
@@ -379,19 +400,12 @@ class ITMLSupervised(_MahalanobisMixin, _SupervisedBase):
         random_state: Any = None,
         verbose: bool = False,
     ) -> None:
-        self.gamma = gamma
-        self.n_constraints = n_constraints
+        super().__init__(gamma, n_constraints, bounds, bound_percentiles, tol, max_iter,
+                         random_state, verbose)
         self.prior = prior
-        self.bounds = bounds
-        self.bound_percentiles = bound_percentiles
-        self.tol = tol
-        self.max_iter = max_iter
-        self.random_state = random_state
-        self.verbose = verbose
 
-    @limited
+    @fit_context()
     def fit(self, X, y) -> ITMLSupervised:
-        check_params(self)
         return _fit_points(self, X, y)
 
 
@@ -446,29 +460,18 @@ class KernelITML(TransformerMixin, _SupervisedBase):
         random_state: Any = None,
         verbose: bool = False,
     ) -> None:
+        super().__init__(gamma, n_constraints, bounds, bound_percentiles, tol, max_iter,
+                         random_state, verbose)
         self.kernel = kernel
         self.kernel_params = kernel_params
-        self.gamma = gamma
-        self.n_constraints = n_constraints
-        self.bounds = bounds
-        self.bound_percentiles = bound_percentiles
-        self.tol = tol
-        self.max_iter = max_iter
-        self.random_state = random_state
-        self.verbose = verbose
 
     def _k0(self, A, B) -> np.ndarray:
         if callable(self.kernel):
             return np.asarray(self.kernel(A, B), dtype=float)
-        if self.kernel not in ("rbf", "linear", "poly"):
-            raise ValueError(
-                f"kernel must be 'rbf', 'linear', 'poly' or callable, got {self.kernel!r}"
-            )
         return pairwise_kernels(A, B, metric=self.kernel, **(self.kernel_params or {}))
 
-    @limited
+    @fit_context()
     def fit(self, X, y) -> KernelITML:
-        check_params(self)
         X = validate_data(self, X, reset=True)
         X, y, pairs, sides = self._constraints(X, y)
         support, inv = np.unique(pairs.ravel(), return_inverse=True)
@@ -476,38 +479,14 @@ class KernelITML(TransformerMixin, _SupervisedBase):
         K0 = self._k0(Xs, Xs)
         K0 = 0.5 * (K0 + K0.T)
         local = inv.reshape(-1, 2).astype(np.int64)
-        if self.bounds is None:
-            g = np.diag(K0)
-            sq = np.maximum(g[:, None] + g[None, :] - 2 * K0, 0.0)
-            u, l = _default_bounds(sq[np.triu_indices(len(g), 1)], tuple(self.bound_percentiles))
-        else:
-            u, l = _check_bounds(self.bounds)
-        self.bounds_ = np.array([u, l])
-        b = np.where(sides > 0, u, l)
-        cb = progress_callback(self.verbose, "bregman", f"KernelITML: {len(Xs)} support "
-                               f"points, {len(b)} pairs, gamma={self.gamma:g}", "iter")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            res = itml_kernel(
-                K0,
-                local,
-                b,
-                sides,
-                self.gamma,
-                tol=self.tol,
-                max_sweeps=self.max_iter,
-                full_kernel=False,
-                callback=cb,
-            )
-        finish_progress(cb, _summary(res))
-        _status_warning(res, "KernelITML")
+        b = self._targets(sides, lambda: _sq_dists_of_kernel(K0))
+        res = self._bregman(itml_kernel, f"{len(Xs)} support points, {len(b)} pairs", K0, local,
+                            b, sides, self.gamma, full_kernel=False)
         # M lives on the points that ended up in a constraint (res.support indexes Xs)
         self.X_support_ = Xs[res.support]
         self.M_ = res.M
         self.expansion_ = _kernel_expansion(self._k0(self.X_support_, self.X_support_), res.M)
         self.pairs_, self.sides_ = pairs, sides
-        self.n_iter_ = res.iterations
-        self.result_ = res
         return self
 
     def transform(self, X) -> np.ndarray:
@@ -546,6 +525,13 @@ class KernelITML(TransformerMixin, _SupervisedBase):
         return D if squared else np.sqrt(D)
 
 
+def _sq_dists_of_kernel(K: np.ndarray) -> np.ndarray:
+    """The squared kernel distances ``k(a, a) + k(b, b) - 2 k(a, b)`` of the pairs a < b."""
+    g = np.diag(K)
+    sq = np.maximum(g[:, None] + g[None, :] - 2 * K, 0.0)
+    return sq[np.triu_indices(len(g), 1)]
+
+
 def _kernel_expansion(Ks: np.ndarray, M: np.ndarray) -> np.ndarray:
     """``V diag(w)^{-1/2} G^{1/2}`` of KernelITML's docstring (|S| x r)."""
     w, V = np.linalg.eigh(0.5 * (Ks + Ks.T))
@@ -572,8 +558,6 @@ def lowrank_basis(X: np.ndarray, y: np.ndarray, rank: int, basis: str, random_st
     elif basis == "class_means":
         B = np.stack([X[y == c].mean(axis=0) for c in np.unique(y)], axis=1)
     elif basis == "clusters":
-        from sklearn.cluster import KMeans
-
         km = KMeans(n_clusters=min(rank, X.shape[0]), n_init=3, random_state=random_state).fit(X)
         B = km.cluster_centers_.T
     else:
@@ -638,50 +622,29 @@ class LowRankITML(_MahalanobisMixin, _SupervisedBase):
         random_state: Any = None,
         verbose: bool = False,
     ) -> None:
+        super().__init__(gamma, n_constraints, bounds, bound_percentiles, tol, max_iter,
+                         random_state, verbose)
         self.rank = rank
         self.basis = basis
-        self.gamma = gamma
-        self.n_constraints = n_constraints
-        self.bounds = bounds
-        self.bound_percentiles = bound_percentiles
-        self.tol = tol
-        self.max_iter = max_iter
-        self.random_state = random_state
-        self.verbose = verbose
 
-    @limited
+    @fit_context()
     def fit(self, X, y) -> LowRankITML:
-        check_params(self)
         X = validate_data(self, X, reset=True)
         X, y, pairs, sides = self._constraints(X, y)
         U = lowrank_basis(X, y, int(self.rank), self.basis, self.random_state)
         hard = math.isinf(self.gamma)
         idx = np.unique(pairs)
         Z = X[idx] if hard else X[idx] @ U  # bounds in the units of the constraints
-        if self.bounds is None:
-            sq = _sq_dists(Z, np.eye(Z.shape[1]))[np.triu_indices(idx.size, 1)]
-            u, l = _default_bounds(sq, tuple(self.bound_percentiles))
-        else:
-            u, l = _check_bounds(self.bounds)
-        self.bounds_ = np.array([u, l])
-        b = np.where(sides > 0, u, l)
+        b = self._targets(
+            sides, lambda: _sq_dists(Z, np.eye(Z.shape[1]))[np.triu_indices(idx.size, 1)])
         V = X[pairs[:, 0]] - X[pairs[:, 1]]
-        cb = progress_callback(self.verbose, "bregman", f"LowRankITML: rank {U.shape[1]}, "
-                               f"{len(b)} pairs, gamma={self.gamma:g}", "iter")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            if hard:
-                res = itml_lowrank(V, b, sides, U, tol=self.tol, max_sweeps=self.max_iter,
-                                   callback=cb)
-            else:
-                res = itml_linear(V @ U, b, sides, None, self.gamma, tol=self.tol,
-                                  max_sweeps=self.max_iter, callback=cb)
-        finish_progress(cb, _summary(res))
-        _status_warning(res, "LowRankITML")
+        what = f"rank {U.shape[1]}, {len(b)} pairs"
+        if hard:
+            res = self._bregman(itml_lowrank, what, V, b, sides, U)
+        else:
+            res = self._bregman(itml_linear, what, V @ U, b, sides, None, self.gamma)
         self.basis_ = U
         W = res.W if hard else np.eye(X.shape[1]) + U @ (res.W - np.eye(U.shape[1])) @ U.T
         self._set_metric(W)
         self.pairs_, self.sides_ = pairs, sides
-        self.n_iter_ = res.iterations
-        self.result_ = res
         return self

@@ -36,7 +36,6 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, validate_data
 
 from ..atoms import row_quad_forms
@@ -51,9 +50,11 @@ from ._base import (
     Interval,
     MahalanobisMixin,
     Real,
-    check_params,
     components_from_matrix,
+    fit_context,
+    labelled_data,
     reject_dask_nan,
+    triplets_given,
 )
 
 
@@ -96,7 +97,9 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
     Attributes
     ----------
     mahalanobis_ : (d, d) learned metric (PSD, trace 1); components_ : (r, d) with
-    ``components_.T @ components_ = mahalanobis_``; triplets_ ; certificate_ ; n_iter_.
+    ``components_.T @ components_ = mahalanobis_``; triplets_ : the (m, 3) triplets fitted;
+    margin_ : the margin rho; certificate_ : the route's certificate; n_iter_ : its iterations;
+    n_features_in_.
     """
 
     _matrix_attr = "mahalanobis_"
@@ -136,27 +139,23 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         self.block_rows = block_rows
         self.verbose = verbose
 
+    # the solve goes through specopt.solve, which limits the threads by problem size
+    @fit_context(threads=False)
     def fit(self, X: Any, y: Any = None, triplets: Any = None) -> PSDBoostMetric:
         """Learn the metric from nearest same-class / other-class neighbour triplets of ``(X, y)``,
         or from given index ``triplets`` (m, 3) into ``X`` (see :meth:`fit_triplets`)."""
-        check_params(self)
-        if triplets is not None:
-            if y is not None:
-                raise ValueError("give either labels y or triplets, not both")
+        if triplets_given(y, triplets):
             return self.fit_triplets(X, triplets)
         if y is None:
             raise ValueError("PSDBoostMetric.fit needs labels y or triplets=")
-        X, y = validate_data(self, X, y, dtype=float)
-        check_classification_targets(y)
-        if np.unique(y).size < 2:
-            raise ValueError(
-                f"PSDBoostMetric needs at least two classes, got 1 class in y ({len(y)} samples)")
+        X, y = labelled_data(self, X, y, dtype=float)
         T = nearest_neighbour_triplets(X, y)
         if self.n_triplets is not None and self.n_triplets < len(T):
             rng = np.random.default_rng(self.random_state)
             T = T[np.sort(rng.choice(len(T), self.n_triplets, replace=False))]
         return self.fit_triplets(X, T)
 
+    @fit_context(threads=False)
     def fit_triplets(self, X: Any, triplets: Any) -> PSDBoostMetric:
         """Learn the metric from given triplets (i, j, k): a_i closer to a_j than to a_k.
 
@@ -164,8 +163,28 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         difference rows are formed lazily per block on the Dask scheduler and the data never
         come to the client (module docstring); the route must then be matrix generation.
         """
-        check_params(self)
         lazy = is_dask_array(X) or is_dask_array(triplets)
+        X, T = self._triplet_data(X, triplets, lazy)
+        self.n_features_in_ = X.shape[1]
+        if lazy:
+            P, Q = triplet_rows(X, T, block_rows=self.block_rows)
+        else:
+            P = X[T[:, 0]] - X[T[:, 2]]
+            Q = X[T[:, 0]] - X[T[:, 1]]
+        M, rho, prob = self._solve(P, Q)
+        Mv = np.asarray(M.value, dtype=float)
+        Mv = 0.5 * (Mv + Mv.T)
+        self.mahalanobis_ = Mv
+        self.components_ = components_from_matrix(Mv, rtol=1e-10)
+        self.triplets_ = T
+        self.margin_ = float(rho.value)
+        self.certificate_ = certificate(prob)
+        self.n_iter_ = self.certificate_.iterations if self.certificate_ is not None else None
+        return self
+
+    def _triplet_data(self, X: Any, triplets: Any, lazy: bool) -> tuple[Any, Any]:
+        """``X`` and the triplets checked (Dask arrays stay lazy: NaN / inf and the index range
+        by one reduction each)."""
         if lazy:
             T = triplets if is_dask_array(triplets) else np.asarray(triplets)
             if X.ndim != 2 or not np.issubdtype(np.dtype(X.dtype), np.number):
@@ -186,14 +205,13 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         lo, hi = (int(v) for v in _min_max(T))
         if lo < 0 or hi >= N:
             raise ValueError(f"triplet indices must be integers in [0, {N})")
-        self.n_features_in_ = X.shape[1]
-        m, d = int(T.shape[0]), int(X.shape[1])
+        return X, T
+
+    def _solve(self, P: Any, Q: Any):
+        """The SDP of the module docstring on the difference rows ``P`` (a_i - a_k) and ``Q``
+        (a_i - a_j), solved by ``route``; returns ``(M, rho, problem)``."""
+        m, d = int(P.shape[0]), int(P.shape[1])
         c = float(self.C) / m  # weight of each slack: C is per-triplet normalized (C >= 1)
-        if lazy:
-            P, Q = triplet_rows(X, T, block_rows=self.block_rows)
-        else:
-            P = X[T[:, 0]] - X[T[:, 2]]
-            Q = X[T[:, 0]] - X[T[:, 1]]
         M = cp.Variable((d, d), PSD=True)
         rho, xi = cp.Variable(), cp.Variable(m)
         prob = cp.Problem(
@@ -206,15 +224,7 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         solve(prob, route=self.route, solver=self.solver, verbose=bool(self.verbose), **opts)
         if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
             raise RuntimeError(f"PSDBoost solve ended with status {prob.status}")
-        Mv = np.asarray(M.value, dtype=float)
-        Mv = 0.5 * (Mv + Mv.T)
-        self.mahalanobis_ = Mv
-        self.components_ = components_from_matrix(Mv, rtol=1e-10)
-        self.triplets_ = T
-        self.margin_ = float(rho.value)
-        self.certificate_ = certificate(prob)
-        self.n_iter_ = self.certificate_.iterations if self.certificate_ is not None else None
-        return self
+        return M, rho, prob
 
 
 def _min_max(T) -> tuple[int, int]:

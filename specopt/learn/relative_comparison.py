@@ -35,10 +35,8 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._threads import limited
 from ..solvers.dual_cd import dual_cd
 from ._base import (
     COUNT,
@@ -48,9 +46,13 @@ from ._base import (
     TOL,
     VERBOSE,
     MahalanobisMixin,
-    check_params,
     finish_progress,
+    fit_context,
+    labelled_data,
     progress_callback,
+    require_y,
+    summary_lines,
+    triplets_given,
 )
 
 __all__ = ["RelativeComparisonMetric", "draw_triplets"]
@@ -102,6 +104,13 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
     max_passes, ridge, random_state : passed to :func:`specopt.solvers.dual_cd.dual_cd`
         (``random_state`` seeds its permutations and the triplets drawn from labels).
     n_triplets : triplets drawn from the labels in ``fit(X, y)`` (None: 3 N).
+
+    Attributes
+    ----------
+    w_ : the learned weights (p,); transform_matrix_ : the A used (d, p); components_ :
+    ``(A diag(sqrt(w)))^T``; triplets_ : the triplets drawn in ``fit(X, y)``; objective_,
+    gap_, converged_, n_iter_ : the dual coordinate descent's primal value, duality gap, whether
+    it reached ``tol``, and its passes.
     """
 
     _parameter_constraints = {
@@ -159,31 +168,21 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
             raise ValueError(f"triplet indices must lie in [0, {n})")
         return T
 
-    @limited
+    @fit_context()
     def fit(self, X, y=None, triplets=None) -> RelativeComparisonMetric:
         """Fit from class labels ``y`` (``n_triplets`` triplets drawn, stored as
         ``triplets_``) or from given integer ``triplets`` (n, 3): x_i closer to x_j than x_k."""
-        if triplets is not None:
-            if y is not None:
-                raise ValueError("give either labels y or triplets, not both")
+        if triplets_given(y, triplets):
             return self.fit_triplets(X, triplets)
-        check_params(self)
-        if y is None:
-            raise ValueError("RelativeComparisonMetric requires y to be passed, but the target y "
-                             "is None (give class labels y, or triplets=)")
-        X, y = validate_data(self, X, y)
-        check_classification_targets(y)
-        if np.unique(y).size < 2:
-            raise ValueError("RelativeComparisonMetric needs at least two classes, got 1 class "
-                             f"in y ({len(y)} samples)")
+        require_y(self, y, " (give class labels y, or triplets=)")
+        X, y = labelled_data(self, X, y)
         n_t = 3 * X.shape[0] if self.n_triplets is None else int(self.n_triplets)
         self.triplets_ = draw_triplets(y, n_t, self.random_state)
         return self._fit(X, self.triplets_)
 
-    @limited
+    @fit_context()
     def fit_triplets(self, X, triplets) -> RelativeComparisonMetric:
         """Fit from ``X`` (N, d) and integer ``triplets`` (n, 3): x_i closer to x_j than x_k."""
-        check_params(self)
         X = validate_data(self, X)
         return self._fit(X, self._check_triplets(triplets, X.shape[0]))
 
@@ -199,10 +198,10 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
                                "iter")
         res = dual_cd(L, Z, self.C, nonneg=True, tol=self.tol, max_passes=self.max_passes,
                       ridge=self.ridge, seed=seed, callback=cb)
-        finish_progress(cb, f"{'converged':>15}: {res.converged}\n{'objective':>15}: "
-                            f"{res.primal:.6g}\n{'bound':>15}: {res.dual:.6g}\n"
-                            f"{'relative gap':>15}: {res.rel_gap:.3g}\n"
-                            f"{'CD passes':>15}: {res.iterations}")
+        finish_progress(cb, summary_lines(
+            ("converged", res.converged), ("objective", f"{res.primal:.6g}"),
+            ("bound", f"{res.dual:.6g}"), ("relative gap", f"{res.rel_gap:.3g}"),
+            ("CD passes", res.iterations)))
         if not res.converged:
             warnings.warn(f"dual coordinate descent stopped with relative gap {res.rel_gap:.2e} "
                           f"> tol={self.tol:g} after {res.iterations} passes",

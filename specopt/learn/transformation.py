@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.metrics import accuracy_score
+from sklearn.svm import SVC, LinearSVC
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._threads import limited
 from ..solvers.extragradient import extragradient
 from ..solvers.transformation import (
     greedy_mixture,
@@ -35,7 +36,18 @@ from ..solvers.transformation import (
     matrix_generation,
     top_eigvec,
 )
-from ._base import COUNT, POSITIVE, TOL, VERBOSE, StrOptions, check_params
+from ._base import (
+    COUNT,
+    POSITIVE,
+    TOL,
+    VERBOSE,
+    StrOptions,
+    finish_progress,
+    fit_context,
+    progress_callback,
+    summary_lines,
+)
+from ._transformation_cvx import qcqp_master, solve_conic
 
 __all__ = ["RampFeatures", "TransformationSVM", "MultitaskTransformationSVM"]
 
@@ -72,8 +84,8 @@ class RampFeatures(TransformerMixin, BaseEstimator):
         self.n_ramps = n_ramps
         self.scaling = scaling
 
+    @fit_context(threads=False)  # no solver: quantiles of X
     def fit(self, X, y=None) -> RampFeatures:
-        check_params(self)
         X = validate_data(self, X, dtype=float)
         if self.scaling == "global":
             lo, hi = float(X.min()), float(X.max())
@@ -139,9 +151,6 @@ def _is_task_list(v) -> bool:
 def _fit_matrix(tasks, model, solver, bias, tol, max_iter, conic_solver, verbose=False):
     """Run one of the matrix-mixture solvers; returns (M, alphas, biases, gap, info).
     ``verbose`` prints the progress of matrix generation (one line per round)."""
-    from ._base import finish_progress, progress_callback
-    from ._transformation_cvx import qcqp_master, solve_conic
-
     cb = progress_callback(verbose, "transformation matrix generation",
                            f"{len(tasks)} task(s), {tasks[0].J} ramps", "round")
 
@@ -166,15 +175,13 @@ def _fit_matrix(tasks, model, solver, bias, tol, max_iter, conic_solver, verbose
 
 
 def _mg_summary(r) -> str:
-    return (f"{'converged':>15}: {r.converged}\n{'upper':>15}: {r.upper:.6g}\n"
-            f"{'lower':>15}: {r.lower:.6g}\n{'relative gap':>15}: {r.gap:.3g}\n"
-            f"{'rounds':>15}: {r.iterations}")
+    return summary_lines(("converged", r.converged), ("upper", f"{r.upper:.6g}"),
+                         ("lower", f"{r.lower:.6g}"), ("relative gap", f"{r.gap:.3g}"),
+                         ("rounds", r.iterations))
 
 
 def _sklearn_svm(Z: np.ndarray, y: np.ndarray, C: float, bias: bool) -> tuple[np.ndarray, float]:
     """SVM step of the greedy mixture: ``min ||w||^2 + 2C sum xi`` (= libsvm's ``SVC(C)``)."""
-    from sklearn.svm import SVC, LinearSVC
-
     if bias:
         est = SVC(kernel="linear", C=C, tol=1e-8).fit(Z, y)
         return est.coef_.ravel(), float(est.intercept_[0])
@@ -192,6 +199,9 @@ def _binary_labels(y) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _TransformationBase(ClassifierMixin, BaseEstimator):
+    """The parameters (one table, one constructor) and the learned transformation of the
+    transformation SVMs (parameters: :class:`TransformationSVM`)."""
+
     _parameter_constraints = {
         "n_ramps": [COUNT],
         "model": [StrOptions(set(_MODELS))],
@@ -204,6 +214,21 @@ class _TransformationBase(ClassifierMixin, BaseEstimator):
         "conic_solver": [str],
         "verbose": VERBOSE,
     }
+
+    def __init__(self, n_ramps: int = 10, model: str = "matrix", solver: str = "auto",
+                 C: float = 1.0, bias: bool = True, scaling: str = "global", tol: float = 1e-4,
+                 max_iter: int | None = None, conic_solver: str = "CLARABEL",
+                 verbose: bool = False):
+        self.n_ramps = n_ramps
+        self.model = model
+        self.solver = solver
+        self.C = C
+        self.bias = bias
+        self.scaling = scaling
+        self.tol = tol
+        self.max_iter = max_iter
+        self.conic_solver = conic_solver
+        self.verbose = verbose
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -246,27 +271,16 @@ class TransformationSVM(_TransformationBase):
     ----------
     M_ : (J, J) learned mixing matrix (``m m^T`` for the greedy mixture).
     coef_ : (J, D) weights: ``f(x) = sum_j phi_j(x)^T coef_[j] + intercept_``.
+    intercept_ : the bias (0 without ``bias``).
     gap_ : certified relative gap ``(U - D) / max(1, |U|)`` (None for ``model="mixture"``).
+    classes_ : the two classes; ramps_ : the fitted :class:`RampFeatures`; n_iter_ : iterations
+    (rounds / steps) of the solver.
+    dual_coef_ : ``y * alpha`` (not for ``model="mixture"``); m_ and objective_history_ :
+    the greedy mixture's weights and objective trace (``model="mixture"`` only).
     """
 
-    def __init__(self, n_ramps: int = 10, model: str = "matrix", solver: str = "auto",
-                 C: float = 1.0, bias: bool = True, scaling: str = "global", tol: float = 1e-4,
-                 max_iter: int | None = None, conic_solver: str = "CLARABEL",
-                 verbose: bool = False):
-        self.verbose = verbose
-        self.n_ramps = n_ramps
-        self.model = model
-        self.solver = solver
-        self.C = C
-        self.bias = bias
-        self.scaling = scaling
-        self.tol = tol
-        self.max_iter = max_iter
-        self.conic_solver = conic_solver
-
-    @limited
+    @fit_context()
     def fit(self, X, y) -> TransformationSVM:
-        check_params(self)
         X, y = validate_data(self, X, y, dtype=float)
         self.classes_, ys = _binary_labels(y)
         self.ramps_ = RampFeatures(self.n_ramps, self.scaling).fit(X)
@@ -321,25 +335,9 @@ class MultitaskTransformationSVM(_TransformationBase):
     _parameter_constraints = {**_TransformationBase._parameter_constraints,
                               "model": [StrOptions({"matrix", "kernels"})]}
 
-    def __init__(self, n_ramps: int = 10, model: str = "matrix", solver: str = "auto",
-                 C: float = 1.0, bias: bool = True, scaling: str = "global", tol: float = 1e-4,
-                 max_iter: int | None = None, conic_solver: str = "CLARABEL",
-                 verbose: bool = False):
-        self.verbose = verbose
-        self.n_ramps = n_ramps
-        self.model = model
-        self.solver = solver
-        self.C = C
-        self.bias = bias
-        self.scaling = scaling
-        self.tol = tol
-        self.max_iter = max_iter
-        self.conic_solver = conic_solver
-
-    @limited
+    @fit_context()
     def fit(self, X, y) -> MultitaskTransformationSVM:
         Xs, ys = X, y
-        check_params(self)
         many = _is_task_list(ys)
         if many:
             if not _is_task_list(Xs) or len(Xs) != len(ys) or len(Xs) == 0:
@@ -389,6 +387,4 @@ class MultitaskTransformationSVM(_TransformationBase):
         return self.task_classes_[task][(f > 0).astype(int)]
 
     def score(self, X, y, task: int = 0, sample_weight=None) -> float:
-        from sklearn.metrics import accuracy_score
-
         return accuracy_score(y, self.predict(X, task), sample_weight=sample_weight)
