@@ -119,8 +119,9 @@ def itml_linear(
         from its point if it did not certify; ``"cyclic"`` sweeps in the given order;
         ``"active"`` project and forget (Sonthalia & Gilbert): one full sweep, then
         ``ACTIVE_SWEEPS - 1`` sweeps over the constraints that were active (lam > 0) or
-        violated at that full sweep, repeated; ``"random"`` sweeps in a fresh random order each sweep (``seed``). ``"auto"``:
-        newton for gamma < inf and at most ``NEWTON_MAX_CONSTRAINTS`` constraints, else random
+        violated at that full sweep, repeated; ``"random"`` sweeps in a fresh random order each
+        sweep (``seed``). ``"auto"``: newton for gamma < inf and at most
+        ``NEWTON_MAX_CONSTRAINTS`` constraints, else random
         (cyclic order can be pathological: on digits, similar pairs listed before dissimilar
         ones, cyclic sweeps need ~33k sweeps to 1e-8 where random orders need ~35).
         Whatever the method, the certificate (gap, violation) is computed on ALL constraints.
