@@ -5,6 +5,7 @@ Input is validated by the front end (:func:`specopt.solvers.dual_cd.dual_cd`).""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,7 @@ class CDOptions:
     polish: bool
     time_limit: float | None
     verbose: bool
-    callback: object
+    callback: Callable[..., None] | None
 
 
 @dataclass(frozen=True)
