@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._status import SolverStatus
 from .transformation import (
     SaddleTask,
     b_matrix,
@@ -130,6 +131,7 @@ class ExtragradientResult:
 
     ``(M, alphas, biases)`` is the primal point of the best upper bound (use it to predict);
     ``dual_alphas`` attains the best lower bound ``D``; ``gap = (upper - lower) / max(1, |upper|)``.
+    ``status``: ``SolverStatus.OPTIMAL`` (gap <= tol), ``TIME_LIMIT`` or ``MAX_ITERS``.
     """
 
     M: np.ndarray
@@ -140,10 +142,15 @@ class ExtragradientResult:
     lower: float
     gap: float
     iterations: int
-    converged: bool
+    status: str
     solve_time: float
     step: float
     history: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def converged(self) -> bool:
+        """Whether the certified relative gap reached ``tol``."""
+        return self.status == SolverStatus.OPTIMAL
 
 
 def _grads(tasks, M, alphas):
@@ -207,7 +214,7 @@ def extragradient(
     best_u, best_l = np.inf, -np.inf
     best_M, best_alphas, best_biases = M, alphas, [0.0] * len(tasks)
     best_alphas_u = alphas
-    converged = False
+    status = SolverStatus.MAX_ITERS
     it = 0
     n_eval = 0
     for it in range(1, max_iter + 1):
@@ -247,13 +254,14 @@ def extragradient(
             hist["gap"].append(gap)
             hist["step"].append(beta)
             if gap <= tol:
-                converged = True
+                status = SolverStatus.OPTIMAL
                 break
             if time_limit is not None and time.perf_counter() - t0 > time_limit:
+                status = SolverStatus.TIME_LIMIT
                 break
     return ExtragradientResult(
         M=best_M, alphas=best_alphas_u, dual_alphas=best_alphas, biases=best_biases,
         upper=best_u, lower=best_l,
-        gap=relative_gap(best_u, best_l), iterations=it, converged=converged,
+        gap=relative_gap(best_u, best_l), iterations=it, status=status,
         solve_time=time.perf_counter() - t0, step=beta, history=hist,
     )

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import linprog
 
+from ._status import SolverStatus
+
 __all__ = [
     "SaddleTask",
     "make_tasks",
@@ -209,7 +211,12 @@ Master = Callable[[Sequence[SaddleTask], np.ndarray, bool], tuple[list[np.ndarra
 
 @dataclass
 class MatrixGenerationResult:
-    """Result of :func:`matrix_generation`: M = sum_k d_k u_k u_k^T, alphas, certificate."""
+    """Result of :func:`matrix_generation`: M = sum_k d_k u_k u_k^T, alphas, certificate.
+
+    ``status``: ``SolverStatus.OPTIMAL`` (gap <= tol), ``TIME_LIMIT``, ``MAX_ITERS``, or
+    ``STALLED`` (the oracle repeats an atom, or the single master of ``diagonal=True`` left a
+    gap above tol).
+    """
 
     M: np.ndarray
     alphas: list[np.ndarray]
@@ -220,9 +227,14 @@ class MatrixGenerationResult:
     lower: float
     gap: float
     iterations: int
-    converged: bool
+    status: str
     solve_time: float
     history: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def converged(self) -> bool:
+        """Whether the certified relative gap reached ``tol``."""
+        return self.status == SolverStatus.OPTIMAL
 
 
 def _price(G: np.ndarray, U: np.ndarray, n_price: int) -> tuple[float, np.ndarray]:
@@ -284,7 +296,7 @@ def matrix_generation(
     hist: dict[str, list[float]] = {"upper": [], "lower": [], "gap": [], "atoms": [], "time": []}
     best_u, best_l = np.inf, -np.inf
     best = center = None
-    converged = False
+    status = SolverStatus.MAX_ITERS
     it = 0
     for it in range(1, max_iter + 1):  # noqa: B007
         alphas, d = master(tasks, U, bias)
@@ -318,21 +330,26 @@ def matrix_generation(
         if callback is not None:
             callback(it, objective=best_u, bound=best_l, gap=gap)
         if gap <= tol:
-            converged = True
+            status = SolverStatus.OPTIMAL
             break
-        if diagonal or (time_limit is not None and time.perf_counter() - t0 > time_limit):
+        if diagonal:
+            status = SolverStatus.STALLED
+            break
+        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            status = SolverStatus.TIME_LIMIT
             break
         keep = []
         for u in new:
             if np.min(np.linalg.norm(np.vstack([U, *keep]) - u, axis=1)) > 1e-10:
                 keep.append(u)
         if not keep:
+            status = SolverStatus.STALLED
             break  # the oracle repeats an atom: the master is as good as it gets numerically
         U = np.vstack([U, *keep])
     M, alphas, biases, Ub, db = best
     return MatrixGenerationResult(
         M=M, alphas=alphas, biases=biases, atoms=Ub, weights=db, upper=best_u, lower=best_l,
-        gap=relative_gap(best_u, best_l), iterations=it, converged=converged,
+        gap=relative_gap(best_u, best_l), iterations=it, status=status,
         solve_time=time.perf_counter() - t0, history=hist,
     )
 

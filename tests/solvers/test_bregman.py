@@ -449,7 +449,7 @@ def test_capped_active_set_certificate_covers_all_constraints():
 
 def test_newton_warm_start_hand_over_to_sweeps():
     """A time-capped Newton stage leaves (W, xi, lam) consistent, so sweeps continue correctly."""
-    from specopt.solvers import bregman
+    from specopt.solvers.bregman import linear as bregman
 
     _, _, V, b, delta = _instance(6, d=4, n=30, m=80)
     lam = np.zeros(len(b))

@@ -163,7 +163,7 @@ def test_newton_hand_over_to_passes(monkeypatch):
     """When the Newton path does not certify (here: cut to its first smoothing level), CD
     continues from its best dual point: same optimum; capped, it reports not converged with an
     honest gap."""
-    from specopt.solvers import dual_cd as mod
+    from specopt.solvers.dual_cd import _newton as mod
 
     first = mod._newton_first
     monkeypatch.setattr(mod, "_newton_first",
