@@ -10,7 +10,9 @@ is SDPLIB's published value, same sign; SDPA-primal-infeasible ``infp*`` is ``un
 cap ``--cap`` (a capped run reports ``timeout``). Backends: ``specopt`` (``prob.solve(method=
 "specopt")``, route auto; status, certified gap and route from its certificate), ``clarabel``
 (CVXPY defaults), ``scs`` (``eps = 1e-5``, i.e. ``eps_abs = eps_rel = 1e-5``) and, on request,
-``lowrank`` (route ``low_rank_sdp`` forced: the measurements behind ``auto``'s threshold). The
+``lowrank`` (route ``low_rank_sdp`` forced: the measurements behind ``auto``'s threshold) and
+``clarabel-lmi`` (Clarabel on the LMI form of ``specopt.conic_lmi``: the measurements behind
+the conic route's retry). The
 generic solvers are skipped above the PSD order they cannot hold: Clarabel factors a KKT system
 whose PSD part is dense, ``(n(n+1)/2)^2`` entries for an ``n x n`` block (1.0 GB at n = 150, 7.9
 GB at n = 250, on a shared 23 GB machine; mcp100 already takes ~50 s), so it is skipped above
@@ -133,6 +135,14 @@ def child(path: str, backend: str) -> None:
             prob.solve(method="specopt", route="low_rank_sdp")
         elif backend == "clarabel":
             prob.solve(solver=cp.CLARABEL)
+        elif backend == "clarabel-lmi":  # Clarabel on the LMI form (specopt.conic_lmi)
+            from specopt import _cvxpy_compat as compat
+
+            data, chain, inverse = prob.get_problem_data(cp.CLARABEL)
+            raw = compat._clarabel_lmi(chain.solver, data, False, {})
+            if raw is None:
+                raise ValueError("not in dual standard form")
+            prob.unpack_results(raw, chain, inverse)
         elif backend == "scs":
             prob.solve(solver=cp.SCS, eps=1e-5)
         else:
