@@ -186,7 +186,8 @@ def main() -> None:
     pub = published(args.data)
     files = sorted(args.data.glob("*.dat-s"), key=lambda p: (header(p)[0], p.stem))
     names = [p for p in files if any(fnmatch.fnmatch(p.stem, pat) for pat in args.problems)]
-    limits = {"clarabel": args.clarabel_max_n, "scs": args.scs_max_n}
+    limits = {"clarabel": args.clarabel_max_n, "clarabel-lmi": args.clarabel_max_n,
+              "scs": args.scs_max_n}
     rows = []
     load0 = os.getloadavg()
     for path in names:

@@ -24,6 +24,12 @@ class SolverStatus(StrEnum):
     TIME_LIMIT = "time_limit"
     #: no further progress possible (bound and objective stopped moving)
     STALLED = "stalled"
+    #: stopped by an iteration or time cap before the tolerance, the two not told apart
+    #: (the Bregman solvers' sweep loop)
+    INACCURATE = "inaccurate"
+    #: stopped early because the measured rate says the cap would come before the tolerance;
+    #: the route switches methods
+    SLOW = "slow"
     #: a Farkas-type certificate proves the constraints empty
     INFEASIBLE = "infeasible"
     #: a recession direction proves the objective unbounded
@@ -34,4 +40,5 @@ class SolverStatus(StrEnum):
     @property
     def is_limit(self) -> bool:
         """Whether the loop was cut short by a cap rather than by its own test."""
-        return self in (SolverStatus.MAX_ITERS, SolverStatus.TIME_LIMIT, SolverStatus.STALLED)
+        return self in (SolverStatus.MAX_ITERS, SolverStatus.TIME_LIMIT, SolverStatus.STALLED,
+                        SolverStatus.INACCURATE, SolverStatus.SLOW)

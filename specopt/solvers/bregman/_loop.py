@@ -13,12 +13,11 @@ import numpy as np
 from .._status import SolverStatus
 
 #: Stopped by ``max_sweeps`` or ``time_limit`` before the tolerance (the routes report
-#: ``optimal_inaccurate``). ``SolverStatus`` has no member for it; the value is the string the
-#: Bregman solvers have always returned.
-INACCURATE = "inaccurate"
+#: ``optimal_inaccurate``).
+INACCURATE = SolverStatus.INACCURATE
 #: Stopped early because the measured rate says ``max_sweeps`` would come before the tolerance
 #: (``slow_after``); the route then switches methods.
-SLOW = "slow"
+SLOW = SolverStatus.SLOW
 
 
 @dataclass(frozen=True)
