@@ -24,7 +24,7 @@ Options: ``tol`` (1e-8), ``max_sweeps`` (100000), ``time_limit`` (None, seconds)
 from __future__ import annotations
 
 import math
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,12 +32,13 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._progress import progress_for, user_history
+from .._progress import user_history
+from ..certificate import relative_gap
 from ..solvers._jit import numba_loaded
+from ..solvers._status import SolverStatus
 from ..solvers.bregman import NEWTON_MAX_CONSTRAINTS, itml_linear
-from ..validate import check_options
 from .analysis import BurgTerm, LogDetTerm, try_analyze
-from .base import Match, Route, RouteMismatch, RouteResult
+from .base import Match, Route, RouteMismatch, RouteResult, RunContext
 from .registry import register_route
 
 _ROUTE_OPTS = ("tol", "max_sweeps", "time_limit", "check_every", "method", "seed", "slow_after")
@@ -327,68 +328,44 @@ class BregmanRoute(Route):
                        "one-off compiled-kernel start-up (0.3-1.5 s per process) exceeds "
                        "Clarabel's time at this size")
 
-    def solve(
-        self,
-        problem: cp.Problem,
-        match: Match,
-        *,
-        solver: str | None = None,
-        verbose: bool = False,
-        **opts: Any,
-    ) -> RouteResult:
-        data: ITMLData = match.data
-        if data is None:
-            raise RouteMismatch("no ITML data: call recognize first")
-        check_options('bregman', opts, _ROUTE_OPTS)
-        t0 = time.perf_counter()
+    OPTIONS = _ROUTE_OPTS
+    UNIT = "iter"
+    STATUS_MAP = {SolverStatus.OPTIMAL: cp.OPTIMAL, SolverStatus.INFEASIBLE: cp.INFEASIBLE}
 
+    def to_user(self, data: ITMLData) -> Callable[[float], float]:
         def user(v: float) -> float:  # the solver's objective -> the user's
             return data.c1 * v + data.offset
 
-        cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
+        return user
+
+    def run(self, data: ITMLData, ctx: RunContext, **opts: Any) -> Any:
         opts = {"slow_after": SLOW_AFTER, **opts}
-        res = itml_linear(data.V, data.bounds, data.delta, data.W0, data.gamma, callback=cb,
-                          **opts)
+        return itml_linear(data.V, data.bounds, data.delta, data.W0, data.gamma,
+                           callback=ctx.callback, **opts)
+
+    def invert(self, res: Any, ctx: RunContext) -> RouteResult:
         if res.status == "slow":
-            return self._hand_to_conic(problem, res, time.perf_counter() - t0, verbose)
-        elapsed = time.perf_counter() - t0
+            return self._hand_to_conic(ctx.problem, res, ctx.elapsed(), ctx.verbose)
+        data: ITMLData = ctx.data
+        user = self.to_user(data)
+        elapsed = ctx.elapsed()
         history = user_history(res.history, user)
         extra = {"sweeps": res.iterations, "gamma": data.gamma, "form": "linear"}
-        if res.status == "infeasible":
+        status = self.map_status(res.status)
+        if status == cp.INFEASIBLE:
             extra["farkas_ray"] = res.extra.get("farkas_ray")
-            return RouteResult(
-                status=cp.INFEASIBLE,
-                primal={},
-                objective=math.inf,
-                backend="bregman",
-                iterations=res.iterations,
-                solve_time=elapsed,
-                history=history,
-                extra=extra,
-            )
-        primal = {data.W.id: res.W}
-        if data.xis:
-            xi_val = data.xi0_full.copy()
-            xi_val[data.slack_index] = res.xi / data.slack_scale
-            pos = 0
-            for x in data.xis:
-                primal[x.id] = xi_val[pos:pos + x.size].reshape(x.shape, order="F")
-                pos += x.size
-        dual = {}
-        for cid, shape, sl in data.rows:
-            lam = data.c1 * res.lam[sl]
-            dual[cid] = lam.reshape(shape, order="F") if shape else float(lam[0])
+            return RouteResult.no_point(status, 1, backend="bregman", iterations=res.iterations,
+                                        solve_time=elapsed, history=history, extra=extra)
         objective, bound = user(res.primal), user(res.dual)
-        status = cp.OPTIMAL if res.status == "optimal" else cp.OPTIMAL_INACCURATE
         extra.update(relative_violation=res.max_violation, lam=res.lam)
         return RouteResult(
             status=status,
-            primal=primal,
+            primal=_primal(data, res),
             objective=objective,
             backend="bregman",
-            dual=dual,
+            dual=_duals(data, res),
             bound=bound,
-            gap=abs(objective - bound) / max(1.0, abs(objective)),
+            gap=relative_gap(objective, bound),
             iterations=res.iterations,
             solve_time=elapsed,
             history=history,
@@ -416,6 +393,28 @@ class BregmanRoute(Route):
         out.backend = f"bregman->{out.backend}"
         out.solve_time = (out.solve_time or 0.0) + swept
         return out
+
+
+def _primal(data: ITMLData, res: Any) -> dict[int, np.ndarray]:
+    """W and the slack variables (each entry ``xi / a`` of its row, the reference elsewhere)."""
+    primal = {data.W.id: res.W}
+    if data.xis:
+        xi_val = data.xi0_full.copy()
+        xi_val[data.slack_index] = res.xi / data.slack_scale
+        pos = 0
+        for x in data.xis:
+            primal[x.id] = xi_val[pos:pos + x.size].reshape(x.shape, order="F")
+            pos += x.size
+    return primal
+
+
+def _duals(data: ITMLData, res: Any) -> dict[int, Any]:
+    """The multiplier of each distance constraint: ``c1 * lam``."""
+    dual = {}
+    for cid, shape, sl in data.rows:
+        lam = data.c1 * res.lam[sl]
+        dual[cid] = lam.reshape(shape, order="F") if shape else float(lam[0])
+    return dual
 
 
 register_route(BregmanRoute())

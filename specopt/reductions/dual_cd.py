@@ -27,7 +27,7 @@ Options: ``tol`` (1e-8), ``max_passes``, ``seed``, ``shrinking``, ``ridge``, ``c
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,11 +35,12 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._progress import progress_for, user_history
+from .._progress import user_history
+from ..certificate import relative_gap
+from ..solvers._status import SolverStatus
 from ..solvers.dual_cd import dual_cd
-from ..validate import check_options
 from .analysis import HingeTerm, QuadTerm, affine_maps, dense_value, try_analyze
-from .base import Match, Route, RouteMismatch, RouteResult
+from .base import Match, Route, RouteMismatch, RouteResult, RunContext
 from .registry import register_route
 
 _ROUTE_OPTS = ("tol", "max_passes", "seed", "shrinking", "ridge", "check_every", "polish",
@@ -350,53 +351,37 @@ class DualCDRoute(Route):
             return True, f"{n} margin rows >= {PAYS_OFF_MIN_ROWS} (measured faster than conic)"
         return False, f"only {n} margin rows (< {PAYS_OFF_MIN_ROWS}); conic is as fast"
 
-    def solve(self, problem: cp.Problem, match: Match, *, solver: str | None = None,
-              verbose: bool = False, **opts: Any) -> RouteResult:
-        data: DualCDData = match.data
-        if data is None:
-            raise RouteMismatch("no dual_cd data: call recognize first")
-        check_options('dual_cd', opts, _ROUTE_OPTS)
-        t0 = time.perf_counter()
+    OPTIONS = _ROUTE_OPTS
+    UNIT = "iter"
+    STATUS_MAP = {SolverStatus.OPTIMAL: cp.OPTIMAL}
 
+    def to_user(self, data: DualCDData) -> Callable[[float], float]:
         def user(v: float) -> float:  # the solver's minimization form -> the user's objective
             return data.sense * (v + data.offset)
 
-        cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
-        res = dual_cd(data.L, data.Z, data.C, nonneg=data.mask, callback=cb, **opts)
-        elapsed = time.perf_counter() - t0
-        w = data.w
-        primal = {w.id: res.w.reshape(w.shape, order="F") if w.shape else float(res.w[0])}
-        # slack values: xi_s = xi'_row * (-beta) / a
-        nh = data.n_hinge
-        lam_s = res.lam[nh:]
-        svals = np.zeros(int(data.starts[-1]))
-        svals[data.slack_s] = res.xi[nh:] * data.slack_nb / data.slack_a
-        for k, v in enumerate(data.slacks):
-            val = svals[data.starts[k]:data.starts[k + 1]]
-            primal[v.id] = val.reshape(v.shape, order="F") if v.shape else float(val[0])
-        # multipliers of the normalized rows: t_j, mu_row = C_row - lam_row, lam_row
-        mu_entry = np.zeros(svals.size)
-        mu_entry[data.slack_s] = ((data.C[nh:] - lam_s) * data.slack_a / data.slack_nb)
-        dual = {}
-        for cid, shape, kind, idx, scale in data.con_rows:
-            vals = np.zeros(kind.size)
-            for code, source in ((1, res.t), (2, mu_entry), (3, lam_s)):
-                sel = kind == code
-                vals[sel] = source[idx[sel]] / scale[sel]
-            dual[cid] = vals.reshape(shape, order="F") if shape else float(vals[0])
+        return user
+
+    def run(self, data: DualCDData, ctx: RunContext, **opts: Any) -> Any:
+        return dual_cd(data.L, data.Z, data.C, nonneg=data.mask, callback=ctx.callback, **opts)
+
+    def invert(self, res: Any, ctx: RunContext) -> RouteResult:
+        data: DualCDData = ctx.data
+        elapsed = ctx.elapsed()
+        user = self.to_user(data)
         objective, bound = user(res.primal), user(res.dual)
         history = user_history(res.history, user)
         # the bound at each check (``gap`` is the absolute P - D there), in the user's sign
         history["bound"] = [user(p - g) for p, g in zip(res.history.get("primal", []),
                                                         res.history.get("gap", []), strict=True)]
+        solver_status = SolverStatus.OPTIMAL if res.converged else SolverStatus.MAX_ITERS
         return RouteResult(
-            status=cp.OPTIMAL if res.converged else cp.OPTIMAL_INACCURATE,
-            primal=primal,
+            status=self.map_status(solver_status),
+            primal=_primal(data, res),
             objective=objective,
             backend="dual_cd",
-            dual=dual,
+            dual=_duals(data, res),
             bound=bound,
-            gap=abs(objective - bound) / max(1.0, abs(objective)),
+            gap=relative_gap(objective, bound),
             iterations=res.iterations,
             setup_time=res.setup_time,
             solve_time=elapsed,
@@ -404,6 +389,40 @@ class DualCDRoute(Route):
             extra={"passes": res.iterations, "rel_gap": res.rel_gap, "n": data.Z.shape[0],
                    "m": data.Z.shape[1], "polish": res.n_polish, "method": res.method},
         )
+
+
+def _slack_values(data: DualCDData, res: Any) -> np.ndarray:
+    """The stacked slack vector: ``xi_s = xi'_row * (-beta) / a``."""
+    svals = np.zeros(int(data.starts[-1]))
+    svals[data.slack_s] = res.xi[data.n_hinge:] * data.slack_nb / data.slack_a
+    return svals
+
+
+def _primal(data: DualCDData, res: Any) -> dict[int, Any]:
+    w = data.w
+    primal = {w.id: res.w.reshape(w.shape, order="F") if w.shape else float(res.w[0])}
+    svals = _slack_values(data, res)
+    for k, v in enumerate(data.slacks):
+        val = svals[data.starts[k]:data.starts[k + 1]]
+        primal[v.id] = val.reshape(v.shape, order="F") if v.shape else float(val[0])
+    return primal
+
+
+def _duals(data: DualCDData, res: Any) -> dict[int, Any]:
+    """Multipliers of the normalized rows (``t_j``, ``mu_row = C_row - lam_row``, ``lam_row``)
+    mapped to the user's constraints."""
+    nh = data.n_hinge
+    lam_s = res.lam[nh:]
+    mu_entry = np.zeros(int(data.starts[-1]))
+    mu_entry[data.slack_s] = ((data.C[nh:] - lam_s) * data.slack_a / data.slack_nb)
+    dual = {}
+    for cid, shape, kind, idx, scale in data.con_rows:
+        vals = np.zeros(kind.size)
+        for code, source in ((1, res.t), (2, mu_entry), (3, lam_s)):
+            sel = kind == code
+            vals[sel] = source[idx[sel]] / scale[sel]
+        dual[cid] = vals.reshape(shape, order="F") if shape else float(vals[0])
+    return dual
 
 
 register_route(DualCDRoute())

@@ -48,6 +48,8 @@ from ..backends import available_backends, default_backend
 from ..certificate import STATIONARY
 from ..solvers.iterated_sdp import concave_weights, iterated_sdp
 from ..validate import check_options
+from . import low_rank_sdp as lrr
+from ._low_rank_steps import low_rank_subproblem, substitute_parameters
 from .analysis import normalized_problem, short, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import register_route
@@ -659,11 +661,9 @@ class IteratedSDPRoute(Route):
                 for nd, B in zip(surr.nodes, Bs, strict=True):
                     nd.B.value = (0.5 * (B + B.T)).ravel(order="F")
                 return prob
-            from .low_rank_sdp import _substitute_parameters
-
             values = {nd.B.id: cp.Constant((0.5 * (B + B.T)).ravel(order="F"))
                       for nd, B in zip(surr.nodes, Bs, strict=True)}
-            obj = _substitute_parameters(prob.objective.expr, values)
+            obj = substitute_parameters(prob.objective.expr, values)
             sense = cp.Minimize if isinstance(prob.objective, cp.Minimize) else cp.Maximize
             return cp.Problem(sense(obj), prob.constraints)
 
@@ -708,8 +708,6 @@ class IteratedSDPRoute(Route):
             except SolverError as exc:
                 if engine["tried"]:
                     raise
-                from .low_rank_sdp import low_rank_subproblem
-
                 engine["tried"] = True
                 engine["run"] = low_rank_subproblem(surr, required=False, min_n=0,
                                                     tol=inner_tol, method=inner_method)
@@ -755,9 +753,7 @@ class IteratedSDPRoute(Route):
         if inner not in ("auto", "conic", "low_rank"):
             raise ValueError(f"inner must be 'auto', 'conic' or 'low_rank', got {inner!r}")
         if inner != "conic" and solver is None or inner == "low_rank":
-            from . import low_rank_sdp as lrr
-
-            lr_run = lrr.low_rank_subproblem(
+            lr_run = low_rank_subproblem(
                 surr, required=inner == "low_rank", tol=inner_tol, method=inner_method,
                 min_n=None if lrr.ITERATED_MIN_N is None
                 else max(lrr.ITERATED_MIN_N, ITERATED_ENGINE_MIN_N))
@@ -834,7 +830,6 @@ class IteratedSDPRoute(Route):
             hist["rel_change_K"] += list(r.history["rel_change_K"])
         total_iters = sum(r.total_iterations for r in results)
         extra = {
-            "converged": res.converged,
             "stop_reason": res.stop_reason,
             "monotone": not violations,
             "monotone_violations": violations,
@@ -851,17 +846,10 @@ class IteratedSDPRoute(Route):
             "tie_check_time": timings["tie_time"],
             "dpp": dpp,
             "subproblem_status": point["status"],
-            # the claim rests on the returned point's own step (its feasibility is checked by the
-            # gate as well) and on the solves that certify it; earlier steps only moved the
-            # iterate (every status is in "subproblem_statuses")
-            "inner_solves_accurate": point["status"] == cp.OPTIMAL and all(
-                st == cp.OPTIMAL for st in timings.get("check_statuses", [])),
             "subproblem_statuses": list(timings["statuses"]),
             "iterate_time": total,
             "scs_iterations": list(timings["scs_iters"]),
             "backend_fallbacks": list(state["fallbacks"]),
-            # (passed, measured, tolerance) for the gate; details below
-            "stationarity": (stat["measured"] <= stat_tol, stat["measured"], stat_tol),
             "stationarity_detail": {k: v for k, v in stat.items() if k != "descent"},
             "tie_escapes": len(results) - 1,
         }
@@ -876,6 +864,14 @@ class IteratedSDPRoute(Route):
             solve_time=timings["solve"],
             history=hist,
             extra=extra,
+            converged=res.converged,
+            # the claim rests on the returned point's own step (its feasibility is checked by the
+            # gate as well) and on the solves that certify it; earlier steps only moved the
+            # iterate (every status is in "subproblem_statuses")
+            inner_accurate=point["status"] == cp.OPTIMAL and all(
+                st == cp.OPTIMAL for st in timings.get("check_statuses", [])),
+            # (passed, measured, tolerance) for the gate; details in "stationarity_detail"
+            stationarity=(stat["measured"] <= stat_tol, stat["measured"], stat_tol),
         )
 
     @staticmethod

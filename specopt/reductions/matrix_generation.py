@@ -27,7 +27,7 @@ master of ``specopt.solvers.mg_cuts`` from 5000 of them or with Dask data; True 
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +35,9 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._progress import progress_for, user_history
+from .._progress import user_history
 from ..solvers._dask_rows import DaskRowOperator, is_dask_array
+from ..solvers._status import SolverStatus
 from ..solvers.matrix_generation import (
     DenseOperator,
     FactoredOperator,
@@ -48,9 +49,9 @@ from ..solvers.matrix_generation import (
     solve_spectraplex_lp,
     sum_operators,
 )
-from ..validate import check_finite, check_options
+from ..validate import check_finite
 from .analysis import AffineMap, HingeTerm, short, try_analyze, zero_map
-from .base import Match, Route, RouteMismatch, RouteResult
+from .base import Match, Route, RouteMismatch, RouteResult, RunContext
 from .registry import register_route
 
 _ROUTE_OPTS = (
@@ -432,37 +433,31 @@ class MatrixGenerationRoute(Route):
                        "families: below, the conic route was faster on some instance, e.g. a "
                        "high-rank one)")
 
-    def solve(
-        self,
-        problem: cp.Problem,
-        match: Match,
-        *,
-        solver: str | None = None,
-        verbose: bool = False,
-        **opts: Any,
-    ) -> RouteResult:
-        data: MGData = match.data if match is not None else None
-        if data is None:
-            raise RouteMismatch("no matrix-generation data: call recognize first")
-        check_options('matrix_generation', opts, _ROUTE_OPTS)
-        _check_data(data)
-        kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, **opts}
-        t0 = time.perf_counter()
+    OPTIONS = _ROUTE_OPTS
+    UNIT = "round"
+    STATUS_MAP = {SolverStatus.OPTIMAL: cp.OPTIMAL, SolverStatus.INFEASIBLE: cp.INFEASIBLE,
+                  SolverStatus.UNBOUNDED: cp.UNBOUNDED}
 
+    def to_user(self, data: MGData) -> Callable[[float], float]:
         def user(v: float) -> float:  # the solver's maximization form -> the user's objective
             return data.sense * v
 
-        cb = progress_for(verbose, self.name, match.reason, unit="round", transform=user)
+        return user
 
-        def run(kw):
+    def run(self, data: MGData, ctx: RunContext, **opts: Any) -> MGOutcome:
+        _check_data(data)
+        kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, **opts}
+
+        def solve(kw):
             return solve_spectraplex_lp(
                 data.A, data.C, data.G, data.c, data.lb, data.ub, data.zlb, data.zub,
-                trace=data.trace, trace_eq=data.trace_eq, offset=data.offset, callback=cb, **kw,
+                trace=data.trace, trace_eq=data.trace_eq, offset=data.offset,
+                callback=ctx.callback, **kw,
             )
 
         try:
             try:
-                res = run(kw)
+                res = solve(kw)
             except (MasterInfeasible, RuntimeError, np.linalg.LinAlgError):
                 if kw.get("master") != "psd":
                     raise
@@ -470,46 +465,37 @@ class MatrixGenerationRoute(Route):
                 # nothing, and Clarabel can stall on it (badly scaled data). The LP master has
                 # a phase 1 (artificial variables) that decides feasibility.
                 kw = {**kw, "master": "lp"}
-                res = run(kw)
+                res = solve(kw)
         except UnboundedProblem:
-            return RouteResult(status=cp.UNBOUNDED, primal={}, objective=data.sense * np.inf,
-                               backend=_backend(kw), solve_time=time.perf_counter() - t0)
+            return MGOutcome(SolverStatus.UNBOUNDED, None, _backend(kw))
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             raise cp.error.SolverError(f"matrix generation failed: {exc}") from exc
-        if res.status not in ("optimal", "infeasible") and kw.get("master") == "psd":
-            # the PSD-block / cut masters have no phase 1: a solve that did not converge may
-            # be facing infeasible constraints; the LP master's phase 1 decides (with a
-            # checked Farkas certificate), at every size
-            if phase_one(data.A, data.G, data.lb, data.ub, data.zlb, data.zub, data.trace,
-                         data.trace_eq, dense=data.A.n <= 300,
-                         time_limit=kw.get("time_limit", np.inf)):
-                res.status = "infeasible"
-        elapsed = time.perf_counter() - t0
-        s = data.sense
-        if res.status == "infeasible":
-            return RouteResult(status=cp.INFEASIBLE, primal={}, objective=-s * np.inf,
-                               backend=_backend(kw), iterations=res.iterations,
-                               solve_time=elapsed, history=res.history)
-        Xv = res.X
-        Xv = 0.5 * (Xv + Xv.T)
+        return MGOutcome(_phase_one_status(data, res, kw), res, _backend(kw))
+
+    def invert(self, out: MGOutcome, ctx: RunContext) -> RouteResult:
+        data: MGData = ctx.data
+        status = self.map_status(out.status)
+        res = out.res
+        if status in (cp.INFEASIBLE, cp.UNBOUNDED):
+            more = {} if res is None else {"iterations": res.iterations, "history": res.history}
+            return RouteResult.no_point(status, -int(data.sense), backend=out.backend,
+                                        solve_time=ctx.elapsed(), **more)
+        user = self.to_user(data)
+        Xv = 0.5 * (res.X + res.X.T)
         primal = {data.X.id: Xv}
         for v in data.zvars:
             primal[v.id] = res.z[data.zslices[v.id]].reshape(v.shape, order="F")
-        dual = self._duals(data, res)
-        objective, bound = user(res.objective), user(res.bound)
-        status = cp.OPTIMAL if res.status == "optimal" else cp.OPTIMAL_INACCURATE
-        hist = user_history(res.history, user)
         return RouteResult(
             status=status,
             primal=primal,
-            objective=objective,
-            backend=_backend(kw),
-            dual=dual,
-            bound=bound,
+            objective=user(res.objective),
+            backend=out.backend,
+            dual=self._duals(data, res),
+            bound=user(res.bound),
             gap=res.gap,
             iterations=res.iterations,
-            solve_time=elapsed,
-            history=hist,
+            solve_time=ctx.elapsed(),
+            history=user_history(res.history, user),
             # numerical rank (eigenvalues above 1e-6 of the largest: interior-point masters leave
             # tiny weights on unused directions)
             extra={"theta": res.theta, "U": res.U,
@@ -534,11 +520,31 @@ class MatrixGenerationRoute(Route):
         dual[con.id] = float(res.mu / a) if con.shape == () else np.full(con.shape, res.mu / a)
         if data.psd_con is not None:
             w = np.append(1.0, -y)
-            from ..solvers.matrix_generation import StackedOperator
-
             H = StackedOperator([data.C, data.A]).adjoint_dense(w)
             dual[data.psd_con.id] = res.mu * np.eye(data.n) - H
         return dual
+
+
+@dataclass(frozen=True)
+class MGOutcome:
+    """How the route's solve ended: the status (the solver's, or infeasible by phase 1, or
+    unbounded), the solver's result (None when unbounded) and the engine's name."""
+
+    status: str
+    res: Any
+    backend: str
+
+
+def _phase_one_status(data: MGData, res: Any, kw: dict) -> str:
+    """The solver's status, or ``infeasible`` when a PSD-master solve did not converge and the
+    LP master's phase 1 proves the constraints empty (the PSD-block / cut masters have no
+    phase 1; a checked Farkas certificate, at every size)."""
+    if res.status in (SolverStatus.OPTIMAL, SolverStatus.INFEASIBLE) or kw.get("master") != "psd":
+        return res.status
+    if phase_one(data.A, data.G, data.lb, data.ub, data.zlb, data.zub, data.trace,
+                 data.trace_eq, dense=data.A.n <= 300, time_limit=kw.get("time_limit", np.inf)):
+        return SolverStatus.INFEASIBLE
+    return res.status
 
 
 def _backend(kw: dict) -> str:
