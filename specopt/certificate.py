@@ -12,6 +12,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 #: Status of a non-convex route that converged to a stationary point (a local solution).
 STATIONARY = "stationary_point"
 
@@ -105,8 +107,6 @@ class Certificate:
         except ImportError as exc:  # pragma: no cover - optional extra
             raise ImportError("Certificate.plot() needs matplotlib: pip install 'specopt[plot]'")\
                 from exc
-        import numpy as np
-
         h = self.history or {}
 
         def first(*keys):
@@ -120,7 +120,8 @@ class Certificate:
             bnd = None
         gap_label = "relative gap"
         if obj is not None and bnd is not None:
-            gap = np.abs(obj - bnd) / np.maximum(1.0, np.abs(obj))
+            gap = np.array([relative_gap(float(o), float(b)) for o, b in zip(obj, bnd,
+                                                                              strict=True)])
         else:
             gap = first("gap")
             if gap is None and obj is not None and self.bound is None:

@@ -60,8 +60,9 @@ import cvxpy as cp
 import numpy as np
 
 from . import _cvxpy_compat as compat
-from ._values import values_set
-from .certificate import STATIONARY
+from ._values import constraint_scale, values_set
+from .backends import backend_status, dense_kkt_dimension
+from .certificate import STATIONARY, relative_gap
 
 if TYPE_CHECKING:
     from .reductions.base import RouteResult
@@ -87,29 +88,6 @@ class Check(NamedTuple):
     passed: bool
     measured: float | None
     tolerance: float | None
-
-
-def _inf_norm(value: Any) -> float:
-    if value is None:
-        return math.nan
-    arr = np.abs(np.asarray(value, dtype=complex if np.iscomplexobj(value) else float))
-    return float(np.max(arr)) if arr.size else 0.0
-
-
-def _summands(expr: cp.Expression) -> list[cp.Expression]:
-    if type(expr).__name__ == "AddExpression":
-        return [t for a in expr.args for t in _summands(a)]
-    return [expr]
-
-
-def constraint_scale(con: cp.Constraint) -> float:
-    """``scale(c)`` of the module docstring (the constraint's variables must hold values)."""
-    scale = 0.0
-    for arg in con.args:
-        scale = max(scale, _inf_norm(arg.value))
-        for t in _summands(arg):
-            scale = max(scale, _inf_norm(t.value))
-    return scale
 
 
 def relative_violations(problem: cp.Problem) -> list[tuple[cp.Constraint, float, float]]:
@@ -172,7 +150,7 @@ def run_checks(
             -math.inf if _sense(problem) * bound < 0 else math.inf)
         checks["bound_side"] = Check(wrong <= BOUND_TOL, wrong, BOUND_TOL)
         if is_global and result.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            gap = abs(obj - bound) / max(1.0, abs(obj)) if math.isfinite(bound) else math.inf
+            gap = relative_gap(obj, bound)
             checks["gap"] = Check(gap <= GAP_TOL, gap, GAP_TOL)
     if result.converged is not None:
         checks["converged"] = _flag(result.converged)
@@ -213,16 +191,12 @@ def feasibility_probe(problem: cp.Problem) -> str | None:
     ``"infeasible"`` when Clarabel certifies that no point exists, ``"feasible"`` when it finds
     one, ``None`` when the probe is not applicable (non-DCP constraints, too large, no Clarabel).
     """
-    from .backends import backend_status, dense_kkt_dimension
-
     if not backend_status("CLARABEL")[0]:
         return None
     try:
         domain = list(problem.objective.expr.domain)
     except Exception:  # an atom without a domain: the constraints alone
         domain = []
-    from . import _cvxpy_compat as compat
-
     try:
         probe = cp.Problem(cp.Minimize(0), [*problem.constraints, *domain])
         if not probe.is_dcp() or dense_kkt_dimension(probe) > PROBE_MAX_DENSE_DIM:

@@ -19,12 +19,17 @@ import cvxpy as cp
 from . import _cvxpy_compat as compat
 from . import gate
 from ._interrupt import interrupts_as_keyboard_interrupt
+from ._progress import Progress, take_current
 from ._solver_names import check_solver_name
 from ._threads import check_threads, limit_threads, problem_size
+from ._tree import problem_nodes
 from ._values import restore, snapshot
+from .atoms import SPECOPT_ATOM_TYPES
+from .atoms.row_quad_forms import DASK_REFUSAL, uses_dask
+from .backends import backend_status, default_backend
 from .certificate import STATIONARY, Certificate, relative_gap
 from .memory import check_fits
-from .reductions import Match, Route, RouteResult, get_route, routes_in_order
+from .reductions import Match, Route, RouteMismatch, RouteResult, get_route, routes_in_order
 from .validate import check_numeric_options, check_problem
 
 _CERTIFICATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -96,8 +101,6 @@ def explain(problem: cp.Problem) -> Explanation:
 
 def _recognize(route: Route, problem: cp.Problem) -> Match:
     if not route.accepts_dask:
-        from .atoms.row_quad_forms import DASK_REFUSAL, uses_dask
-
         if uses_dask(problem):
             return Match.no(DASK_REFUSAL)
     try:
@@ -128,8 +131,6 @@ def choose_route(problem: cp.Problem, route: str = "auto") -> tuple[Route, Match
         chosen = get_route(route)
         match = _recognize(chosen, problem)
         if not match.ok:
-            from .reductions import RouteMismatch
-
             raise RouteMismatch(f"route {route!r} does not apply: {match.reason}")
         return chosen, match
     fallback = None
@@ -217,8 +218,6 @@ def _first_attempt(
     except cp.error.SolverError as exc:
         alt = first = None
         if chosen.name == "conic" and solver is None and retry:
-            from .backends import default_backend
-
             first = default_backend(problem)
             alt = _alternative_backend(first)
         if alt is None:
@@ -313,8 +312,6 @@ def _retry_options(opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _alternative_backend(backend: str) -> str | None:
-    from .backends import backend_status
-
     alt = {"SCS": "CLARABEL", "CLARABEL": "SCS", "MOSEK": "CLARABEL"}.get(str(backend).upper())
     return alt if alt is not None and backend_status(alt)[0] else None
 
@@ -380,8 +377,6 @@ def solve(
     result, cert = run_route(problem, route, solver, verbose, **opts)
     apply_result(problem, result, cert)
     if verbose:
-        from ._progress import Progress, take_current
-
         printer = take_current()
         if isinstance(printer, Progress):
             printer.finish(cert)
@@ -422,9 +417,6 @@ def _solve_method(problem: cp.Problem, *args: Any, **kwargs: Any) -> float:
 
 def dcp_hint(problem: cp.Problem) -> str | None:
     """Hint appended to CVXPY's DCPError when specopt can solve the problem."""
-    from ._tree import problem_nodes
-    from .atoms import SPECOPT_ATOM_TYPES
-
     if not any(isinstance(n, SPECOPT_ATOM_TYPES) for n in problem_nodes(problem)):
         return None
     try:

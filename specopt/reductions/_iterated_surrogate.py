@@ -11,8 +11,8 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
+from .._values import constraint_scale
 from ..atoms import LinearSpectral
-from ..gate import constraint_scale
 from ..solvers.iterated_sdp import concave_weights
 from .analysis import short
 from .base import RouteMismatch

@@ -33,13 +33,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._progress import user_history
+from ..backends import backend_status
 from ..certificate import relative_gap
 from ..solvers._jit import numba_loaded
 from ..solvers._status import SolverStatus
 from ..solvers.bregman import NEWTON_MAX_CONSTRAINTS, itml_linear
 from .analysis import BurgTerm, LogDetTerm, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult, RunContext
-from .registry import register_route
+from .registry import get_route, register_route
 
 _ROUTE_OPTS = ("tol", "max_sweeps", "time_limit", "check_every", "method", "seed", "slow_after")
 
@@ -376,9 +377,6 @@ class BregmanRoute(Route):
     def _hand_to_conic(problem: cp.Problem, res: Any, swept: float, verbose: bool) -> RouteResult:
         """The conic route's result (Clarabel when usable), after sweeps that converged too
         slowly; ``extra`` says what the sweeps reached."""
-        from ..backends import backend_status
-        from .registry import get_route
-
         conic = get_route("conic")
         match = conic.recognize(problem)
         if not match.ok:

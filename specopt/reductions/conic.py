@@ -18,6 +18,7 @@ import cvxpy as cp
 from .. import _cvxpy_compat as compat
 from .._tree import walk
 from .._values import evaluate_at
+from ..atoms import LinearSpectral
 from ..backends import backend_status, default_backend
 from ..certificate import relative_gap
 from ..conic_bound import DUAL_RESIDUAL_TOL, dual_bound
@@ -138,8 +139,6 @@ def _checked_bound(problem: cp.Problem, info: dict, extra: dict
 
 
 def _non_dcp_reason(problem: cp.Problem) -> str:
-    from ..atoms import LinearSpectral
-
     culprits = []
     obj = problem.objective
     try:
