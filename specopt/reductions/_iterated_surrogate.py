@@ -6,7 +6,7 @@ each concave spectral part majorized by ``tr(K B)``, ``vec(B)`` a parameter
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import cvxpy as cp
 import numpy as np
@@ -190,55 +190,19 @@ def build_surrogate(problem: cp.Problem, con_ids: list[int] | None = None) -> Su
 
     ``con_ids`` are the ids the duals are reported under (default: the constraints' own).
     """
+    _check_applies(problem)
     obj = problem.objective
     sense = 1 if isinstance(obj, cp.Minimize) else -1
-    if problem.is_dcp():
-        raise RouteMismatch(
-            "the problem is convex (DCP): solve it with route='conic' (a global solve with a "
-            "certificate); the iterated-SDP route is for non-convex spectral objectives"
-        )
     user_vars = problem.variables()
-    for v in user_vars:
-        if v.attributes.get("boolean") or v.attributes.get("integer"):
-            raise RouteMismatch(f"variable {v.name()} is integer/boolean; the route is continuous")
-        if v.is_complex():
-            raise RouteMismatch(f"variable {v.name()} is complex; the route is real-valued")
-    for c in problem.constraints:
-        if not c.is_dcp():
-            raise RouteMismatch(
-                f"constraint {short(c)} is not convex; the iterated-SDP route linearizes spectral "
-                "terms of the objective only (the feasible set must be convex)"
-            )
-    if not contains_spectral(obj.expr):
-        raise RouteMismatch(
-            "the objective has no linear_spectral / mve_cost / eigengap term; its non-convexity "
-            "is not of the kind the iterated-SDP route handles"
-        )
     var_map = {v.id: _fresh_variable(v) for v in user_vars}
     builder = _Builder(var_map, _psd_variable_ids(problem))
     surr_expr = builder.surrogate(obj.expr, sense)
     if not builder.nodes:
         raise RouteMismatch("no spectral term of the wrong curvature was found in the objective")
-    cons, con_map, check_cons, centered = [], [], [], []
     ids = con_ids if con_ids is not None else [c.id for c in problem.constraints]
-    for cid, c in zip(ids, problem.constraints, strict=True):
-        K = _row_centering_var(c, builder.psd_ids)
-        if K is not None:
-            # K @ ones == 0 with K PSD is sum(K) == 0 (1^T K 1 = 0 iff K 1 = 0): n rows that
-            # leave the PSD cone without an interior point made Clarabel fail (NumericalError,
-            # spiral kNN graphs); one row does not. Its dual y = mu 1.
-            fresh = cp.sum(var_map[K.id]) == 0
-            cons.append(fresh)
-            con_map.append((cid, ScaledDual(fresh, c.shape)))
-            check_cons.append(c.copy([builder.substitute(a) for a in c.args]))
-            if not K.attributes.get("PSD"):  # a PSD=True value must pass CVXPY's PSD check
-                centered.append(var_map[K.id])
-            continue
-        fresh = c.copy([builder.substitute(a) for a in c.args])
-        cons.append(fresh)
-        check_cons.append(fresh)
-        con_map.append((cid, fresh))
-    surr = cp.Problem(cp.Minimize(surr_expr) if sense > 0 else cp.Maximize(surr_expr), cons)
+    fresh = _fresh_constraints(problem, ids, builder)
+    surr = cp.Problem(cp.Minimize(surr_expr) if sense > 0 else cp.Maximize(surr_expr),
+                      fresh.cons)
     if not surr.is_dcp():
         raise RouteMismatch(
             "after linearizing the concave spectral parts the rest of the objective is still not "
@@ -253,10 +217,71 @@ def build_surrogate(problem: cp.Problem, con_ids: list[int] | None = None) -> Su
         nodes=builder.nodes,
         var_map=var_map,
         user_vars=user_vars,
-        con_map=con_map,
-        check_cons=check_cons if centered else [],
-        centered=centered,
+        con_map=fresh.con_map,
+        check_cons=fresh.check_cons if fresh.centered else [],
+        centered=fresh.centered,
     )
+
+
+def _check_applies(problem: cp.Problem) -> None:
+    """RouteMismatch unless the problem is non-convex through spectral objective terms only
+    (continuous, real variables; convex constraints)."""
+    if problem.is_dcp():
+        raise RouteMismatch(
+            "the problem is convex (DCP): solve it with route='conic' (a global solve with a "
+            "certificate); the iterated-SDP route is for non-convex spectral objectives"
+        )
+    for v in problem.variables():
+        if v.attributes.get("boolean") or v.attributes.get("integer"):
+            raise RouteMismatch(f"variable {v.name()} is integer/boolean; the route is continuous")
+        if v.is_complex():
+            raise RouteMismatch(f"variable {v.name()} is complex; the route is real-valued")
+    for c in problem.constraints:
+        if not c.is_dcp():
+            raise RouteMismatch(
+                f"constraint {short(c)} is not convex; the iterated-SDP route linearizes spectral "
+                "terms of the objective only (the feasible set must be convex)"
+            )
+    if not contains_spectral(problem.objective.expr):
+        raise RouteMismatch(
+            "the objective has no linear_spectral / mve_cost / eigengap term; its non-convexity "
+            "is not of the kind the iterated-SDP route handles"
+        )
+
+
+class _FreshConstraints(NamedTuple):
+    """The subproblem's constraints, the dual of each user constraint (by id), the user's
+    constraints on the fresh variables and the fresh variables whose centering was rewritten."""
+
+    cons: list[cp.Constraint]
+    con_map: list[tuple[int, Any]]
+    check_cons: list[cp.Constraint]
+    centered: list[cp.Variable]
+
+
+def _fresh_constraints(problem: cp.Problem, ids: list[int], builder: _Builder
+                       ) -> _FreshConstraints:
+    """The user's constraints on the fresh variables; a row centering ``K @ ones == 0`` of a
+    PSD K becomes ``sum(K) == 0``."""
+    out = _FreshConstraints([], [], [], [])
+    for cid, c in zip(ids, problem.constraints, strict=True):
+        K = _row_centering_var(c, builder.psd_ids)
+        if K is not None:
+            # K @ ones == 0 with K PSD is sum(K) == 0 (1^T K 1 = 0 iff K 1 = 0): n rows that
+            # leave the PSD cone without an interior point made Clarabel fail (NumericalError,
+            # spiral kNN graphs); one row does not. Its dual y = mu 1.
+            fresh = cp.sum(builder.var_map[K.id]) == 0
+            out.cons.append(fresh)
+            out.con_map.append((cid, ScaledDual(fresh, c.shape)))
+            out.check_cons.append(c.copy([builder.substitute(a) for a in c.args]))
+            if not K.attributes.get("PSD"):  # a PSD=True value must pass CVXPY's PSD check
+                out.centered.append(builder.var_map[K.id])
+            continue
+        fresh = c.copy([builder.substitute(a) for a in c.args])
+        out.cons.append(fresh)
+        out.check_cons.append(fresh)
+        out.con_map.append((cid, fresh))
+    return out
 
 
 class ScaledDual:

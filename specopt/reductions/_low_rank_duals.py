@@ -55,6 +55,21 @@ def route_duals(d: LRData, y: np.ndarray, mu: float,
     Z -= s * d.C.to_dense()
     Z[np.diag_indices(n)] += mu
     Z = 0.5 * (Z + Z.T)
+    Z = _centering_duals(d, Z, dual)
+    if d.psd_con is not None:
+        scalar_centering = any(c.size == 1 for c in d.centering_cons[:1])
+        if lambda_min is not None and lambda_min >= 0 and not scalar_centering:
+            dual[d.psd_con.id] = Z  # PSD as it is (on 1^perp and along 1 with centering)
+        else:
+            lam, V = np.linalg.eigh(0.5 * (Z + Z.T))
+            dual[d.psd_con.id] = (V * np.maximum(lam, 0.0)) @ V.T
+    return dual
+
+
+def _centering_duals(d: LRData, Z: np.ndarray, dual: dict[int, Any]) -> np.ndarray:
+    """The centering constraints' duals (into ``dual``) and the PSD slack ``Z`` they move onto
+    ``1^perp`` (see :func:`route_duals`); repeated centering constraints get zeros."""
+    n = d.n
     for k, con in enumerate(d.centering_cons):
         c = _centering_scale(con, d.K)
         if k > 0 or c == 0:
@@ -77,14 +92,7 @@ def route_duals(d: LRData, y: np.ndarray, mu: float,
             P = np.eye(n) - np.full((n, n), 1.0 / n)
             Z = P @ Z @ P
             dual[con.id] = (u / c).reshape(con.shape)
-    if d.psd_con is not None:
-        scalar_centering = any(c.size == 1 for c in d.centering_cons[:1])
-        if lambda_min is not None and lambda_min >= 0 and not scalar_centering:
-            dual[d.psd_con.id] = Z  # PSD as it is (on 1^perp and along 1 with centering)
-        else:
-            lam, V = np.linalg.eigh(0.5 * (Z + Z.T))
-            dual[d.psd_con.id] = (V * np.maximum(lam, 0.0)) @ V.T
-    return dual
+    return Z
 
 
 def _centering_scale(con: cp.Constraint, K: cp.Variable) -> float:

@@ -67,6 +67,25 @@ def recognize_low_rank_sdp(problem: cp.Problem) -> LRData:
 
 
 def _read_description(desc: Any, problem: cp.Problem) -> LRData:
+    K = _matrix_variable(desc, problem)
+    C = _objective_matrix(desc, problem, K)
+    rows = _RowReader(K)
+    for info in desc.constraints:
+        rows.read(info)
+    if not (rows.psd_con is not None or K.attributes.get("PSD")):
+        raise RouteMismatch(f"no PSD constraint on {K.name()} (K >> 0 or PSD=True)")
+    A, b = rows.sparse_rows()
+    centered = bool(rows.centering)
+    return LRData(K=K, n=K.shape[0], C=C, offset=float(desc.constant),
+                  sense="max" if desc.sense < 0 else "min", A=A, b=b, centered=centered,
+                  trace_bound=rows.trace_t,
+                  implied_trace_bound=_implied_trace_bound(A, b, centered), rows=rows.rowmap,
+                  centering_cons=rows.centering, trace_con=rows.trace_con,
+                  psd_con=rows.psd_con)
+
+
+def _matrix_variable(desc: Any, problem: cp.Problem) -> cp.Variable:
+    """The one variable: square, declared symmetric or PSD, real."""
     variables = desc.variables
     if len(variables) != 1:
         raise RouteMismatch(
@@ -87,6 +106,11 @@ def _read_description(desc: Any, problem: cp.Problem) -> LRData:
         raise RouteMismatch(f"{K.name()} must be declared symmetric=True or PSD=True")
     if K.is_complex():
         raise RouteMismatch("complex variables are not supported")
+    return K
+
+
+def _objective_matrix(desc: Any, problem: cp.Problem, K: cp.Variable) -> SymOp:
+    """``C`` of the linear objective ``<C, K> + const`` (dense when over a quarter full)."""
     n = K.shape[0]
     if desc.terms:
         raise RouteMismatch(f"the objective is not linear in {K.name()} "
@@ -100,69 +124,77 @@ def _read_description(desc: Any, problem: cp.Problem) -> LRData:
     if co.nnz > n * n // 4:
         D = np.zeros((n, n))
         np.add.at(D, (ci, cj), co.data)
-        C = SymOp(n, dense=D)
-    else:
-        C = SymOp(n, sparse=sp.coo_array((co.data, (ci, cj)), shape=(n, n)).tocsr())
-    psd = bool(attrs.get("PSD"))
-    psd_con = None
-    centering: list[cp.Constraint] = []
-    rows_r, rows_i, rows_j, rows_v, bs = [], [], [], [], []
-    rowmap: list[tuple[cp.Constraint, slice]] = []
-    trace_con, trace_t = None, None
-    m = 0
-    for info in desc.constraints:
-        con, amap = info.con, info.map
+        return SymOp(n, dense=D)
+    return SymOp(n, sparse=sp.coo_array((co.data, (ci, cj)), shape=(n, n)).tocsr())
+
+
+class _RowReader:
+    """Reads the constraints one by one: ``K >> 0``, equality rows (COO), centering rows and
+    trace bounds ``tr K <= t`` (the tightest kept); anything else is a RouteMismatch."""
+
+    def __init__(self, K: cp.Variable) -> None:
+        self.K, self.n = K, K.shape[0]
+        self.psd_con: cp.Constraint | None = None
+        self.centering: list[cp.Constraint] = []
+        self.coo: list[tuple[np.ndarray, ...]] = []
+        self.bs: list[np.ndarray] = []
+        self.rowmap: list[tuple[cp.Constraint, slice]] = []
+        self.trace_con: tuple[cp.Constraint, float] | None = None
+        self.trace_t: float | None = None
+        self.m = 0
+
+    def read(self, info: Any) -> None:
+        con, amap, K = info.con, info.map, self.K
         if info.kind == "psd":
             if info.var is not None and info.var.id == K.id:
-                psd, psd_con = True, con
-                continue
+                self.psd_con = con
+                return
             raise RouteMismatch(f"PSD constraint {short(con)} is not on {K.name()} itself")
         if info.kind in ("eq", "le", "ge") and amap is not None and amap.factored:
             raise RouteMismatch(f"constraint {short(con)} has row_quad_forms rows")
         if info.kind == "eq" and amap is not None:
-            if info.is_centering(K):
-                centering.append(con)
-                continue
-            r, i, j, v = _coo_rows(amap.coef(K), n, m)
-            rows_r.append(r)
-            rows_i.append(i)
-            rows_j.append(j)
-            rows_v.append(v)
-            bs.append(-amap.offset)
-            rowmap.append((con, slice(m, m + amap.size)))
-            m += amap.size
-            continue
+            self._equality(info)
+            return
         if info.kind in ("le", "ge") and amap is not None:
-            a = info.trace_scale(K)
-            if (a > 0 and info.kind == "le") or (a < 0 and info.kind == "ge"):
-                t = -float(amap.offset[0]) / a
-                if t < 0:
-                    raise RouteMismatch(f"trace bound {t:g} < 0: infeasible with K PSD")
-                trace_con = (con, abs(a))
-                trace_t = t if trace_t is None else min(trace_t, t)
-                continue
+            self._trace_bound(info)
+            return
+        if info.kind == "nonaffine":
+            raise RouteMismatch(f"constraint {short(con)} is not affine in {K.name()}")
+        raise RouteMismatch(f"constraint {short(con)} ({type(con).__name__}) is not supported")
+
+    def _equality(self, info: Any) -> None:
+        con, amap = info.con, info.map
+        if info.is_centering(self.K):
+            self.centering.append(con)
+            return
+        self.coo.append(_coo_rows(amap.coef(self.K), self.n, self.m))
+        self.bs.append(-amap.offset)
+        self.rowmap.append((con, slice(self.m, self.m + amap.size)))
+        self.m += amap.size
+
+    def _trace_bound(self, info: Any) -> None:
+        con, amap = info.con, info.map
+        a = info.trace_scale(self.K)
+        if not ((a > 0 and info.kind == "le") or (a < 0 and info.kind == "ge")):
             raise RouteMismatch(
                 f"inequality {short(con)} is not a trace bound tr(K) <= t; the low-rank route "
                 "takes equality rows, centering and one trace bound"
             )
-        if info.kind == "nonaffine":
-            raise RouteMismatch(f"constraint {short(con)} is not affine in {K.name()}")
-        raise RouteMismatch(f"constraint {short(con)} ({type(con).__name__}) is not supported")
-    if not psd:
-        raise RouteMismatch(f"no PSD constraint on {K.name()} (K >> 0 or PSD=True)")
-    A = SparseRows(
-        np.concatenate(rows_r) if rows_r else np.zeros(0, dtype=np.int64),
-        np.concatenate(rows_i) if rows_i else np.zeros(0, dtype=np.int64),
-        np.concatenate(rows_j) if rows_j else np.zeros(0, dtype=np.int64),
-        np.concatenate(rows_v) if rows_v else np.zeros(0),
-        m, n,
-    )
-    b = np.concatenate(bs) if bs else np.zeros(0)
-    implied = _implied_trace_bound(A, b, bool(centering))
-    return LRData(K=K, n=n, C=C, offset=float(desc.constant),
-                  sense="max" if desc.sense < 0 else "min", A=A, b=b,
-                  centered=bool(centering), trace_bound=trace_t, implied_trace_bound=implied,
-                  rows=rowmap, centering_cons=centering, trace_con=trace_con, psd_con=psd_con)
+        t = -float(amap.offset[0]) / a
+        if t < 0:
+            raise RouteMismatch(f"trace bound {t:g} < 0: infeasible with K PSD")
+        self.trace_con = (con, abs(a))
+        self.trace_t = t if self.trace_t is None else min(self.trace_t, t)
+
+    def sparse_rows(self) -> tuple[SparseRows, np.ndarray]:
+        """The equality rows ``A(K) = b``."""
+        def cat(k: int, dtype: Any) -> np.ndarray:
+            return (np.concatenate([c[k] for c in self.coo]) if self.coo
+                    else np.zeros(0, dtype=dtype))
+
+        A = SparseRows(cat(0, np.int64), cat(1, np.int64), cat(2, np.int64), cat(3, float),
+                       self.m, self.n)
+        return A, np.concatenate(self.bs) if self.bs else np.zeros(0)
 
 
 def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool) -> float | None:
