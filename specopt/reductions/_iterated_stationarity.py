@@ -67,62 +67,86 @@ def stationarity_check(surr: Surrogate, point: dict, run, tol: float, seed,
     decrease > tol, or None), ``supergradients_tested`` (solves done here), ``tied_dims`` and
     ``exhaustive`` (True when no tie was found: the single solve is then a complete test).
     """
-    F = float(point["objective"])
-    scale = 1.0 + abs(F)
     Ks = [np.asarray(k, dtype=float) for k in point["K"]]
-    betas = [nd.beta for nd in surr.nodes]
     eig = []
     for K in Ks:
         lam, V = np.linalg.eigh(0.5 * (K + K.T))
         eig.append((lam[::-1], V[:, ::-1]))
     base = [(V * nd.beta) @ V.T for (lam, V), nd in zip(eig, surr.nodes, strict=True)]
-    best = {"dec": -np.inf, "point": None}
-    tested = 0
-
-    def record(p, sval):
-        dec = (F - sval) / scale
-        if dec > best["dec"]:
-            best["dec"], best["point"] = dec, p
-        return dec
-
-    def attempt(Bs):
-        nonlocal tested
-        tested += 1
-        p = run(Bs)
-        return p, record(p, float(p["objective"]) + majorizer_gap(p["K"], Bs, betas))
-
+    search = _Search(float(point["objective"]), run, [nd.beta for nd in surr.nodes], base,
+                     budget, tol)
     if base_step is not None:
-        record(*base_step)
+        search.record(*base_step)
     else:
-        attempt(base)
+        search.attempt(base)
     tied_dims: list[int] = []
     rng = np.random.default_rng(seed)
     for j, ((lam, V), nd) in enumerate(zip(eig, surr.nodes, strict=True)):
         for idx in _tied_clusters(lam, nd.beta):
             tied_dims.append(int(idx.size))
-            if best["dec"] > tol:
+            if search.found:
                 break
-            U = V[:, idx]
-            local = {"dec": -np.inf, "p": None}
-            for Q in _rotations(idx.size, rng):
-                if tested >= budget or best["dec"] > tol:
-                    break
-                Vc = V.copy()
-                Vc[:, idx] = U @ Q
-                Bs = list(base)
-                Bs[j] = (Vc * nd.beta) @ Vc.T
-                p, dec = attempt(Bs)
-                if dec > local["dec"]:
-                    local = {"dec": dec, "p": p}
-            if local["p"] is not None and tested < budget and best["dec"] <= tol:
-                D = np.asarray(local["p"]["K"][j]) - Ks[j]
-                _, Y = np.linalg.eigh(U.T @ (0.5 * (D + D.T)) @ U)
-                Vc = V.copy()
-                Vc[:, idx] = U @ Y[:, ::-1]
-                Bs = list(base)
-                Bs[j] = (Vc * nd.beta) @ Vc.T
-                attempt(Bs)
-    descent = best["point"] if best["dec"] > tol else None
-    return {"measured": float(max(best["dec"], 0.0)), "descent": descent,
-            "supergradients_tested": tested, "tied_dims": tied_dims,
+            search.tie(j, V, idx, Ks[j], rng)
+    found = search.found
+    return {"measured": float(max(search.best_dec, 0.0)),
+            "descent": search.best_point if found else None,
+            "supergradients_tested": search.tested, "tied_dims": tied_dims,
             "exhaustive": not tied_dims, "tolerance": tol}
+
+
+class _Search:
+    """The supergradients tried so far: the largest relative decrease of a majorizer over
+    ``F`` (the objective at K*) and its point, and how many solves were made."""
+
+    def __init__(self, F: float, run: Any, betas: list[np.ndarray], base: list[np.ndarray],
+                 budget: int, tol: float) -> None:
+        self.F, self.scale, self.run, self.betas, self.base = F, 1.0 + abs(F), run, betas, base
+        self.budget, self.tol = budget, tol
+        self.best_dec, self.best_point, self.tested = -np.inf, None, 0
+
+    @property
+    def found(self) -> bool:
+        """Whether a descent step (decrease > tol) was found."""
+        return self.best_dec > self.tol
+
+    @property
+    def spent(self) -> bool:
+        return self.tested >= self.budget
+
+    def record(self, p: dict, sval: float) -> float:
+        dec = (self.F - sval) / self.scale
+        if dec > self.best_dec:
+            self.best_dec, self.best_point = dec, p
+        return dec
+
+    def attempt(self, Bs: list[np.ndarray]) -> tuple[dict, float]:
+        """Solve the majorizer of ``Bs``; its point and relative decrease."""
+        self.tested += 1
+        p = self.run(Bs)
+        return p, self.record(p, float(p["objective"]) + majorizer_gap(p["K"], Bs, self.betas))
+
+    def rotated(self, j: int, V: np.ndarray, idx: np.ndarray, basis: np.ndarray
+                ) -> list[np.ndarray]:
+        """The base supergradients with term ``j``'s tied eigenspace in ``basis``."""
+        Vc = V.copy()
+        Vc[:, idx] = V[:, idx] @ basis
+        Bs = list(self.base)
+        Bs[j] = (Vc * self.betas[j]) @ Vc.T
+        return Bs
+
+    def tie(self, j: int, V: np.ndarray, idx: np.ndarray, K: np.ndarray,
+            rng: np.random.Generator) -> None:
+        """Term ``j``'s tied cluster ``idx``: the rotated bases, then the basis aligned with
+        the best step among them (within the budget, until a descent step is found)."""
+        local_dec, local_p = -np.inf, None
+        for Q in _rotations(idx.size, rng):
+            if self.spent or self.found:
+                break
+            p, dec = self.attempt(self.rotated(j, V, idx, Q))
+            if dec > local_dec:
+                local_dec, local_p = dec, p
+        if local_p is not None and not self.spent and not self.found:
+            U = V[:, idx]
+            D = np.asarray(local_p["K"][j]) - K
+            _, Y = np.linalg.eigh(U.T @ (0.5 * (D + D.T)) @ U)
+            self.attempt(self.rotated(j, V, idx, Y[:, ::-1]))
