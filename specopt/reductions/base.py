@@ -5,6 +5,12 @@ registers an instance with :func:`specopt.reductions.registry.register_route`. `
 each registered route to :meth:`Route.recognize` the problem; a match carries the extracted data,
 a miss carries the reason (shown by ``specopt.explain``).
 
+:meth:`Route.solve` is shared (as CVXPY's ``Solver.solve``: apply -> solve -> invert): the match,
+one option check, the progress printer, then ``invert(run(data))``. A route declares
+``OPTIONS``, ``UNIT`` and ``STATUS_MAP`` and writes :meth:`Route.run` (its solver on the
+extracted data) and :meth:`Route.invert` (the solver's result as a :class:`RouteResult` on the
+user's problem); infeasible / unbounded results come from :meth:`RouteResult.no_point`.
+
 Rules: a route never mutates the user's problem (``solve.py`` writes the result through
 ``Problem.unpack``); it raises :class:`RouteMismatch` when asked to solve something it does not
 recognize, and ``cvxpy.error.SolverError`` when its numerical method fails.

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import cvxpy as cp
 import numpy as np
@@ -185,84 +185,23 @@ def extract(problem: cp.Problem) -> ITMLData:
     if desc is None:
         raise RouteMismatch(why)
     W, W0, c1, burgs, c2, offset = _objective_terms(desc)
-    if not isinstance(W, cp.Variable):
-        raise RouteMismatch("logdet_div must act directly on a matrix variable W")
-    for attr in ("diag", "nonneg", "nonpos", "boolean", "integer", "bounds", "complex"):
-        if W.attributes.get(attr):
-            raise RouteMismatch(f"W carries the attribute {attr!r}; only PSD/symmetric is allowed")
     xis = [t.x for t in burgs]
-    xi_start, total = {}, 0
-    for x in xis:
-        xi_start[x.id] = total
-        total += x.size
-    extra_vars = {v.id for v in problem.variables()} - {W.id} - set(xi_start)
-    if extra_vars:
-        raise RouteMismatch("the problem has variables other than W and the slack xi")
-    Vs, bs, ds, slack, scales, rows = [], [], [], [], [], []
-    start = 0
+    _check_variables(problem, W, xis)
+    blocks, rows, start = [], [], 0
     for info in desc.constraints:
-        con = info.con
         if info.kind == "psd" and info.var is W:
             continue
-        if info.kind not in ("le", "ge") or info.map is None:
-            raise RouteMismatch(f"constraint {info.label} is not a distance inequality")
-        g = info.map if info.kind == "le" else info.map.scaled(-1.0)  # g <= 0
-        k = g.size
-        S = (sp.hstack([g.coef(x) for x in xis], format="csr") if xis
-             else sp.csr_array((k, 0)))
-        S.eliminate_zeros()
-        off = np.asarray(g.offset, dtype=float)
-        if W.id not in g.variable_ids():
-            # -a xi_j + c <= 0 with c <= 0: implied by burg_div's domain (xi > 0)
-            ok = bool(xis) and np.all(np.diff(S.indptr) == 1) and np.all(S.data < 0) \
-                and np.all(off <= 0)
-            if ok:
-                continue
-            raise RouteMismatch(f"constraint {info.label} does not involve W")
-        V, sig = _distance_rows(g, W, info.label)
-        if S.nnz == 0:
-            if xis:
-                raise RouteMismatch(
-                    "mixed hard and slack constraints: every constraint must use the slack xi "
-                    "when burg_div(xi, xi0) is in the objective"
-                )
-            b = -sig * off  # sig q + off <= 0: q <= -off (sig 1) or q >= off (sig -1)
-            if np.any(b <= 0):
-                raise RouteMismatch(
-                    "a distance bound is <= 0 (squared distances need bounds u, l > 0)"
-                )
-            bs.append(b)
-            slack.append(np.full(k, -1))
-            scales.append(np.ones(k))
-        else:
-            if not xis:
-                raise RouteMismatch(
-                    f"constraint {info.label}: bound is not constant and there is no slack"
-                )
-            if np.any(off != 0):
-                raise RouteMismatch("a slack distance constraint has a constant offset")
-            if np.any(np.diff(S.indptr) != 1):
-                raise RouteMismatch("each slack distance row must use one entry of xi")
-            a = -sig * S.data  # sig q + g xi <= 0: q <= -g xi (sig 1), q >= g xi (sig -1)
-            if np.any(a <= 0):
-                raise RouteMismatch(
-                    f"constraint {info.label}: the slack must bound the distance from the "
-                    "outside (v^T W v <= a xi for similar, >= a xi for dissimilar, a > 0)"
-                )
-            slack.append(S.indices.copy())
-            scales.append(a)
-            bs.append(np.zeros(k))
-        Vs.append(V)
-        ds.append(sig.copy())
-        rows.append((con.id, con.shape, slice(start, start + k)))
+        block = _distance_block(info, W, xis)
+        if block is None:  # implied by the domain
+            continue
+        blocks.append(block)
+        k = block.V.shape[0]
+        rows.append((info.con.id, info.con.shape, slice(start, start + k)))
         start += k
-    if not Vs:
+    if not blocks:
         raise RouteMismatch("no distance constraints (the solution is W = W0)")
-    V = np.vstack(Vs)
-    bounds = np.concatenate(bs)
-    delta = np.concatenate(ds)
-    slack_index = np.concatenate(slack)
-    slack_scale = np.concatenate(scales)
+    bounds, slack_index, slack_scale = (np.concatenate([getattr(bl, f) for bl in blocks])
+                                        for f in ("bounds", "slack", "scale"))
     xi0_full = None
     gamma = math.inf
     if xis:
@@ -276,9 +215,9 @@ def extract(problem: cp.Problem) -> ITMLData:
     return ITMLData(
         W=W,
         W0=np.asarray(W0, dtype=float),
-        V=np.ascontiguousarray(V),
+        V=np.ascontiguousarray(np.vstack([bl.V for bl in blocks])),
         bounds=bounds,
-        delta=delta,
+        delta=np.concatenate([bl.sig.copy() for bl in blocks]),
         gamma=gamma,
         c1=c1,
         c2=c2,
@@ -289,6 +228,76 @@ def extract(problem: cp.Problem) -> ITMLData:
         slack_scale=slack_scale if xis else None,
         rows=rows,
     )
+
+
+def _check_variables(problem: cp.Problem, W: Any, xis: list[cp.Variable]) -> None:
+    """W a plain (PSD / symmetric) matrix variable; no variables but W and the slacks."""
+    if not isinstance(W, cp.Variable):
+        raise RouteMismatch("logdet_div must act directly on a matrix variable W")
+    for attr in ("diag", "nonneg", "nonpos", "boolean", "integer", "bounds", "complex"):
+        if W.attributes.get(attr):
+            raise RouteMismatch(f"W carries the attribute {attr!r}; only PSD/symmetric is allowed")
+    extra_vars = {v.id for v in problem.variables()} - {W.id} - {x.id for x in xis}
+    if extra_vars:
+        raise RouteMismatch("the problem has variables other than W and the slack xi")
+
+
+class _DistanceBlock(NamedTuple):
+    """The rows of one constraint: ``sig_r v_r^T W v_r <= bounds_r`` (hard) or ``<= scale_r
+    xi[slack_r]`` (slack; ``slack_r = -1`` for hard rows)."""
+
+    V: np.ndarray
+    sig: np.ndarray
+    bounds: np.ndarray
+    slack: np.ndarray
+    scale: np.ndarray
+
+
+def _distance_block(info: Any, W: cp.Variable, xis: list[cp.Variable]) -> _DistanceBlock | None:
+    """One constraint's distance rows; None for a row implied by burg_div's domain."""
+    if info.kind not in ("le", "ge") or info.map is None:
+        raise RouteMismatch(f"constraint {info.label} is not a distance inequality")
+    g = info.map if info.kind == "le" else info.map.scaled(-1.0)  # g <= 0
+    k = g.size
+    S = (sp.hstack([g.coef(x) for x in xis], format="csr") if xis
+         else sp.csr_array((k, 0)))
+    S.eliminate_zeros()
+    off = np.asarray(g.offset, dtype=float)
+    if W.id not in g.variable_ids():
+        # -a xi_j + c <= 0 with c <= 0: implied by burg_div's domain (xi > 0)
+        ok = bool(xis) and np.all(np.diff(S.indptr) == 1) and np.all(S.data < 0) \
+            and np.all(off <= 0)
+        if ok:
+            return None
+        raise RouteMismatch(f"constraint {info.label} does not involve W")
+    V, sig = _distance_rows(g, W, info.label)
+    if S.nnz == 0:
+        if xis:
+            raise RouteMismatch(
+                "mixed hard and slack constraints: every constraint must use the slack xi "
+                "when burg_div(xi, xi0) is in the objective"
+            )
+        b = -sig * off  # sig q + off <= 0: q <= -off (sig 1) or q >= off (sig -1)
+        if np.any(b <= 0):
+            raise RouteMismatch(
+                "a distance bound is <= 0 (squared distances need bounds u, l > 0)"
+            )
+        return _DistanceBlock(V, sig, b, np.full(k, -1), np.ones(k))
+    if not xis:
+        raise RouteMismatch(
+            f"constraint {info.label}: bound is not constant and there is no slack"
+        )
+    if np.any(off != 0):
+        raise RouteMismatch("a slack distance constraint has a constant offset")
+    if np.any(np.diff(S.indptr) != 1):
+        raise RouteMismatch("each slack distance row must use one entry of xi")
+    a = -sig * S.data  # sig q + g xi <= 0: q <= -g xi (sig 1), q >= g xi (sig -1)
+    if np.any(a <= 0):
+        raise RouteMismatch(
+            f"constraint {info.label}: the slack must bound the distance from the "
+            "outside (v^T W v <= a xi for similar, >= a xi for dissimilar, a > 0)"
+        )
+    return _DistanceBlock(V, sig, np.zeros(k), S.indices.copy(), a)
 
 
 class BregmanRoute(Route):
