@@ -1,7 +1,10 @@
-"""``method="specopt"``: analyze -> choose a route -> solve -> unpack, plus ``explain``.
+"""``method="specopt"``: analyze -> choose a route -> run -> verify -> unpack, plus ``explain``.
 
-The user's problem is only written to at the very end, through ``Problem.unpack``; if anything
-fails before, every variable and dual value is restored and the error propagates.
+``run_route`` orchestrates: the route's ``solve`` (values restored afterwards, ``_values``), the
+gate's verdict (``gate.verify``: checks and the status they back), a retry on the other conic
+backend when a conic result fails the gate, and the :class:`Certificate`. The user's problem is
+only written to at the very end, through ``Problem.unpack``; if anything fails before, every
+variable and dual value is restored and the error propagates.
 """
 
 from __future__ import annotations
