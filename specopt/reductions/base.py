@@ -216,6 +216,7 @@ class Route(abc.ABC):
     ) -> RouteResult:
         """Solve a recognized problem (apply -> run -> invert). Must not modify ``problem``."""
         match = self.ensure_match(problem, match)
+        solver = self.resolve_solver(problem, solver)
         self.check_options(problem, solver, opts)
         callback = None
         if self.UNIT is not None:
@@ -231,6 +232,11 @@ class Route(abc.ABC):
     def invert(self, raw: Any, ctx: RunContext) -> RouteResult:
         """Map the solver's result to the user's problem (values, duals, status, bound)."""
         raise NotImplementedError(f"route {self.name!r} has no invert()")
+
+    def resolve_solver(self, problem: cp.Problem, solver: str | None) -> str | None:
+        """The ``solver=`` the solve uses (the conic route picks its default backend here);
+        by default the one asked for, None included."""
+        return solver
 
     def to_user(self, data: Any) -> Callable[[float], float] | None:
         """The map from the solver's objective values to the user's (the progress printer and

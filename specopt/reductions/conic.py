@@ -52,24 +52,23 @@ class ConicRoute(Route):
     UNIT = None
     STATUS_MAP = {s: s for s in (*compat.SOLUTION_PRESENT, *compat.INF_OR_UNB)}
 
-    def known_options(self, problem: cp.Problem, solver: str | None
-                      ) -> tuple[tuple[str, ...] | None, str]:
-        backend = _backend(problem, solver)
-        return conic_backend_options(backend), f"route 'conic' on backend {backend}"
-
-    def check_options(self, problem: cp.Problem, solver: str | None,
-                      opts: dict[str, Any]) -> None:
-        backend = _backend(problem, solver)
+    def resolve_solver(self, problem: cp.Problem, solver: str | None) -> str:
+        """The backend: the one asked for, else the default for this problem; it must be
+        usable."""
+        backend = (solver or default_backend(problem)).upper()
         usable, why = backend_status(backend)
         if not usable:
             raise cp.error.SolverError(f"backend {backend} is not usable: {why}")
-        super().check_options(problem, solver, opts)
+        return backend
+
+    def known_options(self, problem: cp.Problem, backend: str
+                      ) -> tuple[tuple[str, ...] | None, str]:
+        return conic_backend_options(backend), f"route 'conic' on backend {backend}"
 
     def run(self, data: Any, ctx: RunContext, **opts: Any) -> tuple[Any, dict, str]:
         """The backend's solution of the (normalized) problem, duals keyed by the user's
         constraints; ``(solution, info, backend)``."""
-        problem = ctx.problem
-        backend = _backend(problem, ctx.solver)
+        problem, backend = ctx.problem, ctx.solver
         warm_start = bool(opts.pop("warm_start", False))
         target = data if isinstance(data, cp.Problem) else problem
         solution, info = compat.conic_solve(target, backend, ctx.verbose, warm_start, **opts)
@@ -109,11 +108,6 @@ class ConicRoute(Route):
             extra=extra,
             dual_check=dual_check,
         )
-
-
-def _backend(problem: cp.Problem, solver: str | None) -> str:
-    """The backend of the solve: the one asked for, else the default for this problem."""
-    return (solver or default_backend(problem)).upper()
 
 
 def _checked_bound(problem: cp.Problem, info: dict, extra: dict
