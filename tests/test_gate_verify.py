@@ -11,7 +11,7 @@ import pytest
 
 import specopt
 from specopt import gate
-from specopt.reductions import Match, Route, RouteResult, register_route
+from specopt.reductions import Match, Route, RouteResult
 from specopt.reductions import registry as registry_module
 from specopt.reductions.base import RunContext
 
@@ -90,10 +90,11 @@ class _SimplexVertexRoute(Route):
 
 
 @pytest.fixture
-def toy_route():
-    route = register_route(_SimplexVertexRoute())
-    yield route
-    registry_module._ROUTES.pop(route.name)  # noqa: SLF001
+def toy_route(monkeypatch):
+    """The toy route, registered for one test (the registry's dict, restored afterwards)."""
+    route = _SimplexVertexRoute()
+    monkeypatch.setitem(registry_module._ROUTES, route.name, route)  # noqa: SLF001
+    return route
 
 
 def test_a_route_written_as_run_and_invert(toy_route):
