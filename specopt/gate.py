@@ -35,26 +35,37 @@ Checks (each recorded as ``checks[name] = Check(passed, measured, tolerance)``):
     dual cone (``specopt.conic_bound``), which the bound is computed from. Failing it, the bound
     is unproven (not reported) and the point is not ``optimal``.
 ``converged``
-    The route's own convergence flag (``extra["converged"]``) and, for iterated routes, whether
-    every inner solve was accurate (``extra["inner_solves_accurate"]``).
+    The route's own convergence flag (``RouteResult.converged``) and, for iterated routes,
+    whether every inner solve was accurate (``RouteResult.inner_accurate``, check
+    ``inner_solves_accurate``).
 ``conic_probe``
     For ``infeasible`` (and ``unbounded`` from a specialized route): a feasibility solve
     (Clarabel, zero objective, the constraints plus the objective's domain) must agree. A wrong
     infeasibility claim is retried (conic route), else a ``SolverError``.
 ``stationarity``
-    For ``stationary_point``: the route's own stationarity test (``extra["stationarity"]``, a
+    For ``stationary_point``: the route's own stationarity test (``RouteResult.stationarity``, a
     ``(passed, measured, tolerance)`` triple), e.g. the tied-eigenspace test of the iterated SDP.
+
+:func:`verify` is the gate: a function of the problem and the route's result (it reads values
+at the result's point and puts them back; it writes nothing) that returns the checks and the
+status they back (:class:`Verdict`). ``solve.py`` only retries and builds the certificate.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import cvxpy as cp
 import numpy as np
 
-from .certificate import STATIONARY
+from . import _cvxpy_compat as compat
+from ._values import constraint_scale, values_set
+from .backends import backend_status, dense_kkt_dimension
+from .certificate import STATIONARY, relative_gap
+
+if TYPE_CHECKING:
+    from .reductions.base import RouteResult
 
 #: Relative objective mismatch tolerated between the route and the recomputation.
 OBJECTIVE_TOL = 1e-6
@@ -79,29 +90,6 @@ class Check(NamedTuple):
     tolerance: float | None
 
 
-def _inf_norm(value: Any) -> float:
-    if value is None:
-        return math.nan
-    arr = np.abs(np.asarray(value, dtype=complex if np.iscomplexobj(value) else float))
-    return float(np.max(arr)) if arr.size else 0.0
-
-
-def _summands(expr: cp.Expression) -> list[cp.Expression]:
-    if type(expr).__name__ == "AddExpression":
-        return [t for a in expr.args for t in _summands(a)]
-    return [expr]
-
-
-def constraint_scale(con: cp.Constraint) -> float:
-    """``scale(c)`` of the module docstring (the constraint's variables must hold values)."""
-    scale = 0.0
-    for arg in con.args:
-        scale = max(scale, _inf_norm(arg.value))
-        for t in _summands(arg):
-            scale = max(scale, _inf_norm(t.value))
-    return scale
-
-
 def relative_violations(problem: cp.Problem) -> list[tuple[cp.Constraint, float, float]]:
     """``[(constraint, violation, relative violation)]`` at the variables' current values."""
     out = []
@@ -123,8 +111,6 @@ def relative_violations(problem: cp.Problem) -> list[tuple[cp.Constraint, float,
 
 def measure(problem: cp.Problem, primal: dict[int, Any]) -> dict[str, float | None]:
     """Objective, absolute and relative max violation at ``primal`` (variables untouched)."""
-    from .solve import values_set
-
     with values_set(problem, primal):
         try:
             obj = problem.objective.value
@@ -144,7 +130,7 @@ def _sense(problem: cp.Problem) -> float:
 
 
 def run_checks(
-    problem: cp.Problem, result: Any, is_global: bool, measured: dict[str, float | None]
+    problem: cp.Problem, result: RouteResult, is_global: bool, measured: dict[str, float | None]
 ) -> dict[str, Check]:
     """All checks that apply to ``result`` (a :class:`~specopt.reductions.RouteResult`)."""
     checks: dict[str, Check] = {}
@@ -164,24 +150,22 @@ def run_checks(
             -math.inf if _sense(problem) * bound < 0 else math.inf)
         checks["bound_side"] = Check(wrong <= BOUND_TOL, wrong, BOUND_TOL)
         if is_global and result.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
-            gap = abs(obj - bound) / max(1.0, abs(obj)) if math.isfinite(bound) else math.inf
+            gap = relative_gap(obj, bound)
             checks["gap"] = Check(gap <= GAP_TOL, gap, GAP_TOL)
-    extra = result.extra or {}
-    if "converged" in extra:
-        ok = bool(extra["converged"])
-        checks["converged"] = Check(ok, float(ok), 1.0)
-    if "dual_check" in extra:
-        checks["dual_feasibility"] = Check(*extra["dual_check"])
-    if "inner_solves_accurate" in extra:
-        ok = bool(extra["inner_solves_accurate"])
-        checks["inner_solves_accurate"] = Check(ok, float(ok), 1.0)
+    if result.converged is not None:
+        checks["converged"] = _flag(result.converged)
+    if result.dual_check is not None:
+        checks["dual_feasibility"] = Check(*result.dual_check)
+    if result.inner_accurate is not None:
+        checks["inner_solves_accurate"] = _flag(result.inner_accurate)
     if result.status == STATIONARY:
-        st = extra.get("stationarity")
-        if st is None:
-            checks["stationarity"] = Check(False, None, None)
-        else:
-            checks["stationarity"] = Check(*st)
+        st = result.stationarity
+        checks["stationarity"] = Check(False, None, None) if st is None else Check(*st)
     return checks
+
+
+def _flag(ok: bool) -> Check:
+    return Check(bool(ok), float(bool(ok)), 1.0)
 
 
 def failed(checks: dict[str, Check]) -> list[str]:
@@ -207,16 +191,12 @@ def feasibility_probe(problem: cp.Problem) -> str | None:
     ``"infeasible"`` when Clarabel certifies that no point exists, ``"feasible"`` when it finds
     one, ``None`` when the probe is not applicable (non-DCP constraints, too large, no Clarabel).
     """
-    from .backends import backend_status, dense_kkt_dimension
-
     if not backend_status("CLARABEL")[0]:
         return None
     try:
         domain = list(problem.objective.expr.domain)
     except Exception:  # an atom without a domain: the constraints alone
         domain = []
-    from . import _cvxpy_compat as compat
-
     try:
         probe = cp.Problem(cp.Minimize(0), [*problem.constraints, *domain])
         if not probe.is_dcp() or dense_kkt_dimension(probe) > PROBE_MAX_DENSE_DIM:
@@ -234,3 +214,95 @@ def feasibility_probe(problem: cp.Problem) -> str | None:
         rel = measure(probe, point)["relative_violation"]
         return "feasible" if rel is not None and rel <= FEASIBILITY_TOL else None
     return None
+
+
+class Verdict(NamedTuple):
+    """What the gate decides about one route result.
+
+    ``status`` is the status the checks back (the route's, downgraded or reclassified);
+    ``checks`` the checks (:class:`Check` by name); ``reasons`` why the status differs from
+    the route's (empty when it does not); ``measured`` the objective and violations at the
+    returned point (:func:`measure`; empty when the result has no point).
+    """
+
+    status: str
+    checks: dict[str, Check]
+    reasons: list[str]
+    measured: dict[str, float | None]
+
+    @property
+    def failed(self) -> list[str]:
+        return failed(self.checks)
+
+
+def has_point(status: str) -> bool:
+    """Whether a result with ``status`` carries a point (values to write)."""
+    return status in compat.SOLUTION_PRESENT or status == STATIONARY
+
+
+def verify(problem: cp.Problem, result: RouteResult, *, is_global: bool,
+           conic: bool = False) -> Verdict:
+    """The gate: check ``result`` on the user's ``problem`` and decide the status it backs.
+
+    ``is_global``: the route solves a convex problem (its bound is held to the gap
+    tolerance); ``conic``: the result is a generic conic backend's, whose ``optimal_inaccurate``
+    is promoted to ``optimal`` when every check passes, and whose ``unbounded`` needs no probe.
+    The result must carry a value for every variable when its status has a point.
+    """
+    if has_point(result.status):
+        measured = measure(problem, result.primal)
+        checks = run_checks(problem, result, is_global, measured)
+    else:
+        measured, checks = {}, _claim_checks(problem, result)
+    status, reasons = _decide(problem, result, checks, conic)
+    return Verdict(status, checks, reasons, measured)
+
+
+def _claim_checks(problem: cp.Problem, result: RouteResult) -> dict[str, Check]:
+    """Checks of an infeasible / unbounded claim: the route's own proof (``status_check``)
+    and, for infeasible, a feasibility solve that must not find a point."""
+    checks: dict[str, Check] = {}
+    if result.status_check is not None:
+        name, passed, measured, tolerance = result.status_check
+        checks[name] = Check(bool(passed), measured, tolerance)
+    if result.status == cp.INFEASIBLE:
+        verdict = feasibility_probe(problem)
+        if verdict is not None:
+            checks["conic_probe"] = _flag(verdict == "infeasible")
+    return checks
+
+
+def _decide(problem: cp.Problem, result: RouteResult, checks: dict[str, Check],
+            conic: bool) -> tuple[str, list[str]]:
+    """The status ``checks`` back, and why it differs from the route's (adds the probe's
+    check to ``checks`` when it reclassifies)."""
+    bad = failed(checks)
+    reasons: list[str] = []
+    status = result.status
+    if (not bad and status == cp.OPTIMAL_INACCURATE and conic
+            and "gap" in checks and "dual_feasibility" in checks):
+        # the gate decides, not the solver's flag: a checked bound within the gap tolerance and
+        # a point within the feasibility tolerance are what "optimal" means everywhere else
+        reasons.append(f"{result.backend} reported optimal_inaccurate; every gate check passes "
+                       f"(relative gap {checks['gap'].measured:.2g}, relative violation "
+                       f"{checks['feasibility'].measured:.2g}): optimal")
+        status = cp.OPTIMAL
+    if bad and status in CERTIFIED:
+        reasons.append(f"{status} not certified by the gate ({describe(checks, bad)})")
+        status = cp.OPTIMAL_INACCURATE
+    if ("feasibility" in bad or "objective" in bad) and status == cp.OPTIMAL_INACCURATE:
+        if feasibility_probe(problem) == "infeasible":
+            reasons.append("the returned point is infeasible and a conic feasibility probe "
+                           "(Clarabel) certifies that the constraints admit no point")
+            status = cp.INFEASIBLE
+            checks["conic_probe"] = Check(True, 1.0, 1.0)
+    if status == cp.UNBOUNDED and not conic:
+        # an unbounded claim needs a feasible set; cross-checked where the probe is cheap
+        verdict = feasibility_probe(problem)
+        if verdict is not None:
+            checks["conic_probe"] = _flag(verdict == "feasible")
+            if verdict != "feasible":
+                reasons.append("the route said unbounded but the conic feasibility probe "
+                               "found the constraints infeasible")
+                status = cp.INFEASIBLE
+    return status, reasons

@@ -1,74 +1,41 @@
-"""``method="specopt"``: analyze -> choose a route -> solve -> unpack, plus ``explain``.
+"""``method="specopt"``: analyze -> choose a route -> run -> verify -> unpack, plus ``explain``.
 
-The user's problem is only written to at the very end, through ``Problem.unpack``; if anything
-fails before, every variable and dual value is restored and the error propagates.
+``run_route`` orchestrates: the route's ``solve`` (values restored afterwards, ``_values``), the
+gate's verdict (``gate.verify``: checks and the status they back), a retry on the other conic
+backend when a conic result fails the gate, and the :class:`Certificate`. The user's problem is
+only written to at the very end, through ``Problem.unpack``; if anything fails before, every
+variable and dual value is restored and the error propagates.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
 import weakref
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import cvxpy as cp
-import numpy as np
 
 from . import _cvxpy_compat as compat
 from . import gate
 from ._interrupt import interrupts_as_keyboard_interrupt
+from ._progress import Progress, take_current
 from ._solver_names import check_solver_name
 from ._threads import check_threads, limit_threads, problem_size
+from ._tree import problem_nodes
+from ._values import restore, snapshot
+from .atoms import SPECOPT_ATOM_TYPES
+from .atoms.row_quad_forms import DASK_REFUSAL, uses_dask
+from .backends import backend_status, default_backend
 from .certificate import STATIONARY, Certificate, relative_gap
 from .memory import check_fits
-from .reductions import Match, Route, RouteResult, get_route, routes_in_order
+from .reductions import Match, Route, RouteMismatch, RouteResult, get_route, routes_in_order
 from .validate import check_numeric_options, check_problem
 
 _CERTIFICATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-# --------------------------------------------------------------------------------------------
-# Snapshots and evaluation at a point
-# --------------------------------------------------------------------------------------------
-def _snapshot(problem: cp.Problem) -> dict:
-    return {
-        "vars": [(v, None if v.value is None else np.array(v.value)) for v in problem.variables()],
-        "duals": [
-            (dv, None if dv.value is None else np.array(dv.value))
-            for c in problem.constraints
-            for dv in c.dual_variables
-        ],
-    }
-
-
-def _restore(snapshot: dict) -> None:
-    for v, val in snapshot["vars"]:
-        v.save_value(val)
-    for dv, val in snapshot["duals"]:
-        dv.save_value(val)
-
-
-@contextmanager
-def values_set(problem: cp.Problem, primal: dict[int, Any]):
-    """Temporarily give the problem's variables the values in ``primal``."""
-    snap = _snapshot(problem)
-    try:
-        for v in problem.variables():
-            if v.id in primal:
-                v.save_value(primal[v.id])
-        yield
-    finally:
-        _restore(snap)
-
-
-def evaluate_at(problem: cp.Problem, primal: dict[int, Any]) -> float | None:
-    """The user's objective at ``primal`` (variables are left as they were)."""
-    with values_set(problem, primal):
-        val = problem.objective.value
-    return None if val is None else float(val)
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,8 +104,6 @@ def explain(problem: cp.Problem) -> Explanation:
 
 def _recognize(route: Route, problem: cp.Problem) -> Match:
     if not route.accepts_dask:
-        from .atoms.row_quad_forms import DASK_REFUSAL, uses_dask
-
         if uses_dask(problem):
             return Match.no(DASK_REFUSAL)
     try:
@@ -169,8 +134,6 @@ def choose_route(problem: cp.Problem, route: str = "auto") -> tuple[Route, Match
         chosen = get_route(route)
         match = _recognize(chosen, problem)
         if not match.ok:
-            from .reductions import RouteMismatch
-
             raise RouteMismatch(f"route {route!r} does not apply: {match.reason}")
         return chosen, match
     fallback = None
@@ -228,51 +191,12 @@ def _run_route(
     t0 = time.perf_counter()
     chosen, match = choose_route(problem, route)
     attempts: list[dict[str, Any]] = []
-    try:
-        result, checks = _solve_and_check(problem, chosen, match, solver, verbose, opts)
-    except cp.error.SolverError as exc:
-        # the backend specopt picked failed outright (Clarabel on SDPLIB hinf13): the other
-        # one, with its own defaults; a backend the user named is not replaced
-        alt = first = None
-        if chosen.name == "conic" and solver is None and retry:
-            from .backends import default_backend
-
-            first = default_backend(problem)
-            alt = _alternative_backend(first)
-        if alt is None:
-            raise
-        attempts.append({"backend": first, "status": "solver_error", "failed": str(exc)})
-        result, checks = _solve_and_check(problem, chosen, match, alt, verbose,
-                                          _retry_options(opts))
-    bad = gate.failed(checks)
-    retryable = result.status in gate.CERTIFIED or result.status == cp.INFEASIBLE
-    if bad and retryable and chosen.name == "conic" and retry:
-        alt = _alternative_backend(result.backend)
-        if alt is not None:
-            attempts.append({"backend": result.backend, "status": result.status,
-                             "failed": gate.describe(checks, bad)})
-            try:
-                result2, checks2 = _solve_and_check(problem, chosen, match, alt, verbose,
-                                                    _retry_options(opts))
-            except cp.error.SolverError as exc:
-                attempts.append({"backend": alt, "status": "solver_error", "failed": str(exc)})
-            else:
-                bad2 = gate.failed(checks2)
-                attempts.append({"backend": alt, "status": result2.status,
-                                 "failed": gate.describe(checks2, bad2) if bad2 else ""})
-                if not bad2 or _better(checks2, checks):
-                    result, checks, bad = result2, checks2, bad2
-    reasons: list[str] = []
-    status = result.status
-    if (not bad and status == cp.OPTIMAL_INACCURATE and chosen.name == "conic"
-            and "gap" in checks and "dual_feasibility" in checks):
-        # the gate decides, not the solver's flag: a checked bound within the gap tolerance and
-        # a point within the feasibility tolerance are what "optimal" means everywhere else
-        reasons.append(f"{result.backend} reported optimal_inaccurate; every gate check passes "
-                       f"(relative gap {checks['gap'].measured:.2g}, relative violation "
-                       f"{checks['feasibility'].measured:.2g}): optimal")
-        status = cp.OPTIMAL
-    if "conic_probe" in bad and status == cp.INFEASIBLE:
+    result, verdict = _first_attempt(problem, chosen, match, solver, verbose, retry, opts,
+                                     attempts)
+    if verdict.failed and retry and chosen.name == "conic":
+        result, verdict = _retry_failing(problem, chosen, match, verbose, opts, result, verdict,
+                                         attempts)
+    if result.status == cp.INFEASIBLE and "conic_probe" in verdict.failed:
         raise cp.error.SolverError(
             f"route {chosen.name} ({result.backend}) reported the problem infeasible, but a "
             "feasibility solve (Clarabel, zero objective) found a point that satisfies every "
@@ -280,37 +204,66 @@ def _run_route(
             "scaled data?); try another solver, or rescale the problem"
             + (f"; attempts: {attempts}" if attempts else "")
         )
-    if bad and status in gate.CERTIFIED:
-        reasons.append(f"{status} not certified by the gate ({gate.describe(checks, bad)})")
-        status = cp.OPTIMAL_INACCURATE
-    if ("feasibility" in bad or "objective" in bad) and status == cp.OPTIMAL_INACCURATE:
-        verdict = gate.feasibility_probe(problem)
-        if verdict == "infeasible":
-            reasons.append("the returned point is infeasible and a conic feasibility probe "
-                           "(Clarabel) certifies that the constraints admit no point")
-            status = cp.INFEASIBLE
-            checks["conic_probe"] = gate.Check(True, 1.0, 1.0)
-    if status == cp.UNBOUNDED and chosen.name != "conic":
-        # an unbounded claim needs a feasible set; cross-checked where the probe is cheap
-        verdict = gate.feasibility_probe(problem)
-        if verdict is not None:
-            ok = verdict == "feasible"
-            checks["conic_probe"] = gate.Check(ok, float(ok), 1.0)
-            if not ok:
-                reasons.append("the route said unbounded but the conic feasibility probe "
-                               "found the constraints infeasible")
-                status = cp.INFEASIBLE
-    if status != result.status:
-        result = _with_status(result, status, problem)
-    total = time.perf_counter() - t0
-    has_point = status in compat.SOLUTION_PRESENT or status == STATIONARY
-    meas = result.extra.get("_gate_measured", {}) if has_point else {}
+    if verdict.status != result.status:
+        result = _with_status(result, verdict.status, problem)
+    return result, _certificate(chosen, result, verdict, attempts, time.perf_counter() - t0)
+
+
+def _first_attempt(
+    problem: cp.Problem, chosen: Route, match: Match, solver: str | None, verbose: bool,
+    retry: bool, opts: dict[str, Any], attempts: list[dict[str, Any]],
+) -> tuple[RouteResult, gate.Verdict]:
+    """The chosen route's solve and verdict; when the backend specopt picked for the conic
+    route fails outright (Clarabel on SDPLIB hinf13), the other one with its own defaults (a
+    backend the user named is not replaced)."""
+    try:
+        return _attempt(problem, chosen, match, solver, verbose, opts)
+    except cp.error.SolverError as exc:
+        alt = first = None
+        if chosen.name == "conic" and solver is None and retry:
+            first = default_backend(problem)
+            alt = _alternative_backend(first)
+        if alt is None:
+            raise
+        attempts.append({"backend": first, "status": "solver_error", "failed": str(exc)})
+        return _attempt(problem, chosen, match, alt, verbose, _retry_options(opts))
+
+
+def _retry_failing(
+    problem: cp.Problem, chosen: Route, match: Match, verbose: bool, opts: dict[str, Any],
+    result: RouteResult, verdict: gate.Verdict, attempts: list[dict[str, Any]],
+) -> tuple[RouteResult, gate.Verdict]:
+    """A conic result that claims optimal / infeasible and fails the gate: the other backend;
+    its result is kept when it passes, or fails closer to feasible."""
+    alt = _alternative_backend(result.backend)
+    if alt is None or not (result.status in gate.CERTIFIED or result.status == cp.INFEASIBLE):
+        return result, verdict
+    attempts.append({"backend": result.backend, "status": result.status,
+                     "failed": gate.describe(verdict.checks, verdict.failed)})
+    try:
+        result2, verdict2 = _attempt(problem, chosen, match, alt, verbose, _retry_options(opts))
+    except cp.error.SolverError as exc:
+        attempts.append({"backend": alt, "status": "solver_error", "failed": str(exc)})
+        return result, verdict
+    bad2 = verdict2.failed
+    attempts.append({"backend": alt, "status": result2.status,
+                     "failed": gate.describe(verdict2.checks, bad2) if bad2 else ""})
+    if not bad2 or _better(verdict2.checks, verdict.checks):
+        return result2, verdict2
+    return result, verdict
+
+
+def _certificate(chosen: Route, result: RouteResult, verdict: gate.Verdict,
+                 attempts: list[dict[str, Any]], total: float) -> Certificate:
+    """The certificate of the accepted result: values measured on the user's problem."""
+    has_point = gate.has_point(verdict.status)
+    meas = verdict.measured if has_point else {}
     objective = meas.get("objective") if has_point else result.objective
     bound = result.bound if has_point else None
-    cert = Certificate(
+    return Certificate(
         route=chosen.name,
         backend=result.backend,
-        status=status,
+        status=verdict.status,
         objective=objective,
         bound=bound,
         # one definition for every route: |objective - bound| / max(1, |objective|)
@@ -324,50 +277,36 @@ def _run_route(
         total_time=total,
         history=result.history,
         is_global=chosen.is_global,
-        extra={k: v for k, v in result.extra.items() if k != "_gate_measured"},
-        checks=checks,
-        gate_reasons=reasons,
+        extra=result.certificate_extra(),
+        checks=verdict.checks,
+        gate_reasons=verdict.reasons,
         attempts=attempts,
     )
-    return result, cert
 
 
-def _solve_and_check(
+def _attempt(
     problem: cp.Problem, chosen: Route, match: Match, solver: str | None, verbose: bool,
     opts: dict[str, Any],
-) -> tuple[RouteResult, dict[str, gate.Check]]:
-    """One route solve (values restored afterwards, whatever happens) and the gate's checks."""
-    snap = _snapshot(problem)
+) -> tuple[RouteResult, gate.Verdict]:
+    """One route solve (values restored afterwards, whatever happens) and the gate's verdict."""
+    saved = snapshot(problem)
     try:
         result = chosen.solve(problem, match, solver=solver, verbose=verbose, **dict(opts))
     finally:
-        _restore(snap)  # routes must not leave values behind, whatever happened
+        restore(saved)  # routes must not leave values behind, whatever happened
     if result.status in cp.settings.ERROR:
         raise cp.error.SolverError(f"route {chosen.name} failed with status {result.status}")
-    has_point = result.status in compat.SOLUTION_PRESENT or result.status == STATIONARY
-    if not has_point:
-        # infeasible / unbounded: a status, never values
-        result.primal = {}
-        checks: dict[str, gate.Check] = {}
-        own = (result.extra or {}).get("status_check")  # the route's measured certificate
-        if own is not None:
-            checks[own[0]] = gate.Check(bool(own[1]), own[2], own[3])
-        if result.status == cp.INFEASIBLE:
-            # the claim is cross-checked: a feasibility solve must not find a point
-            verdict = gate.feasibility_probe(problem)
-            if verdict is not None:
-                ok = verdict == "infeasible"
-                checks["conic_probe"] = gate.Check(ok, float(ok), 1.0)
-        return result, checks
-    missing = [v.name() for v in problem.variables() if v.id not in result.primal]
-    if missing:
-        raise cp.error.SolverError(
-            f"route {chosen.name} returned no value for variable(s) {', '.join(missing)}"
-        )
-    meas = gate.measure(problem, result.primal)
-    result.extra = dict(result.extra or {})
-    result.extra["_gate_measured"] = meas
-    return result, gate.run_checks(problem, result, chosen.is_global, meas)
+    if not gate.has_point(result.status):
+        result = dataclasses.replace(result, primal={})  # infeasible / unbounded: no values
+    else:
+        missing = [v.name() for v in problem.variables() if v.id not in result.primal]
+        if missing:
+            raise cp.error.SolverError(
+                f"route {chosen.name} returned no value for variable(s) {', '.join(missing)}"
+            )
+    verdict = gate.verify(problem, result, is_global=chosen.is_global,
+                          conic=chosen.name == "conic")
+    return result, verdict
 
 
 def _retry_options(opts: dict[str, Any]) -> dict[str, Any]:
@@ -376,8 +315,6 @@ def _retry_options(opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _alternative_backend(backend: str) -> str | None:
-    from .backends import backend_status
-
     alt = {"SCS": "CLARABEL", "CLARABEL": "SCS", "MOSEK": "CLARABEL"}.get(str(backend).upper())
     return alt if alt is not None and backend_status(alt)[0] else None
 
@@ -393,14 +330,9 @@ def _better(new: dict[str, gate.Check], old: dict[str, gate.Check]) -> bool:
 
 def _with_status(result: RouteResult, status: str, problem: cp.Problem) -> RouteResult:
     """``result`` with a new status; infeasible/unbounded carry no point and no duals."""
-    import dataclasses
-
     if status in compat.INF_OR_UNB:
-        sense = 1.0 if isinstance(problem.objective, cp.Minimize) else -1.0
-        inf = sense * math.inf if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE) else (
-            -sense * math.inf)
-        return dataclasses.replace(result, status=status, primal={}, dual={}, objective=inf,
-                                   bound=None, gap=None)
+        sense = 1 if isinstance(problem.objective, cp.Minimize) else -1
+        return result.without_point(status, sense)
     return dataclasses.replace(result, status=status)
 
 
@@ -448,8 +380,6 @@ def solve(
     result, cert = run_route(problem, route, solver, verbose, **opts)
     apply_result(problem, result, cert)
     if verbose:
-        from ._progress import Progress, take_current
-
         printer = take_current()
         if isinstance(printer, Progress):
             printer.finish(cert)
@@ -490,9 +420,6 @@ def _solve_method(problem: cp.Problem, *args: Any, **kwargs: Any) -> float:
 
 def dcp_hint(problem: cp.Problem) -> str | None:
     """Hint appended to CVXPY's DCPError when specopt can solve the problem."""
-    from ._tree import problem_nodes
-    from .atoms import SPECOPT_ATOM_TYPES
-
     if not any(isinstance(n, SPECOPT_ATOM_TYPES) for n in problem_nodes(problem)):
         return None
     try:

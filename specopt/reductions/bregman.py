@@ -24,21 +24,23 @@ Options: ``tol`` (1e-8), ``max_sweeps`` (100000), ``time_limit`` (None, seconds)
 from __future__ import annotations
 
 import math
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._progress import progress_for, user_history
+from .._progress import user_history
+from ..backends import backend_status
+from ..certificate import relative_gap
 from ..solvers._jit import numba_loaded
+from ..solvers._status import SolverStatus
 from ..solvers.bregman import NEWTON_MAX_CONSTRAINTS, itml_linear
-from ..validate import check_options
 from .analysis import BurgTerm, LogDetTerm, try_analyze
-from .base import Match, Route, RouteMismatch, RouteResult
-from .registry import register_route
+from .base import Match, Route, RouteMismatch, RouteResult, RunContext
+from .registry import get_route, register_route
 
 _ROUTE_OPTS = ("tol", "max_sweeps", "time_limit", "check_every", "method", "seed", "slow_after")
 
@@ -183,84 +185,23 @@ def extract(problem: cp.Problem) -> ITMLData:
     if desc is None:
         raise RouteMismatch(why)
     W, W0, c1, burgs, c2, offset = _objective_terms(desc)
-    if not isinstance(W, cp.Variable):
-        raise RouteMismatch("logdet_div must act directly on a matrix variable W")
-    for attr in ("diag", "nonneg", "nonpos", "boolean", "integer", "bounds", "complex"):
-        if W.attributes.get(attr):
-            raise RouteMismatch(f"W carries the attribute {attr!r}; only PSD/symmetric is allowed")
     xis = [t.x for t in burgs]
-    xi_start, total = {}, 0
-    for x in xis:
-        xi_start[x.id] = total
-        total += x.size
-    extra_vars = {v.id for v in problem.variables()} - {W.id} - set(xi_start)
-    if extra_vars:
-        raise RouteMismatch("the problem has variables other than W and the slack xi")
-    Vs, bs, ds, slack, scales, rows = [], [], [], [], [], []
-    start = 0
+    _check_variables(problem, W, xis)
+    blocks, rows, start = [], [], 0
     for info in desc.constraints:
-        con = info.con
         if info.kind == "psd" and info.var is W:
             continue
-        if info.kind not in ("le", "ge") or info.map is None:
-            raise RouteMismatch(f"constraint {info.label} is not a distance inequality")
-        g = info.map if info.kind == "le" else info.map.scaled(-1.0)  # g <= 0
-        k = g.size
-        S = (sp.hstack([g.coef(x) for x in xis], format="csr") if xis
-             else sp.csr_array((k, 0)))
-        S.eliminate_zeros()
-        off = np.asarray(g.offset, dtype=float)
-        if W.id not in g.variable_ids():
-            # -a xi_j + c <= 0 with c <= 0: implied by burg_div's domain (xi > 0)
-            ok = bool(xis) and np.all(np.diff(S.indptr) == 1) and np.all(S.data < 0) \
-                and np.all(off <= 0)
-            if ok:
-                continue
-            raise RouteMismatch(f"constraint {info.label} does not involve W")
-        V, sig = _distance_rows(g, W, info.label)
-        if S.nnz == 0:
-            if xis:
-                raise RouteMismatch(
-                    "mixed hard and slack constraints: every constraint must use the slack xi "
-                    "when burg_div(xi, xi0) is in the objective"
-                )
-            b = -sig * off  # sig q + off <= 0: q <= -off (sig 1) or q >= off (sig -1)
-            if np.any(b <= 0):
-                raise RouteMismatch(
-                    "a distance bound is <= 0 (squared distances need bounds u, l > 0)"
-                )
-            bs.append(b)
-            slack.append(np.full(k, -1))
-            scales.append(np.ones(k))
-        else:
-            if not xis:
-                raise RouteMismatch(
-                    f"constraint {info.label}: bound is not constant and there is no slack"
-                )
-            if np.any(off != 0):
-                raise RouteMismatch("a slack distance constraint has a constant offset")
-            if np.any(np.diff(S.indptr) != 1):
-                raise RouteMismatch("each slack distance row must use one entry of xi")
-            a = -sig * S.data  # sig q + g xi <= 0: q <= -g xi (sig 1), q >= g xi (sig -1)
-            if np.any(a <= 0):
-                raise RouteMismatch(
-                    f"constraint {info.label}: the slack must bound the distance from the "
-                    "outside (v^T W v <= a xi for similar, >= a xi for dissimilar, a > 0)"
-                )
-            slack.append(S.indices.copy())
-            scales.append(a)
-            bs.append(np.zeros(k))
-        Vs.append(V)
-        ds.append(sig.copy())
-        rows.append((con.id, con.shape, slice(start, start + k)))
+        block = _distance_block(info, W, xis)
+        if block is None:  # implied by the domain
+            continue
+        blocks.append(block)
+        k = block.V.shape[0]
+        rows.append((info.con.id, info.con.shape, slice(start, start + k)))
         start += k
-    if not Vs:
+    if not blocks:
         raise RouteMismatch("no distance constraints (the solution is W = W0)")
-    V = np.vstack(Vs)
-    bounds = np.concatenate(bs)
-    delta = np.concatenate(ds)
-    slack_index = np.concatenate(slack)
-    slack_scale = np.concatenate(scales)
+    bounds, slack_index, slack_scale = (np.concatenate([getattr(bl, f) for bl in blocks])
+                                        for f in ("bounds", "slack", "scale"))
     xi0_full = None
     gamma = math.inf
     if xis:
@@ -274,9 +215,9 @@ def extract(problem: cp.Problem) -> ITMLData:
     return ITMLData(
         W=W,
         W0=np.asarray(W0, dtype=float),
-        V=np.ascontiguousarray(V),
+        V=np.ascontiguousarray(np.vstack([bl.V for bl in blocks])),
         bounds=bounds,
-        delta=delta,
+        delta=np.concatenate([bl.sig.copy() for bl in blocks]),
         gamma=gamma,
         c1=c1,
         c2=c2,
@@ -287,6 +228,76 @@ def extract(problem: cp.Problem) -> ITMLData:
         slack_scale=slack_scale if xis else None,
         rows=rows,
     )
+
+
+def _check_variables(problem: cp.Problem, W: Any, xis: list[cp.Variable]) -> None:
+    """W a plain (PSD / symmetric) matrix variable; no variables but W and the slacks."""
+    if not isinstance(W, cp.Variable):
+        raise RouteMismatch("logdet_div must act directly on a matrix variable W")
+    for attr in ("diag", "nonneg", "nonpos", "boolean", "integer", "bounds", "complex"):
+        if W.attributes.get(attr):
+            raise RouteMismatch(f"W carries the attribute {attr!r}; only PSD/symmetric is allowed")
+    extra_vars = {v.id for v in problem.variables()} - {W.id} - {x.id for x in xis}
+    if extra_vars:
+        raise RouteMismatch("the problem has variables other than W and the slack xi")
+
+
+class _DistanceBlock(NamedTuple):
+    """The rows of one constraint: ``sig_r v_r^T W v_r <= bounds_r`` (hard) or ``<= scale_r
+    xi[slack_r]`` (slack; ``slack_r = -1`` for hard rows)."""
+
+    V: np.ndarray
+    sig: np.ndarray
+    bounds: np.ndarray
+    slack: np.ndarray
+    scale: np.ndarray
+
+
+def _distance_block(info: Any, W: cp.Variable, xis: list[cp.Variable]) -> _DistanceBlock | None:
+    """One constraint's distance rows; None for a row implied by burg_div's domain."""
+    if info.kind not in ("le", "ge") or info.map is None:
+        raise RouteMismatch(f"constraint {info.label} is not a distance inequality")
+    g = info.map if info.kind == "le" else info.map.scaled(-1.0)  # g <= 0
+    k = g.size
+    S = (sp.hstack([g.coef(x) for x in xis], format="csr") if xis
+         else sp.csr_array((k, 0)))
+    S.eliminate_zeros()
+    off = np.asarray(g.offset, dtype=float)
+    if W.id not in g.variable_ids():
+        # -a xi_j + c <= 0 with c <= 0: implied by burg_div's domain (xi > 0)
+        ok = bool(xis) and np.all(np.diff(S.indptr) == 1) and np.all(S.data < 0) \
+            and np.all(off <= 0)
+        if ok:
+            return None
+        raise RouteMismatch(f"constraint {info.label} does not involve W")
+    V, sig = _distance_rows(g, W, info.label)
+    if S.nnz == 0:
+        if xis:
+            raise RouteMismatch(
+                "mixed hard and slack constraints: every constraint must use the slack xi "
+                "when burg_div(xi, xi0) is in the objective"
+            )
+        b = -sig * off  # sig q + off <= 0: q <= -off (sig 1) or q >= off (sig -1)
+        if np.any(b <= 0):
+            raise RouteMismatch(
+                "a distance bound is <= 0 (squared distances need bounds u, l > 0)"
+            )
+        return _DistanceBlock(V, sig, b, np.full(k, -1), np.ones(k))
+    if not xis:
+        raise RouteMismatch(
+            f"constraint {info.label}: bound is not constant and there is no slack"
+        )
+    if np.any(off != 0):
+        raise RouteMismatch("a slack distance constraint has a constant offset")
+    if np.any(np.diff(S.indptr) != 1):
+        raise RouteMismatch("each slack distance row must use one entry of xi")
+    a = -sig * S.data  # sig q + g xi <= 0: q <= -g xi (sig 1), q >= g xi (sig -1)
+    if np.any(a <= 0):
+        raise RouteMismatch(
+            f"constraint {info.label}: the slack must bound the distance from the "
+            "outside (v^T W v <= a xi for similar, >= a xi for dissimilar, a > 0)"
+        )
+    return _DistanceBlock(V, sig, np.zeros(k), S.indices.copy(), a)
 
 
 class BregmanRoute(Route):
@@ -327,68 +338,44 @@ class BregmanRoute(Route):
                        "one-off compiled-kernel start-up (0.3-1.5 s per process) exceeds "
                        "Clarabel's time at this size")
 
-    def solve(
-        self,
-        problem: cp.Problem,
-        match: Match,
-        *,
-        solver: str | None = None,
-        verbose: bool = False,
-        **opts: Any,
-    ) -> RouteResult:
-        data: ITMLData = match.data
-        if data is None:
-            raise RouteMismatch("no ITML data: call recognize first")
-        check_options('bregman', opts, _ROUTE_OPTS)
-        t0 = time.perf_counter()
+    OPTIONS = _ROUTE_OPTS
+    UNIT = "iter"
+    STATUS_MAP = {SolverStatus.OPTIMAL: cp.OPTIMAL, SolverStatus.INFEASIBLE: cp.INFEASIBLE}
 
+    def to_user(self, data: ITMLData) -> Callable[[float], float]:
         def user(v: float) -> float:  # the solver's objective -> the user's
             return data.c1 * v + data.offset
 
-        cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
+        return user
+
+    def run(self, data: ITMLData, ctx: RunContext, **opts: Any) -> Any:
         opts = {"slow_after": SLOW_AFTER, **opts}
-        res = itml_linear(data.V, data.bounds, data.delta, data.W0, data.gamma, callback=cb,
-                          **opts)
+        return itml_linear(data.V, data.bounds, data.delta, data.W0, data.gamma,
+                           callback=ctx.callback, **opts)
+
+    def invert(self, res: Any, ctx: RunContext) -> RouteResult:
         if res.status == "slow":
-            return self._hand_to_conic(problem, res, time.perf_counter() - t0, verbose)
-        elapsed = time.perf_counter() - t0
+            return self._hand_to_conic(ctx.problem, res, ctx.elapsed(), ctx.verbose)
+        data: ITMLData = ctx.data
+        user = self.to_user(data)
+        elapsed = ctx.elapsed()
         history = user_history(res.history, user)
         extra = {"sweeps": res.iterations, "gamma": data.gamma, "form": "linear"}
-        if res.status == "infeasible":
+        status = self.map_status(res.status)
+        if status == cp.INFEASIBLE:
             extra["farkas_ray"] = res.extra.get("farkas_ray")
-            return RouteResult(
-                status=cp.INFEASIBLE,
-                primal={},
-                objective=math.inf,
-                backend="bregman",
-                iterations=res.iterations,
-                solve_time=elapsed,
-                history=history,
-                extra=extra,
-            )
-        primal = {data.W.id: res.W}
-        if data.xis:
-            xi_val = data.xi0_full.copy()
-            xi_val[data.slack_index] = res.xi / data.slack_scale
-            pos = 0
-            for x in data.xis:
-                primal[x.id] = xi_val[pos:pos + x.size].reshape(x.shape, order="F")
-                pos += x.size
-        dual = {}
-        for cid, shape, sl in data.rows:
-            lam = data.c1 * res.lam[sl]
-            dual[cid] = lam.reshape(shape, order="F") if shape else float(lam[0])
+            return RouteResult.no_point(status, 1, backend="bregman", iterations=res.iterations,
+                                        solve_time=elapsed, history=history, extra=extra)
         objective, bound = user(res.primal), user(res.dual)
-        status = cp.OPTIMAL if res.status == "optimal" else cp.OPTIMAL_INACCURATE
         extra.update(relative_violation=res.max_violation, lam=res.lam)
         return RouteResult(
             status=status,
-            primal=primal,
+            primal=_primal(data, res),
             objective=objective,
             backend="bregman",
-            dual=dual,
+            dual=_duals(data, res),
             bound=bound,
-            gap=abs(objective - bound) / max(1.0, abs(objective)),
+            gap=relative_gap(objective, bound),
             iterations=res.iterations,
             solve_time=elapsed,
             history=history,
@@ -399,9 +386,6 @@ class BregmanRoute(Route):
     def _hand_to_conic(problem: cp.Problem, res: Any, swept: float, verbose: bool) -> RouteResult:
         """The conic route's result (Clarabel when usable), after sweeps that converged too
         slowly; ``extra`` says what the sweeps reached."""
-        from ..backends import backend_status
-        from .registry import get_route
-
         conic = get_route("conic")
         match = conic.recognize(problem)
         if not match.ok:
@@ -416,6 +400,28 @@ class BregmanRoute(Route):
         out.backend = f"bregman->{out.backend}"
         out.solve_time = (out.solve_time or 0.0) + swept
         return out
+
+
+def _primal(data: ITMLData, res: Any) -> dict[int, np.ndarray]:
+    """W and the slack variables (each entry ``xi / a`` of its row, the reference elsewhere)."""
+    primal = {data.W.id: res.W}
+    if data.xis:
+        xi_val = data.xi0_full.copy()
+        xi_val[data.slack_index] = res.xi / data.slack_scale
+        pos = 0
+        for x in data.xis:
+            primal[x.id] = xi_val[pos:pos + x.size].reshape(x.shape, order="F")
+            pos += x.size
+    return primal
+
+
+def _duals(data: ITMLData, res: Any) -> dict[int, Any]:
+    """The multiplier of each distance constraint: ``c1 * lam``."""
+    dual = {}
+    for cid, shape, sl in data.rows:
+        lam = data.c1 * res.lam[sl]
+        dual[cid] = lam.reshape(shape, order="F") if shape else float(lam[0])
+    return dual
 
 
 register_route(BregmanRoute())

@@ -17,12 +17,14 @@ import cvxpy as cp
 
 from .. import _cvxpy_compat as compat
 from .._tree import walk
+from .._values import evaluate_at
+from ..atoms import LinearSpectral
 from ..backends import backend_status, default_backend
 from ..certificate import relative_gap
 from ..conic_bound import DUAL_RESIDUAL_TOL, dual_bound
-from ..validate import check_options, conic_backend_options
+from ..validate import conic_backend_options
 from .analysis import SpectralTerm, analyze, normalized_problem, objective_summary, term_expr
-from .base import Match, Route, RouteResult
+from .base import CheckTriple, Match, Route, RouteResult, RunContext
 from .registry import register_route
 
 
@@ -46,46 +48,54 @@ class ConicRoute(Route):
             pass
         return Match.no(_non_dcp_reason(problem))
 
-    def solve(
-        self,
-        problem: cp.Problem,
-        match: Match,
-        *,
-        solver: str | None = None,
-        verbose: bool = False,
-        **opts: Any,
-    ) -> RouteResult:
+    #: the backend prints its own log; its statuses are CVXPY's already
+    UNIT = None
+    STATUS_MAP = {s: s for s in (*compat.SOLUTION_PRESENT, *compat.INF_OR_UNB)}
+
+    def resolve_solver(self, problem: cp.Problem, solver: str | None) -> str:
+        """The backend: the one asked for, else the default for this problem; it must be
+        usable."""
         backend = (solver or default_backend(problem)).upper()
         usable, why = backend_status(backend)
         if not usable:
             raise cp.error.SolverError(f"backend {backend} is not usable: {why}")
-        known = conic_backend_options(backend)
-        if known is not None:
-            check_options("conic", opts, known, where=f"route 'conic' on backend {backend}")
+        return backend
+
+    def known_options(self, problem: cp.Problem, backend: str
+                      ) -> tuple[tuple[str, ...] | None, str]:
+        return conic_backend_options(backend), f"route 'conic' on backend {backend}"
+
+    def run(self, data: Any, ctx: RunContext, **opts: Any) -> tuple[Any, dict, str]:
+        """The backend's solution of the (normalized) problem, duals keyed by the user's
+        constraints; ``(solution, info, backend)``."""
+        problem, backend = ctx.problem, ctx.solver
         warm_start = bool(opts.pop("warm_start", False))
-        target = match.data if match is not None and isinstance(match.data, cp.Problem) \
-            else problem
-        solution, info = compat.conic_solve(target, backend, verbose, warm_start, **opts)
+        target = data if isinstance(data, cp.Problem) else problem
+        solution, info = compat.conic_solve(target, backend, ctx.verbose, warm_start, **opts)
         if target is not problem:  # duals of the normalized problem's constraints -> user's
             ids = {t.id: c.id for t, c in zip(target.constraints, problem.constraints,
                                               strict=True)}
             solution.dual_vars = {ids.get(k, k): v for k, v in solution.dual_vars.items()}
+        return solution, info, backend
+
+    def invert(self, raw: tuple[Any, dict, str], ctx: RunContext) -> RouteResult:
+        solution, info, backend = raw
+        problem = ctx.problem
         status = solution.status
         if status in cp.settings.ERROR:
             raise cp.error.SolverError(
                 f"{backend} failed (status {status}); try another solver or verbose=True"
             )
-        objective = None
-        bound = None
         extra: dict[str, Any] = {"solver_reported_solve_time": info.get("solve_time"),
                                  "solver_status": info.get("raw_status")}
+        dual_check = bound = None
         if status in compat.SOLUTION_PRESENT:
-            objective = _objective_value(problem, solution.primal_vars)
-            bound = _checked_bound(problem, info, extra)
+            objective = evaluate_at(problem, solution.primal_vars)
+            bound, dual_check = _checked_bound(problem, info, extra)
         else:
             objective = solution.opt_val
         return RouteResult(
-            status=status,
+            status=self.map_status(status),
             primal=dict(solution.primal_vars),
             dual=dict(solution.dual_vars),
             objective=objective,
@@ -96,40 +106,33 @@ class ConicRoute(Route):
             setup_time=info["compile_time"],
             solve_time=info["wall_solve_time"],
             extra=extra,
+            dual_check=dual_check,
         )
 
 
-def _checked_bound(problem: cp.Problem, info: dict, extra: dict) -> float | None:
+def _checked_bound(problem: cp.Problem, info: dict, extra: dict
+                   ) -> tuple[float | None, CheckTriple | None]:
     """The bound from the backend's dual point, recomputed and checked (``conic_bound``), in the
-    user's sense; None (and ``extra["bound_unproven"]``: why) when it is not proven. Records the
-    dual check for the gate (``extra["dual_check"]``: passed, relative residual, tolerance)."""
+    user's sense; None (and ``extra["bound_unproven"]``: why) when it is not proven. Also the
+    dual check for the gate (passed, relative residual, tolerance)."""
     canon = info.get("canonical")
     if canon is None:
         extra["bound_unproven"] = "the backend's dual point is not available to check"
-        return None
+        return None, None
     checked = dual_bound(**canon)
-    extra["dual_check"] = (checked.bound is not None, checked.residual, DUAL_RESIDUAL_TOL)
+    dual_check = (checked.bound is not None, checked.residual, DUAL_RESIDUAL_TOL)
     extra["dual_cone_shift"] = checked.shift
     solver_dobj = info.get("dobj")
     if solver_dobj is not None:
         extra["solver_dual_objective"] = float(solver_dobj)
     if checked.bound is None:
         extra["bound_unproven"] = checked.reason
-        return None
+        return None, dual_check
     sense = 1.0 if isinstance(problem.objective, cp.Minimize) else -1.0
-    return sense * checked.bound
-
-
-def _objective_value(problem: cp.Problem, primal: dict) -> float | None:
-    """Evaluate the user's objective at ``primal`` without touching the variables."""
-    from ..solve import evaluate_at
-
-    return evaluate_at(problem, primal)
+    return sense * checked.bound, dual_check
 
 
 def _non_dcp_reason(problem: cp.Problem) -> str:
-    from ..atoms import LinearSpectral
-
     culprits = []
     obj = problem.objective
     try:

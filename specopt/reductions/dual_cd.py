@@ -27,19 +27,20 @@ Options: ``tol`` (1e-8), ``max_passes``, ``seed``, ``shrinking``, ``ridge``, ``c
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._progress import progress_for, user_history
+from .._progress import user_history
+from ..certificate import relative_gap
+from ..solvers._status import SolverStatus
 from ..solvers.dual_cd import dual_cd
-from ..validate import check_options
 from .analysis import HingeTerm, QuadTerm, affine_maps, dense_value, try_analyze
-from .base import Match, Route, RouteMismatch, RouteResult
+from .base import Match, Route, RouteMismatch, RouteResult, RunContext
 from .registry import register_route
 
 _ROUTE_OPTS = ("tol", "max_passes", "seed", "shrinking", "ridge", "check_every", "polish",
@@ -181,29 +182,58 @@ def _affine_in_w(expr, w):
 # --------------------------------------------------------------------------------------------
 def extract(problem: cp.Problem) -> DualCDData:
     w, L, hinges, desc, offset, sense = _objective(problem)
-    m = w.size
     slacks = [v for v in problem.variables() if v.id != w.id]
     for v in [w, *slacks]:
         bad = [k for k, val in v.attributes.items() if val and k != "nonneg"]
         if bad:
             raise RouteMismatch(f"variable {v.name()} has unsupported attribute(s) {bad}")
-    sizes = [v.size for v in slacks]
-    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-    ns = int(starts[-1])
+    starts = np.concatenate([[0], np.cumsum([v.size for v in slacks])]).astype(int)
+    split = _Split(w, slacks)
+    # slack objective weights (minimization form)
+    c_slack = sense * split(desc.affine)[1].toarray().ravel()
+    Zs, Cs, n_hinge = _hinge_rows(hinges, w, split)
+    reader = _RowReader(w, slacks, starts)
+    for info in desc.constraints:
+        reader.read(info, split)
+    slack_s, nb, aa, margin_of = reader.slack_margins(c_slack)
+    if slack_s.size:
+        Zs.append(np.vstack(reader.margin_Z))
+        Cs.append(c_slack[slack_s] * nb / aa)
+    if not Zs:
+        raise RouteMismatch("no margin constraints or hinge terms")
+    Z = np.ascontiguousarray(np.vstack(Zs))
+    C = np.concatenate(Cs)
+    if np.any(C <= 0):
+        raise RouteMismatch("the weights C must be > 0")
+    try:
+        np.linalg.cholesky(L)
+    except np.linalg.LinAlgError:
+        raise RouteMismatch("L is not positive definite (use the conic route, or the option "
+                            "ridge=r to solve with L + r I)") from None
+    return DualCDData(w=w, L=L, Z=Z, C=C, mask=reader.mask, offset=offset, sense=sense,
+                      slacks=slacks, starts=starts, slack_s=slack_s, slack_nb=nb, slack_a=aa,
+                      margin_of=margin_of, con_rows=reader.con_rows, n_hinge=n_hinge)
 
-    def split(amap):
-        Aw = amap.coef(w).toarray()
-        if slacks:
-            As = sp.hstack([amap.coef(v) for v in slacks], format="csr")
+
+class _Split:
+    """``split(amap) -> (Aw, As, b)``: an affine map's dense coefficients on w, sparse ones on
+    the stacked slack variables, and its offset."""
+
+    def __init__(self, w: cp.Variable, slacks: list[cp.Variable]) -> None:
+        self.w, self.slacks = w, slacks
+
+    def __call__(self, amap: Any) -> tuple[np.ndarray, sp.csr_array, np.ndarray]:
+        Aw = amap.coef(self.w).toarray()
+        if self.slacks:
+            As = sp.hstack([amap.coef(v) for v in self.slacks], format="csr")
         else:
             As = sp.csr_array((amap.size, 0))
         return Aw, sp.csr_array(As), np.asarray(amap.offset, dtype=float)
 
-    # slack objective weights (minimization form)
-    _, As0, _ = split(desc.affine)
-    c_slack = sense * As0.toarray().ravel()
 
-    # hinge rows: c * max(0, a + A w) with a > 0  ->  z = -A / a, C = c * a
+def _hinge_rows(hinges: list, w: cp.Variable, split: _Split
+                ) -> tuple[list[np.ndarray], list[np.ndarray], int]:
+    """Hinge rows ``c * max(0, a + A w)`` with a > 0 -> ``z = -A / a``, ``C = c * a``."""
     Zs, Cs = [], []
     n_hinge = 0
     for term, c in hinges:
@@ -224,22 +254,36 @@ def extract(problem: cp.Problem) -> DualCDData:
         Zs.append(-Aw / a[:, None])
         Cs.append(c * a)
         n_hinge += a.size
+    return Zs, Cs, n_hinge
 
-    mask = np.zeros(m, dtype=bool)
-    if w.attributes.get("nonneg"):
-        mask[:] = True
-    s_nonneg = np.zeros(ns, dtype=bool)
-    for k, v in enumerate(slacks):
-        if v.attributes.get("nonneg"):
-            s_nonneg[starts[k]:starts[k + 1]] = True
-    seen_sign = np.zeros(m, dtype=bool)
-    seen_snn = np.zeros(ns, dtype=bool)
-    margin_slack, margin_nb, margin_a, margin_Z = [], [], [], []
-    n_margin = 0
-    con_rows = []
-    tol = 1e-12
-    for info in desc.constraints:
-        con = info.con
+
+_TOL = 1e-12
+
+
+class _RowReader:
+    """Reads the constraint rows: ``b w_j >= 0`` (sign rows), ``a' s >= 0`` (slack sign rows)
+    and margin rows ``alpha^T w + a s + beta >= 0``; records how each user row's dual is
+    mapped back (``DualCDData.con_rows``)."""
+
+    def __init__(self, w: cp.Variable, slacks: list[cp.Variable], starts: np.ndarray) -> None:
+        m, ns = w.size, int(starts[-1])
+        self.mask = np.zeros(m, dtype=bool)
+        if w.attributes.get("nonneg"):
+            self.mask[:] = True
+        self.s_nonneg = np.zeros(ns, dtype=bool)
+        for k, v in enumerate(slacks):
+            if v.attributes.get("nonneg"):
+                self.s_nonneg[starts[k]:starts[k + 1]] = True
+        self.seen_sign = np.zeros(m, dtype=bool)
+        self.seen_snn = np.zeros(ns, dtype=bool)
+        self.margin_slack: list = []
+        self.margin_nb: list = []
+        self.margin_a: list = []
+        self.margin_Z: list = []
+        self.n_margin = 0
+        self.con_rows: list = []
+
+    def read(self, info: Any, split: _Split) -> None:
         if info.kind not in ("le", "ge") or info.map is None:
             raise RouteMismatch(f"constraint {info.label} is not an inequality; only "
                                 "margin rows, xi >= 0 and w >= 0 are recognized")
@@ -247,78 +291,93 @@ def extract(problem: cp.Problem) -> DualCDData:
             raise RouteMismatch(f"constraint {info.label} has row_quad_forms rows")
         rows = info.map if info.kind == "ge" else info.map.scaled(-1.0)
         Aw, As, b = split(rows)  # rows: Aw w + As s + b >= 0
-        As.data[np.abs(As.data) <= tol] = 0.0
-        As.eliminate_zeros()
-        nr = Aw.shape[0]
-        nzs = np.diff(As.indptr)
-        first = np.minimum(As.indptr[:-1], As.nnz)  # padded arrays: rows without entries -> -1
-        s_idx = np.where(nzs == 1, np.append(As.indices, -1)[first], -1)
-        s_val = np.where(nzs == 1, np.append(As.data, 0.0)[first], 0.0)
-        nzw_mask = np.abs(Aw) > tol
-        nzw = nzw_mask.sum(axis=1)
-        j_idx = np.argmax(nzw_mask, axis=1)
-        j_val = Aw[np.arange(nr), j_idx]
-        is_sign = (nzs == 0) & (nzw == 1) & (j_val > 0) & (np.abs(b) <= tol)
-        is_snn = (nzw == 0) & (nzs == 1) & (s_val > 0) & (np.abs(b) <= tol)
-        is_margin = (nzs == 1) & (s_val > 0) & (b < -tol)
-        bad = np.flatnonzero(~(is_sign | is_snn | is_margin))
+        r = _classify(Aw, As, b)
+        bad = np.flatnonzero(~(r.is_sign | r.is_snn | r.is_margin))
         if bad.size:
             raise RouteMismatch(f"constraint row {bad[0]} of {info.label} is not w^T z >= 1 - xi, "
                                 "xi >= 0 or w >= 0")
+        nr = Aw.shape[0]
         kind = np.zeros(nr, dtype=np.int8)  # 0: no dual (duplicate), 1: t, 2: mu, 3: lam
         idx = np.zeros(nr, dtype=np.int64)
         scale = np.ones(nr)
-        for r in np.flatnonzero(is_sign):
-            j = int(j_idx[r])
-            if not seen_sign[j]:
-                kind[r], idx[r], scale[r] = 1, j, j_val[r]
-            seen_sign[j] = mask[j] = True
-        rs = np.flatnonzero(is_snn)
-        ss = s_idx[rs]
+        for i in np.flatnonzero(r.is_sign):
+            j = int(r.j_idx[i])
+            if not self.seen_sign[j]:
+                kind[i], idx[i], scale[i] = 1, j, r.j_val[i]
+            self.seen_sign[j] = self.mask[j] = True
+        rs = np.flatnonzero(r.is_snn)
+        ss = r.s_idx[rs]
         _, first = np.unique(ss, return_index=True)
-        fresh = first[~seen_snn[ss[first]]]
-        kind[rs[fresh]], idx[rs[fresh]], scale[rs[fresh]] = 2, ss[fresh], s_val[rs[fresh]]
-        seen_snn[ss] = s_nonneg[ss] = True
-        rm = np.flatnonzero(is_margin)
-        kind[rm], idx[rm], scale[rm] = 3, n_margin + np.arange(rm.size), -b[rm]
-        margin_slack.append(s_idx[rm])
-        margin_nb.append(-b[rm])
-        margin_a.append(s_val[rm])
-        margin_Z.append(Aw[rm] / -b[rm, None])
-        n_margin += rm.size
-        con_rows.append((con.id, con.shape, kind, idx, scale))
-    margin_of = np.full(ns, -1)
-    slack_s = np.concatenate(margin_slack) if margin_slack else np.zeros(0, dtype=int)
-    if slack_s.size:
-        if np.unique(slack_s).size != slack_s.size:
-            raise RouteMismatch("a slack entry appears in more than one margin constraint")
-        margin_of[slack_s] = np.arange(slack_s.size)
-    if ns:
-        if np.any(margin_of < 0):
-            raise RouteMismatch("every slack entry must appear in exactly one margin constraint")
-        if not np.all(s_nonneg):
-            raise RouteMismatch("every slack entry needs xi >= 0")
-        if np.any(c_slack <= 0):
-            raise RouteMismatch("slack weights C in the objective must be > 0")
-    nb = np.concatenate(margin_nb) if margin_nb else np.zeros(0)
-    aa = np.concatenate(margin_a) if margin_a else np.zeros(0)
-    if slack_s.size:
-        Zs.append(np.vstack(margin_Z))
-        Cs.append(c_slack[slack_s] * nb / aa)
-    if not Zs:
-        raise RouteMismatch("no margin constraints or hinge terms")
-    Z = np.ascontiguousarray(np.vstack(Zs))
-    C = np.concatenate(Cs)
-    if np.any(C <= 0):
-        raise RouteMismatch("the weights C must be > 0")
-    try:
-        np.linalg.cholesky(L)
-    except np.linalg.LinAlgError:
-        raise RouteMismatch("L is not positive definite (use the conic route, or the option "
-                            "ridge=r to solve with L + r I)") from None
-    return DualCDData(w=w, L=L, Z=Z, C=C, mask=mask, offset=offset, sense=sense, slacks=slacks,
-                      starts=starts, slack_s=slack_s, slack_nb=nb, slack_a=aa,
-                      margin_of=margin_of, con_rows=con_rows, n_hinge=n_hinge)
+        fresh = first[~self.seen_snn[ss[first]]]
+        kind[rs[fresh]], idx[rs[fresh]], scale[rs[fresh]] = 2, ss[fresh], r.s_val[rs[fresh]]
+        self.seen_snn[ss] = self.s_nonneg[ss] = True
+        rm = np.flatnonzero(r.is_margin)
+        kind[rm], idx[rm], scale[rm] = 3, self.n_margin + np.arange(rm.size), -b[rm]
+        self.margin_slack.append(r.s_idx[rm])
+        self.margin_nb.append(-b[rm])
+        self.margin_a.append(r.s_val[rm])
+        self.margin_Z.append(Aw[rm] / -b[rm, None])
+        self.n_margin += rm.size
+        self.con_rows.append((info.con.id, info.con.shape, kind, idx, scale))
+
+    def slack_margins(self, c_slack: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(slack entry, -beta, a)`` of each slack margin row and the margin row of each
+        slack entry, after checking that every slack entry has exactly one margin row, a sign
+        row and a positive weight."""
+        ns = self.s_nonneg.size
+        margin_of = np.full(ns, -1)
+        slack_s = (np.concatenate(self.margin_slack) if self.margin_slack
+                   else np.zeros(0, dtype=int))
+        if slack_s.size:
+            if np.unique(slack_s).size != slack_s.size:
+                raise RouteMismatch("a slack entry appears in more than one margin constraint")
+            margin_of[slack_s] = np.arange(slack_s.size)
+        if ns:
+            if np.any(margin_of < 0):
+                raise RouteMismatch("every slack entry must appear in exactly one margin "
+                                    "constraint")
+            if not np.all(self.s_nonneg):
+                raise RouteMismatch("every slack entry needs xi >= 0")
+            if np.any(c_slack <= 0):
+                raise RouteMismatch("slack weights C in the objective must be > 0")
+        nb = np.concatenate(self.margin_nb) if self.margin_nb else np.zeros(0)
+        aa = np.concatenate(self.margin_a) if self.margin_a else np.zeros(0)
+        return slack_s, nb, aa, margin_of
+
+
+class _RowKinds(NamedTuple):
+    """Per row: the one slack entry (-1: none) and its coefficient, the one w entry and its
+    coefficient, and which of the three row kinds it is."""
+
+    s_idx: np.ndarray
+    s_val: np.ndarray
+    j_idx: np.ndarray
+    j_val: np.ndarray
+    is_sign: np.ndarray
+    is_snn: np.ndarray
+    is_margin: np.ndarray
+
+
+def _classify(Aw: np.ndarray, As: sp.csr_array, b: np.ndarray) -> _RowKinds:
+    """The kind of each row of ``Aw w + As s + b >= 0``."""
+    As.data[np.abs(As.data) <= _TOL] = 0.0
+    As.eliminate_zeros()
+    nr = Aw.shape[0]
+    nzs = np.diff(As.indptr)
+    first = np.minimum(As.indptr[:-1], As.nnz)  # padded arrays: rows without entries -> -1
+    s_idx = np.where(nzs == 1, np.append(As.indices, -1)[first], -1)
+    s_val = np.where(nzs == 1, np.append(As.data, 0.0)[first], 0.0)
+    nzw_mask = np.abs(Aw) > _TOL
+    nzw = nzw_mask.sum(axis=1)
+    j_idx = np.argmax(nzw_mask, axis=1)
+    j_val = Aw[np.arange(nr), j_idx]
+    return _RowKinds(
+        s_idx, s_val, j_idx, j_val,
+        is_sign=(nzs == 0) & (nzw == 1) & (j_val > 0) & (np.abs(b) <= _TOL),
+        is_snn=(nzw == 0) & (nzs == 1) & (s_val > 0) & (np.abs(b) <= _TOL),
+        is_margin=(nzs == 1) & (s_val > 0) & (b < -_TOL),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -350,53 +409,37 @@ class DualCDRoute(Route):
             return True, f"{n} margin rows >= {PAYS_OFF_MIN_ROWS} (measured faster than conic)"
         return False, f"only {n} margin rows (< {PAYS_OFF_MIN_ROWS}); conic is as fast"
 
-    def solve(self, problem: cp.Problem, match: Match, *, solver: str | None = None,
-              verbose: bool = False, **opts: Any) -> RouteResult:
-        data: DualCDData = match.data
-        if data is None:
-            raise RouteMismatch("no dual_cd data: call recognize first")
-        check_options('dual_cd', opts, _ROUTE_OPTS)
-        t0 = time.perf_counter()
+    OPTIONS = _ROUTE_OPTS
+    UNIT = "iter"
+    STATUS_MAP = {SolverStatus.OPTIMAL: cp.OPTIMAL}
 
+    def to_user(self, data: DualCDData) -> Callable[[float], float]:
         def user(v: float) -> float:  # the solver's minimization form -> the user's objective
             return data.sense * (v + data.offset)
 
-        cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
-        res = dual_cd(data.L, data.Z, data.C, nonneg=data.mask, callback=cb, **opts)
-        elapsed = time.perf_counter() - t0
-        w = data.w
-        primal = {w.id: res.w.reshape(w.shape, order="F") if w.shape else float(res.w[0])}
-        # slack values: xi_s = xi'_row * (-beta) / a
-        nh = data.n_hinge
-        lam_s = res.lam[nh:]
-        svals = np.zeros(int(data.starts[-1]))
-        svals[data.slack_s] = res.xi[nh:] * data.slack_nb / data.slack_a
-        for k, v in enumerate(data.slacks):
-            val = svals[data.starts[k]:data.starts[k + 1]]
-            primal[v.id] = val.reshape(v.shape, order="F") if v.shape else float(val[0])
-        # multipliers of the normalized rows: t_j, mu_row = C_row - lam_row, lam_row
-        mu_entry = np.zeros(svals.size)
-        mu_entry[data.slack_s] = ((data.C[nh:] - lam_s) * data.slack_a / data.slack_nb)
-        dual = {}
-        for cid, shape, kind, idx, scale in data.con_rows:
-            vals = np.zeros(kind.size)
-            for code, source in ((1, res.t), (2, mu_entry), (3, lam_s)):
-                sel = kind == code
-                vals[sel] = source[idx[sel]] / scale[sel]
-            dual[cid] = vals.reshape(shape, order="F") if shape else float(vals[0])
+        return user
+
+    def run(self, data: DualCDData, ctx: RunContext, **opts: Any) -> Any:
+        return dual_cd(data.L, data.Z, data.C, nonneg=data.mask, callback=ctx.callback, **opts)
+
+    def invert(self, res: Any, ctx: RunContext) -> RouteResult:
+        data: DualCDData = ctx.data
+        elapsed = ctx.elapsed()
+        user = self.to_user(data)
         objective, bound = user(res.primal), user(res.dual)
         history = user_history(res.history, user)
         # the bound at each check (``gap`` is the absolute P - D there), in the user's sign
         history["bound"] = [user(p - g) for p, g in zip(res.history.get("primal", []),
                                                         res.history.get("gap", []), strict=True)]
+        solver_status = SolverStatus.OPTIMAL if res.converged else SolverStatus.MAX_ITERS
         return RouteResult(
-            status=cp.OPTIMAL if res.converged else cp.OPTIMAL_INACCURATE,
-            primal=primal,
+            status=self.map_status(solver_status),
+            primal=_primal(data, res),
             objective=objective,
             backend="dual_cd",
-            dual=dual,
+            dual=_duals(data, res),
             bound=bound,
-            gap=abs(objective - bound) / max(1.0, abs(objective)),
+            gap=relative_gap(objective, bound),
             iterations=res.iterations,
             setup_time=res.setup_time,
             solve_time=elapsed,
@@ -404,6 +447,40 @@ class DualCDRoute(Route):
             extra={"passes": res.iterations, "rel_gap": res.rel_gap, "n": data.Z.shape[0],
                    "m": data.Z.shape[1], "polish": res.n_polish, "method": res.method},
         )
+
+
+def _slack_values(data: DualCDData, res: Any) -> np.ndarray:
+    """The stacked slack vector: ``xi_s = xi'_row * (-beta) / a``."""
+    svals = np.zeros(int(data.starts[-1]))
+    svals[data.slack_s] = res.xi[data.n_hinge:] * data.slack_nb / data.slack_a
+    return svals
+
+
+def _primal(data: DualCDData, res: Any) -> dict[int, Any]:
+    w = data.w
+    primal = {w.id: res.w.reshape(w.shape, order="F") if w.shape else float(res.w[0])}
+    svals = _slack_values(data, res)
+    for k, v in enumerate(data.slacks):
+        val = svals[data.starts[k]:data.starts[k + 1]]
+        primal[v.id] = val.reshape(v.shape, order="F") if v.shape else float(val[0])
+    return primal
+
+
+def _duals(data: DualCDData, res: Any) -> dict[int, Any]:
+    """Multipliers of the normalized rows (``t_j``, ``mu_row = C_row - lam_row``, ``lam_row``)
+    mapped to the user's constraints."""
+    nh = data.n_hinge
+    lam_s = res.lam[nh:]
+    mu_entry = np.zeros(int(data.starts[-1]))
+    mu_entry[data.slack_s] = ((data.C[nh:] - lam_s) * data.slack_a / data.slack_nb)
+    dual = {}
+    for cid, shape, kind, idx, scale in data.con_rows:
+        vals = np.zeros(kind.size)
+        for code, source in ((1, res.t), (2, mu_entry), (3, lam_s)):
+            sel = kind == code
+            vals[sel] = source[idx[sel]] / scale[sel]
+        dual[cid] = vals.reshape(shape, order="F") if shape else float(vals[0])
+    return dual
 
 
 register_route(DualCDRoute())

@@ -32,27 +32,19 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import cvxpy as cp
-import numpy as np
-import scipy.sparse as sp
 
-from .._progress import progress_for, user_history
-from ..solvers.sdp import (
-    OPTIMAL,
-    UNBOUNDED,
-    SparseRows,
-    SymOp,
-    distance_rows,
-    graph_trace_bound,
-    mm_step_method,
-    solve_low_rank_sdp,
-)
-from ..solvers.sdp._kernels import adjoint_sparse
-from .analysis import short, try_analyze
-from .base import Match, Route, RouteMismatch, RouteResult
+from .._progress import user_history
+from ..solvers._status import SolverStatus
+from ..solvers.sdp import OPTIMAL, UNBOUNDED, distance_rows, solve_low_rank_sdp
+from ._low_rank_duals import route_duals
+from ._low_rank_read import LRData, recognize_low_rank_sdp
+from ._low_rank_status import decide_status
+from .base import Match, Route, RouteMismatch, RouteResult, RunContext
 from .registry import register_route
 
 _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_limit", "seed",
@@ -119,180 +111,6 @@ ITERATED_MIN_N: int | None = 24
 #: infd1/2, n = 30: 24-200 s before); then the checks; then, undecided, the rest of the time.
 FIRST_BUDGET = 2.0
 FIRST_BUDGET_MAX_N = 60
-#: A Farkas vector ``z`` (``A^*(z)`` PSD on the feasible face, ``b^T z < 0``) is accepted with
-#: ``lambda_min(A^*(z)) >= -FARKAS_EIG_TOL ||A^*(z)||_F`` (no trace bound known) and
-#: ``b^T z <= -FARKAS_MARGIN ||b|| ||z||`` (both scaled to ``||A^*(z)||_F = 1``; farkas_check).
-FARKAS_EIG_TOL = 1e-12
-FARKAS_MARGIN = 1e-9
-#: The recession-direction problem (``max <C, D>`` s.t. ``A(D) = 0``, ``tr D <= 1``) is solved to
-#: this tolerance; a ray is accepted with ``sgn <C, D> >= RAY_GAIN ||C||_F``.
-RAY_TOL = 1e-7
-RAY_GAIN = 1e-6
-
-
-@dataclass
-class LRData:
-    """What the recognizer extracts (user's sense; the solver handles min / max)."""
-
-    K: cp.Variable
-    n: int
-    C: SymOp
-    offset: float
-    sense: str
-    A: SparseRows
-    b: np.ndarray
-    centered: bool
-    trace_bound: float | None
-    implied_trace_bound: float | None
-    rows: list[tuple[cp.Constraint, slice]] = field(default_factory=list)
-    centering_cons: list[cp.Constraint] = field(default_factory=list)
-    trace_con: tuple[cp.Constraint, float] | None = None
-    psd_con: cp.Constraint | None = None
-
-
-def _coo_rows(A: Any, n: int, shift: int) -> tuple[np.ndarray, ...]:
-    """Rows (shifted), entries ``(i, j)`` and values of a sparse ``(k, n^2)`` coefficient block
-    (column-major vec: entry ``K[i, j]`` is column ``i + j n``)."""
-    co = sp.coo_array(A)
-    return co.row.astype(np.int64) + shift, co.col % n, co.col // n, co.data
-
-
-def recognize_low_rank_sdp(problem: cp.Problem) -> LRData:
-    """Extract the low-rank SDP data of ``problem`` from its normalized description
-    (:func:`specopt.reductions.analysis.analyze`; parameters bound to their current values), or
-    raise :class:`RouteMismatch` saying why in one short sentence."""
-    desc, why = try_analyze(problem)
-    if desc is None:
-        raise RouteMismatch(why)
-    cached = desc.__dict__.get("_low_rank_sdp")  # explain, then solve: read once per description
-    if isinstance(cached, RouteMismatch):
-        raise RouteMismatch(str(cached))
-    if cached is not None:
-        return cached
-    try:
-        data = _read_description(desc, problem)
-    except RouteMismatch as exc:
-        desc.__dict__["_low_rank_sdp"] = exc
-        raise
-    desc.__dict__["_low_rank_sdp"] = data
-    return data
-
-
-def _read_description(desc: Any, problem: cp.Problem) -> LRData:
-    variables = desc.variables
-    if len(variables) != 1:
-        raise RouteMismatch(
-            f"the problem has {len(variables)} variables; the low-rank route needs exactly one "
-            "square PSD matrix variable"
-        )
-    K = variables[0]
-    if K.ndim != 2 or K.shape[0] != K.shape[1]:
-        hint = ""
-        if cp.normNuc in problem.objective.atoms():
-            # a nuclear-norm completion: its PSD embedding is this route's form
-            hint = ("; for nuclear-norm completion use specopt.learn.NuclearNormCompletion "
-                    "(solver='LOW_RANK' solves it with this route's engine on the PSD "
-                    "embedding of the matrix)")
-        raise RouteMismatch(f"variable {K.name()} is not a square matrix{hint}")
-    attrs = K.attributes
-    if not (attrs.get("symmetric") or attrs.get("PSD")):
-        raise RouteMismatch(f"{K.name()} must be declared symmetric=True or PSD=True")
-    if K.is_complex():
-        raise RouteMismatch("complex variables are not supported")
-    n = K.shape[0]
-    if desc.terms:
-        raise RouteMismatch(f"the objective is not linear in {K.name()} "
-                            f"(term {short(desc.terms[0].expr)})")
-    if problem.objective.expr.size != 1:
-        raise RouteMismatch("the objective must be a scalar")
-    if desc.affine.factored:
-        raise RouteMismatch("the objective has row_quad_forms terms (not one matrix C)")
-    co = sp.coo_array(desc.affine.coef(K))
-    ci, cj = co.col % n, co.col // n  # column-major vec
-    if co.nnz > n * n // 4:
-        D = np.zeros((n, n))
-        np.add.at(D, (ci, cj), co.data)
-        C = SymOp(n, dense=D)
-    else:
-        C = SymOp(n, sparse=sp.coo_array((co.data, (ci, cj)), shape=(n, n)).tocsr())
-    psd = bool(attrs.get("PSD"))
-    psd_con = None
-    centering: list[cp.Constraint] = []
-    rows_r, rows_i, rows_j, rows_v, bs = [], [], [], [], []
-    rowmap: list[tuple[cp.Constraint, slice]] = []
-    trace_con, trace_t = None, None
-    m = 0
-    for info in desc.constraints:
-        con, amap = info.con, info.map
-        if info.kind == "psd":
-            if info.var is not None and info.var.id == K.id:
-                psd, psd_con = True, con
-                continue
-            raise RouteMismatch(f"PSD constraint {short(con)} is not on {K.name()} itself")
-        if info.kind in ("eq", "le", "ge") and amap is not None and amap.factored:
-            raise RouteMismatch(f"constraint {short(con)} has row_quad_forms rows")
-        if info.kind == "eq" and amap is not None:
-            if info.is_centering(K):
-                centering.append(con)
-                continue
-            r, i, j, v = _coo_rows(amap.coef(K), n, m)
-            rows_r.append(r)
-            rows_i.append(i)
-            rows_j.append(j)
-            rows_v.append(v)
-            bs.append(-amap.offset)
-            rowmap.append((con, slice(m, m + amap.size)))
-            m += amap.size
-            continue
-        if info.kind in ("le", "ge") and amap is not None:
-            a = info.trace_scale(K)
-            if (a > 0 and info.kind == "le") or (a < 0 and info.kind == "ge"):
-                t = -float(amap.offset[0]) / a
-                if t < 0:
-                    raise RouteMismatch(f"trace bound {t:g} < 0: infeasible with K PSD")
-                trace_con = (con, abs(a))
-                trace_t = t if trace_t is None else min(trace_t, t)
-                continue
-            raise RouteMismatch(
-                f"inequality {short(con)} is not a trace bound tr(K) <= t; the low-rank route "
-                "takes equality rows, centering and one trace bound"
-            )
-        if info.kind == "nonaffine":
-            raise RouteMismatch(f"constraint {short(con)} is not affine in {K.name()}")
-        raise RouteMismatch(f"constraint {short(con)} ({type(con).__name__}) is not supported")
-    if not psd:
-        raise RouteMismatch(f"no PSD constraint on {K.name()} (K >> 0 or PSD=True)")
-    A = SparseRows(
-        np.concatenate(rows_r) if rows_r else np.zeros(0, dtype=np.int64),
-        np.concatenate(rows_i) if rows_i else np.zeros(0, dtype=np.int64),
-        np.concatenate(rows_j) if rows_j else np.zeros(0, dtype=np.int64),
-        np.concatenate(rows_v) if rows_v else np.zeros(0),
-        m, n,
-    )
-    b = np.concatenate(bs) if bs else np.zeros(0)
-    implied = _implied_trace_bound(A, b, bool(centering))
-    return LRData(K=K, n=n, C=C, offset=float(desc.constant),
-                  sense="max" if desc.sense < 0 else "min", A=A, b=b,
-                  centered=bool(centering), trace_bound=trace_t, implied_trace_bound=implied,
-                  rows=rowmap, centering_cons=centering, trace_con=trace_con, psd_con=psd_con)
-
-
-def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool) -> float | None:
-    """``tr K <= T`` implied by the rows: fixed diagonal, or connected distance rows + centering."""
-    n = A.n
-    single = np.bincount(A.rows, minlength=A.m) == 1 if A.m else np.zeros(0, bool)
-    if A.m:
-        ks = np.flatnonzero(single[A.rows] & (A.ii == A.jj) & (A.vals != 0))
-        if ks.size:
-            diag = np.full(n, np.nan)
-            diag[A.ii[ks]] = b[A.rows[ks]] / A.vals[ks]
-            if not np.isnan(diag).any():
-                return float(np.sum(diag))
-    if centered and A.m:
-        pairs, d2 = distance_rows(A, b)
-        if len(pairs):
-            return graph_trace_bound(n, pairs, d2)
-    return None
 
 
 def pays_off_rule(n: int, m: int, centered: bool) -> tuple[bool, str]:
@@ -335,86 +153,69 @@ class LowRankSDPRoute(Route):
         d: LRData = match.data
         return pays_off_rule(d.n, d.A.m, d.centered)
 
-    def solve(self, problem: cp.Problem, match: Match, *, solver: str | None = None,
-              verbose: bool = False, **opts: Any) -> RouteResult:
-        match = self.ensure_match(problem, match)
-        d: LRData = match.data
-        kw = {k: opts.pop(k) for k in _ROUTE_OPTS if k in opts}
-        warm = opts.pop("warm_start", None)
-        face = _face(d, opts.pop("facial_reduction", False))
-        if opts:
-            raise TypeError(f"unknown option(s) for route 'low_rank_sdp': {', '.join(opts)}")
-        if warm is not None and not isinstance(warm, bool):
-            kw["Y0"], kw["y0"] = warm[0], warm[1]
+    OPTIONS = (*_ROUTE_OPTS, "warm_start", "facial_reduction")
+    UNIT = "iter"
+    STATUS_MAP = {SolverStatus.OPTIMAL: cp.OPTIMAL, SolverStatus.UNBOUNDED: cp.UNBOUNDED}
 
+    def to_user(self, data: LRData) -> Callable[[float], float]:
         def user(v: float) -> float:  # the solver's objective -> the user's
-            return v + d.offset
+            return v + data.offset
 
-        cb = progress_for(verbose, self.name, match.reason, unit="iter", transform=user)
-        t0 = time.perf_counter()
-        # the trace of every step (interior point and factored), in the user's objective, with
-        # time stamps: the certificate's history (the solver's own is kept under its keys)
-        trace: dict[str, list[float]] = {"step": [], "time": [], "objective": [], "gap": [],
-                                         "violation": []}
+        return user
 
-        def record(it: int, objective: float, gap: float | None = None,
-                   violation: float | None = None, **extra: Any) -> None:
-            for key, v in zip(trace, (it, time.perf_counter() - t0, user(objective), gap,
-                                      violation), strict=True):
-                trace[key].append(math.nan if v is None else float(v))
-            if cb is not None:
-                cb(it, objective=objective, gap=gap, violation=violation, **extra)
-
+    def run(self, d: LRData, ctx: RunContext, *, warm_start: Any = None,
+            facial_reduction: bool = False, **kw: Any) -> LROutcome:
+        """The engine; when it ends uncertified, the status checks (``decide_status``): for
+        small n first on a short budget, then (undecided) the rest of the time (FIRST_BUDGET)."""
+        face = _face(d, facial_reduction)
+        if warm_start is not None and not isinstance(warm_start, bool):
+            kw["Y0"], kw["y0"] = warm_start[0], warm_start[1]
+        trace = StepTrace(ctx.t0, self.to_user(d), ctx.callback)
         limit = kw.get("time_limit")
 
         def time_left() -> float | None:
-            return None if limit is None else limit - (time.perf_counter() - t0)
+            return None if limit is None else limit - ctx.elapsed()
 
         def engine(time_limit: float | None) -> Any:
             return solve_low_rank_sdp(
                 d.C, d.A, d.b, sense=d.sense, trace_bound=d.trace_bound,
                 implied_trace_bound=d.implied_trace_bound, centered=d.centered, face=face,
-                callback=record, **dict(kw, time_limit=time_limit))
+                callback=trace, **dict(kw, time_limit=time_limit))
 
         def status_of(res: Any) -> RouteResult | None:  # infeasible / unbounded, when proven
-            decided = _decide_status(d, res, kw, time_left(), getattr(cb, "log", None))
+            if res.status in (OPTIMAL, UNBOUNDED) or face is not None:
+                return None
+            decided = decide_status(d, res, kw, time_left(), ctx.log)
             if decided is not None:
-                decided.solve_time = time.perf_counter() - t0
+                decided.solve_time = ctx.elapsed()
             return decided
 
-        # small n: a first run on a short budget, then (uncertified) the status checks, then
-        # the rest of the time (see FIRST_BUDGET)
         budgeted = d.n <= FIRST_BUDGET_MAX_N and (limit is None or limit > FIRST_BUDGET)
         res = engine(FIRST_BUDGET if budgeted else limit)
-        if res.status not in (OPTIMAL, UNBOUNDED) and face is None:
-            if (decided := status_of(res)) is not None:
-                return decided
+        decided = status_of(res)
+        if decided is None and res.status not in (OPTIMAL, UNBOUNDED) and face is None:
             left = time_left()
             if budgeted and res.solve_time >= 0.9 * FIRST_BUDGET and (left is None or left > 0):
                 res = engine(left)
-                res.solve_time = time.perf_counter() - t0
-                # the longer run's multipliers
-                if res.status not in (OPTIMAL, UNBOUNDED) and (
-                        decided := status_of(res)) is not None:
-                    return decided
-        history = {f"engine_{k}": v for k, v in user_history(res.history, user).items()}
-        history.update(trace)
-        if res.status == UNBOUNDED:  # a recession ray and a feasible point (solver docstring)
-            return RouteResult(status=cp.UNBOUNDED, primal={},
-                               objective=np.inf if d.sense == "max" else -np.inf,
-                               backend="low_rank_sdp", solve_time=res.solve_time,
-                               history=history,
-                               extra={"ray": res.ray, "engine_status": res.status})
-        Kval = res.Y @ res.Y.T
-        status = cp.OPTIMAL if res.status == OPTIMAL else cp.OPTIMAL_INACCURATE
-        if trace["objective"] and res.objective + d.offset != trace["objective"][-1]:
-            # the returned (polished / best) point ends the trace
-            for key, v in zip(trace, (res.iterations, res.solve_time, res.objective + d.offset,
-                                      res.gap, res.primal_residual), strict=True):
-                trace[key].append(math.nan if v is None else float(v))
+                res.solve_time = ctx.elapsed()
+                decided = status_of(res)  # the longer run's multipliers
+        return LROutcome(res, decided, trace, face)
+
+    def invert(self, out: LROutcome, ctx: RunContext) -> RouteResult:
+        if out.decided is not None:
+            return out.decided
+        d: LRData = ctx.data
+        res = out.res
+        status = self.map_status(res.status)
+        if status == cp.UNBOUNDED:  # a recession ray and a feasible point (solver docstring)
+            return RouteResult.no_point(
+                status, -1 if d.sense == "max" else 1, backend="low_rank_sdp",
+                solve_time=res.solve_time, history=_history(res, out.trace, self.to_user(d)),
+                extra={"ray": res.ray, "engine_status": res.status})
+        out.trace.end_at(res, d.offset)  # the returned (polished / best) point ends the trace
         return RouteResult(
             status=status,
-            primal={d.K.id: Kval},
+            primal={d.K.id: res.Y @ res.Y.T},
             objective=res.objective + d.offset,
             backend="low_rank_sdp",
             dual=self._duals(d, res),
@@ -423,12 +224,12 @@ class LowRankSDPRoute(Route):
             iterations=res.iterations,
             setup_time=0.0,
             solve_time=res.solve_time,
-            history=history,
+            history=_history(res, out.trace, self.to_user(d)),
             extra={"rank": res.rank, "lambda_min": res.lambda_min,
                    "primal_residual": res.primal_residual, "factor": res.Y, "y": res.y,
                    "inner_iterations": res.inner_iterations, "rank_growths": res.rank_growths,
                    "trace_bound_used": res.trace_bound_used, "engine_status": res.status,
-                   "face_dim": None if face is None else face.dim},
+                   "face_dim": None if out.face is None else out.face.dim},
         )
 
     @staticmethod
@@ -436,195 +237,52 @@ class LowRankSDPRoute(Route):
         return route_duals(d, res.y, res.mu, res.lambda_min)
 
 
-#: The PSD dual matrix (and the centering duals, which need it) is formed densely and projected
-#: onto the PSD cone up to this side (one dense ``eigh``, measured at load 14: 0.27 s at n = 500,
-#: 2.0 s at n = 1000, 12 s at n = 2000); above, ``None`` (the solve would pay more than the
-#: engine's own time on max-cut at n = 2000).
-PSD_DUAL_MAX_N = 1000
+class StepTrace:
+    """The trace of every engine step (interior point and factored), in the user's objective,
+    with time stamps since ``t0``: the certificate's history. Called as the engine's callback;
+    passes each call on to the progress printer ``callback``."""
+
+    KEYS = ("step", "time", "objective", "gap", "violation")
+
+    def __init__(self, t0: float, user: Callable[[float], float],
+                 callback: Callable | None) -> None:
+        self.t0, self.user, self.callback = t0, user, callback
+        self.series: dict[str, list[float]] = {k: [] for k in self.KEYS}
+
+    def _append(self, *values: float | None) -> None:
+        for key, v in zip(self.KEYS, values, strict=True):
+            self.series[key].append(math.nan if v is None else float(v))
+
+    def __call__(self, it: int, objective: float, gap: float | None = None,
+                 violation: float | None = None, **extra: Any) -> None:
+        self._append(it, time.perf_counter() - self.t0, self.user(objective), gap, violation)
+        if self.callback is not None:
+            self.callback(it, objective=objective, gap=gap, violation=violation, **extra)
+
+    def end_at(self, res: Any, offset: float) -> None:
+        """Append the returned point when it is not the last step (polished / best)."""
+        obj = self.series["objective"]
+        if obj and res.objective + offset != obj[-1]:
+            self._append(res.iterations, res.solve_time, res.objective + offset, res.gap,
+                         res.primal_residual)
 
 
-def route_duals(d: LRData, y: np.ndarray, mu: float,
-                lambda_min: float | None = None) -> dict[int, Any]:
-    """CVXPY's dual values (``constraint.dual_value``) for the constraints the route read.
+@dataclass(frozen=True)
+class LROutcome:
+    """How the route's engine run ended: its last result, the infeasible / unbounded result
+    the status checks proved (or None), the step trace and the face used (or None)."""
 
-    CVXPY's convention: the Lagrangian ``f0 + nu^T (lhs - rhs) + lam (g) - <Z, K>`` for
-    minimize, the duals of ``-f0`` for maximize. The engine's ``y`` gives the equality rows
-    ``nu = -y`` (min) / ``y`` (max); its trace multiplier ``mu`` gives ``trace(K) <= t``
-    (``mu / a`` for the spelling ``a tr K <= a t``); stationarity then gives the PSD dual
-    ``Z = C - A^*(y) + mu I`` (min), ``A^*(y) - C + mu I`` (max). With centering the slack is PSD
-    only on ``1^perp``: the centering duals move ``Z`` there: ``K 1 == 0`` (vector ``u``):
-    ``Z + (u 1^T + 1 u^T) / 2 = P Z P``, ``P = I - 11^T / n``; ``sum(K) == 0`` (scalar ``w``):
-    ``Z + w 11^T`` with the smallest ``w = 2^k ||Z||_F / n`` (``k < 10``) that leaves
-    ``lambda_min`` within rounding of ``P Z P``'s (the scalar spelling's multiplier need not
-    exist: ``K 1 = 0`` follows from ``1^T K 1 = 0`` only through ``K`` PSD). ``Z`` is finally
-    projected onto the PSD cone (eigenvalues clipped at 0; at a certified point the clipped part
-    is of the order of the certificate's tolerance; skipped, with its ``eigh``, when the engine's
-    ``lambda_min`` of that slack is already >= 0).
-    Constraints that repeat a centering condition get zero duals.
-    """
-    dual: dict[int, Any] = {}
-    s = -1.0 if d.sense == "min" else 1.0
-    y = np.asarray(y, dtype=float)
-    for con, sl in d.rows:
-        val = s * y[sl]
-        dual[con.id] = val.reshape(con.shape, order="F") if con.shape else float(val[0])
-    mu = float(mu or 0.0)
-    if d.trace_con is not None:
-        dual[d.trace_con[0].id] = mu / d.trace_con[1]
-    n = d.n
-    if n > PSD_DUAL_MAX_N:
-        return dual
-    Z = s * (adjoint_sparse(d.A, y).toarray() if d.A.m else np.zeros((n, n)))
-    Z -= s * d.C.to_dense()
-    Z[np.diag_indices(n)] += mu
-    Z = 0.5 * (Z + Z.T)
-    for k, con in enumerate(d.centering_cons):
-        c = _centering_scale(con, d.K)
-        if k > 0 or c == 0:
-            dual[con.id] = np.zeros(con.shape) if con.shape else 0.0
-            continue
-        if con.size == 1:  # sum(K) == 0: Z + c w 11^T
-            Q = _complement_basis(n)
-            target = float(np.linalg.eigvalsh(Q.T @ Z @ Q)[0]) if n > 1 else 0.0
-            w = max(float(np.linalg.norm(Z)), 1e-300) / n
-            for _ in range(10):  # no finite w may exist (degenerate): then the projection
-                if float(np.linalg.eigvalsh(Z + w * np.ones((n, n)))[0]) >= (
-                        target - 1e-10 * max(1.0, abs(target))):
-                    break
-                w *= 2.0
-            Z = Z + w * np.ones((n, n))
-            dual[con.id] = w / c
-        else:  # K @ 1 == 0 (or 1 @ K): Z + c (u 1^T + 1 u^T) / 2 = P Z P
-            z1 = Z.sum(axis=1)
-            u = -2.0 * z1 / n + (float(z1.sum()) / n**2)
-            P = np.eye(n) - np.full((n, n), 1.0 / n)
-            Z = P @ Z @ P
-            dual[con.id] = (u / c).reshape(con.shape)
-    if d.psd_con is not None:
-        scalar_centering = any(c.size == 1 for c in d.centering_cons[:1])
-        if lambda_min is not None and lambda_min >= 0 and not scalar_centering:
-            dual[d.psd_con.id] = Z  # PSD as it is (on 1^perp and along 1 with centering)
-        else:
-            lam, V = np.linalg.eigh(0.5 * (Z + Z.T))
-            dual[d.psd_con.id] = (V * np.maximum(lam, 0.0)) @ V.T
-    return dual
+    res: Any
+    decided: RouteResult | None
+    trace: StepTrace
+    face: Any
 
 
-def _centering_scale(con: cp.Constraint, K: cp.Variable) -> float:
-    """``c`` of a centering constraint ``c (K 1) == 0`` / ``c sum(K) == 0`` (its one
-    coefficient, see ``ConstraintInfo.is_centering``)."""
-    from .analysis import affine_maps
-
-    expr = con.args[0] - con.args[1]
-    coef = sp.coo_array(affine_maps([expr], [K])[0].coef(K))
-    return float(coef.data[0]) if coef.nnz else 0.0
-
-
-def _complement_basis(n: int) -> np.ndarray:
-    """Orthonormal basis (n x (n - 1)) of ``1^perp``: the Householder reflection of ``e_1`` onto
-    ``1 / sqrt(n)``, without its first column."""
-    v = np.full(n, 1.0 / math.sqrt(n))
-    v[0] -= 1.0
-    nv = float(v @ v)
-    H = np.eye(n) - (2.0 / nv) * np.outer(v, v) if nv > 0 else np.eye(n)
-    return H[:, 1:]
-
-
-def farkas_check(d: LRData, z: np.ndarray) -> tuple[bool, float, float]:
-    """Whether ``z`` proves ``{K PSD : A(K) = b [, 1^T K 1 = 0] [, tr K <= t]}`` empty:
-    ``(passed, lambda_min, b^T z)`` with ``z`` scaled to ``||A^*(z)||_F = 1``.
-
-    For every feasible ``K``: ``b^T z = <A^*(z), K> >= lambda_min tr K`` (with centering
-    ``K = Q Q^T K Q Q^T``, ``Q`` a basis of ``1^perp``, so ``lambda_min`` is that of
-    ``Q^T A^*(z) Q``). Hence ``b^T z + T max(0, -lambda_min) < 0`` contradicts feasibility for a
-    bound ``tr K <= T`` (the trace constraint or the bound implied by the rows); without one
-    ``lambda_min >= -FARKAS_EIG_TOL`` (rounding) and ``b^T z < 0`` is required.
-    """
-    S = adjoint_sparse(d.A, np.asarray(z, float)).toarray()
-    nrm = float(np.linalg.norm(S))
-    if not nrm > 0 or not np.all(np.isfinite(S)):
-        return False, math.nan, math.nan
-    S /= nrm
-    btz = float(d.b @ z) / nrm
-    if d.centered:
-        Q = _complement_basis(d.n)
-        S = Q.T @ S @ Q
-    lam = float(np.linalg.eigvalsh(S)[0]) if S.size else 0.0
-    margin = FARKAS_MARGIN * float(np.linalg.norm(d.b)) * float(np.linalg.norm(z)) / nrm
-    T = d.trace_bound if d.trace_bound is not None else d.implied_trace_bound
-    if T is not None:
-        ok = btz + T * max(0.0, -lam) < -margin
-    else:
-        ok = lam >= -FARKAS_EIG_TOL and btz < -margin
-    return bool(ok), lam, btz
-
-
-def ray_check(d: LRData, D: np.ndarray) -> tuple[bool, float, float]:
-    """Whether the PSD matrix ``D`` is a recession direction along which the objective improves:
-    ``(passed, ||A(D)||_inf / tr D, gain)``, ``gain = sgn <C, D> / (||C||_F tr D)`` (``sgn`` +1
-    when maximizing). Accepted with ``||A(D)|| <= RAY_TOL * 10 max_r ||A_r||`` (centering:
-    ``|1^T D 1| / n`` alike), no trace bound, and ``gain >= RAY_GAIN``."""
-    tr = float(np.trace(D))
-    if d.trace_bound is not None or d.implied_trace_bound is not None or not tr > 0:
-        return False, math.nan, math.nan
-    M = sp.coo_array((d.A.vals, (d.A.rows, d.A.ii * d.n + d.A.jj)), shape=(d.A.m, d.n * d.n))
-    res = np.abs(M.tocsr() @ D.ravel()) / tr if d.A.m else np.zeros(0)
-    viol = float(np.max(res, initial=0.0))
-    if d.centered:
-        viol = max(viol, abs(float(D.sum())) / (d.n * tr))
-    sgn = 1.0 if d.sense == "max" else -1.0
-    cn = d.C.fro_norm()
-    gain = sgn * float(np.sum(d.C.to_dense() * D)) / (max(cn, 1e-300) * tr)
-    anorm = float(np.max(d.A.row_norms(), initial=1.0))
-    ok = viol <= RAY_TOL * 10 * anorm and gain >= RAY_GAIN
-    return bool(ok), viol, gain
-
-
-def _decide_status(d: LRData, res: Any, kw: dict, left: float | None,
-                   say: Any = None) -> RouteResult | None:
-    """``infeasible`` (a Farkas vector from the engine's diverging multipliers) or ``unbounded``
-    (a certified recession direction and a feasible point) when the engine ended uncertified;
-    None when neither is proven. ``say(message)`` (the progress printer's log) reports the
-    checks."""
-    sgn = 1.0 if d.sense == "max" else -1.0  # engine's y: A^*(y) - C PSD (max), C - A^*(y) (min)
-    if d.A.m and res.y is not None and np.any(res.y):
-        z = sgn * np.asarray(res.y, float)
-        ok, lam, btz = farkas_check(d, z)
-        if say is not None:
-            say(f"Farkas check on the multipliers: lambda_min {lam:.3g}, b^T z {btz:.3g} -> "
-                f"{'infeasible' if ok else 'not proven'}")
-        if ok:
-            return RouteResult(status=cp.INFEASIBLE, primal={},
-                               objective=-np.inf if d.sense == "max" else np.inf,
-                               backend="low_rank_sdp", solve_time=res.solve_time,
-                               history=res.history,
-                               extra={"farkas": z, "farkas_lambda_min": lam, "farkas_btz": btz,
-                                      "engine_status": res.status,
-                                      "status_check": ("farkas", ok, btz, 0.0)})
-    if (d.trace_bound is not None or d.implied_trace_bound is not None
-            or res.primal_residual > kw.get("tol", 1e-5)):
-        return None  # no ray possible, or no feasible point shown
-    if left is not None and left <= 0:
-        return None
-    ray = solve_low_rank_sdp(d.C, d.A, np.zeros(d.A.m), sense=d.sense, trace_bound=1.0,
-                             centered=d.centered, tol=RAY_TOL, time_limit=left,
-                             seed=kw.get("seed", 0))
-    if ray.status != OPTIMAL:
-        return None
-    D = ray.Y @ ray.Y.T
-    ok, viol, gain = ray_check(d, D)
-    if say is not None:
-        say(f"recession direction: |A(D)| {viol:.3g}, gain {gain:.3g} -> "
-            f"{'unbounded' if ok else 'not proven'}")
-    if not ok:
-        return None
-    return RouteResult(status=cp.UNBOUNDED, primal={},
-                       objective=np.inf if d.sense == "max" else -np.inf,
-                       backend="low_rank_sdp", solve_time=res.solve_time, history=res.history,
-                       extra={"ray": ray.Y, "ray_violation": viol, "ray_gain": gain,
-                              "primal_residual": res.primal_residual,
-                              "engine_status": res.status,
-                              "status_check": ("recession_ray", ok, viol, RAY_TOL * 10)})
+def _history(res: Any, trace: StepTrace, user: Callable[[float], float]) -> dict[str, list]:
+    """The engine's own history (``engine_`` keys, user's objective) and the step trace."""
+    history = {f"engine_{k}": v for k, v in user_history(res.history, user).items()}
+    history.update(trace.series)
+    return history
 
 
 def _face(d: LRData, flag: Any) -> Any:
@@ -643,82 +301,3 @@ def _face(d: LRData, flag: Any) -> Any:
 
 
 register_route(LowRankSDPRoute())
-
-
-# --------------------------------------------------------------------------------------------
-# Inner solver for the iterated-SDP route (MVE-type linearized steps)
-# --------------------------------------------------------------------------------------------
-def _substitute_parameters(expr: Any, values: dict[int, Any]) -> Any:
-    if isinstance(expr, cp.Parameter) and expr.id in values:
-        return values[expr.id]
-    args = getattr(expr, "args", [])
-    if not args:
-        return expr
-    return expr.copy([_substitute_parameters(a, values) for a in args])
-
-
-def low_rank_subproblem(surr: Any, *, required: bool, min_n: int | None = None,
-                        **opts: Any):
-    """``run(B) -> point`` solving the iterated-SDP route's linearized step with the low-rank
-    engine (each step the cold interior point in its size range, else the factored method
-    warm-started from the previous step: ``method``, as :func:`low_rank_mm`); None when it does
-    not apply or, without ``required``, when ``n < min_n`` (default ``ITERATED_MIN_N``); with
-    ``required``, a :class:`RouteMismatch` saying why it does not apply.
-
-    Applies when the subproblem (``surr.problem``, one linearized term with parameter ``B``) is,
-    for fixed ``B``, of this route's form: ``C(B) = C_0 + s B`` is read from two extractions
-    (``B = 0`` and ``B = I``).
-    """
-    try:
-        if len(surr.nodes) != 1:
-            raise RouteMismatch("the low-rank inner solver takes one linearized spectral term")
-        node = surr.nodes[0]
-        n = node.K.shape[0]
-        min_n = ITERATED_MIN_N if min_n is None else min_n  # None: the measured default
-        if not required and (min_n is None or n < min_n):
-            return None
-        prob = surr.problem
-
-        def linear_problem(B: np.ndarray) -> cp.Problem:
-            obj = _substitute_parameters(prob.objective.expr,
-                                         {node.B.id: cp.Constant(B.ravel(order="F"))})
-            sense = cp.Minimize if isinstance(prob.objective, cp.Minimize) else cp.Maximize
-            return cp.Problem(sense(obj), prob.constraints)
-
-        d0 = recognize_low_rank_sdp(linear_problem(np.zeros((n, n))))
-        d1 = recognize_low_rank_sdp(linear_problem(np.eye(n)))
-    except RouteMismatch:
-        if required:
-            raise
-        return None
-    C0 = d0.C.to_dense()
-    s = float(np.trace(d1.C.to_dense() - C0)) / n
-    user_id = next(uid for uid, fv in surr.var_map.items() if fv.id == d0.K.id)
-    state: dict[str, Any] = {"Y": None, "y": None, "sigma": None, "results": []}
-    tol = float(opts.pop("tol", 1e-6))
-    # each step: the cold interior point in its size range, else the factored method
-    # warm-started from the previous step (as low_rank_mm)
-    step_method = mm_step_method(opts.pop("method", "auto"), n, d0.A.m)
-    # factored iterations per step after an uncertified interior point / warm: as low_rank_mm
-    opts.setdefault("max_iters", 5 if step_method == "ip" else 40)
-
-    def run(Bs: list[np.ndarray]) -> dict[str, Any]:
-        B = 0.5 * (Bs[0] + Bs[0].T)
-        warm = step_method == "bm" and state["Y"] is not None
-        res = solve_low_rank_sdp(
-            SymOp(n, dense=C0 + s * B), d0.A, d0.b, sense=d0.sense, centered=d0.centered,
-            trace_bound=d0.trace_bound, implied_trace_bound=d0.implied_trace_bound,
-            Y0=state["Y"] if warm else None, y0=state["y"] if warm else None,
-            sigma0=min(state["sigma"], 1e2) if warm else None, tol=tol, method=step_method,
-            **opts)
-        state.update(Y=res.Y, y=res.y, sigma=res.sigma)
-        state["results"].append(res)
-        Kv = res.Y @ res.Y.T
-        d0.K.value = Kv
-        value = float(np.asarray(surr.true_objective.value))
-        return {"primal": {user_id: Kv}, "K": [Kv], "objective": surr.sense * value, "dual": {},
-                "status": cp.OPTIMAL if res.status == OPTIMAL else cp.OPTIMAL_INACCURATE,
-                "low_rank": res}
-
-    run.state = state  # type: ignore[attr-defined]
-    return run

@@ -27,7 +27,7 @@ master of ``specopt.solvers.mg.cuts`` from 5000 of them or with Dask data; True 
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +35,8 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._progress import progress_for, user_history
+from .._progress import user_history
+from ..solvers._status import SolverStatus
 from ..solvers.mg import (
     DenseOperator,
     FactoredOperator,
@@ -48,9 +49,9 @@ from ..solvers.mg import (
     sum_operators,
 )
 from ..solvers.mg.dask_rows import DaskRowOperator, is_dask_array
-from ..validate import check_finite, check_options
+from ..validate import check_finite
 from .analysis import AffineMap, HingeTerm, short, try_analyze, zero_map
-from .base import Match, Route, RouteMismatch, RouteResult
+from .base import Match, Route, RouteMismatch, RouteResult, RunContext
 from .registry import register_route
 
 _ROUTE_OPTS = (
@@ -196,7 +197,43 @@ def extract(problem: cp.Problem) -> MGData:
     desc, why = try_analyze(problem)
     if desc is None:
         raise RouteMismatch(why)
-    variables = problem.variables()
+    X, psd_con, zvars = _variables(desc, problem)
+    n = X.shape[0]
+    # objective: affine part plus hinge sums lifted to slack rows
+    sense = -float(desc.sense)  # +1 maximize, -1 minimize
+    lifted, lift_obj = _lift_hinges(desc, sense)
+    zvars = zvars + [t for t, _ in lifted]
+    zslices, zlb, zub = _lp_bounds(zvars)
+    oX, ofac, oG, _ = _parts(desc.affine + lift_obj, X, zvars, "the objective")
+    # constraints: find the trace bound (an equality if there is one, else the tightest <=)
+    items = [(info.con, info.map, info.kind) for info in desc.affine_constraints()]
+    items += [(None, g, "le") for _, g in lifted]
+    parsed = [(con, *_parts(amap, X, zvars, short(con) if con is not None else "a hinge row"),
+               kind) for con, amap, kind in items]
+    trace_val, trace_eq, trace_con, pending = _trace_bound(parsed, n)
+    rows = _RowSet(zlb, zub)
+    for item in pending:
+        rows.add(*item)
+    if np.any(zlb > zub):
+        raise RouteMismatch("the bounds on an LP variable are inconsistent (infeasible)")
+    A, n_fac = _build_operator(rows.Xrows, rows.facs, rows.m, n)
+    C, _ = _build_operator([sense * oX], [(0, 1, [(sense * Mj, Vj) for Mj, Vj in ofac])], 1, n)
+    G = sp.vstack(rows.Grows, format="csr") if rows.Grows else sp.csr_array((0, zlb.size))
+    return MGData(
+        X=X, n=n, zvars=zvars, zslices=zslices, A=A, C=C, G=sp.csr_array(G),
+        c=sense * oG.toarray().ravel(),
+        lb=np.concatenate(rows.lbs) if rows.lbs else np.zeros(0),
+        ub=np.concatenate(rows.ubs) if rows.ubs else np.zeros(0), zlb=zlb, zub=zub,
+        trace=float(trace_val), trace_eq=trace_eq, offset=sense * float(desc.constant),
+        sense=sense, rows=rows.rows, bound_rows=rows.bound_rows, trace_con=trace_con,
+        psd_con=psd_con, n_factored=n_fac,
+    )
+
+
+def _variables(desc: Any, problem: cp.Problem
+               ) -> tuple[cp.Variable, cp.Constraint | None, list[cp.Variable]]:
+    """The one PSD matrix variable X, its PSD constraint (or None: declared PSD) and the plain
+    LP variables; RouteMismatch for cones, a second PSD variable, attributes."""
     for info in desc.constraints:
         if info.kind in ("cone", "nonaffine", "unreadable"):
             what = {"cone": f"a {type(info.con).__name__} cone", "nonaffine": "non-affine",
@@ -222,13 +259,11 @@ def extract(problem: cp.Problem) -> MGData:
             "handles one (a second PSD variable)"
         )
     X = cands[0]
-    n = X.shape[0]
     if X.ndim != 2 or X.shape[0] != X.shape[1]:
         raise RouteMismatch("the PSD variable must be a square matrix")
     if not (X.attributes.get("PSD") or X.attributes.get("symmetric")):
         raise RouteMismatch("declare X symmetric=True (or PSD=True) so that X >> 0 means PSD")
-    psd_con = psd_cons[0] if psd_cons else None
-    zvars = [v for v in variables if v.id != X.id]
+    zvars = [v for v in problem.variables() if v.id != X.id]
     for v in zvars:
         bad = [a for a in ("PSD", "NSD", "symmetric", "hermitian", "diag", "boolean", "integer",
                            "complex", "imag", "bounds", "sparsity") if v.attributes.get(a)]
@@ -236,11 +271,11 @@ def extract(problem: cp.Problem) -> MGData:
             what = "a second PSD variable" if {"PSD", "NSD"} & set(bad) else f"attribute {bad[0]}"
             raise RouteMismatch(f"variable {v.name()} has {what}; other variables must be plain "
                                 "(or nonneg/nonpos) LP variables")
+    return X, psd_cons[0] if psd_cons else None, zvars
 
-    # objective: affine part plus hinge sums lifted to slack rows
-    sense = -float(desc.sense)  # +1 maximize, -1 minimize
-    lifted, lift_obj = _lift_hinges(desc, sense)
-    zvars = zvars + [t for t, _ in lifted]
+
+def _lp_bounds(zvars: list[cp.Variable]) -> tuple[dict[int, slice], np.ndarray, np.ndarray]:
+    """Each LP variable's slice of the stacked z and the sign bounds its attributes give."""
     zslices: dict[int, slice] = {}
     p = 0
     for v in zvars:
@@ -252,78 +287,73 @@ def extract(problem: cp.Problem) -> MGData:
             zlb[zslices[v.id]] = 0.0
         if v.attributes.get("nonpos") or v.attributes.get("neg"):
             zub[zslices[v.id]] = 0.0
-    oX, ofac, oG, _ = _parts(desc.affine + lift_obj, X, zvars, "the objective")
-    ooff = np.array([desc.constant])
+    return zslices, zlb, zub
 
-    # constraints: find the trace bound (an equality if there is one, else the tightest <=)
-    parsed, traces = [], []
-    items = [(info.con, info.map, info.kind) for info in desc.affine_constraints()]
-    items += [(None, g, "le") for _, g in lifted]
-    for con, amap, kind in items:
-        label = short(con) if con is not None else "a hinge row"
-        item = (con, *_parts(amap, X, zvars, label), kind)
-        _, Xc, fac, Gz, off, _ = item
+
+def _trace_bound(parsed: list, n: int) -> tuple[float, bool, tuple, list]:
+    """The trace bound among the parsed constraints (an equality if there is one, else the
+    tightest ``<=``): ``(t, is equality, (constraint, scale), the other constraints)``."""
+    traces = []
+    for i, (con, Xc, fac, Gz, off, kind) in enumerate(parsed):
         a = _is_trace_row(Xc, Gz, n) if not fac else 0.0
         if a and con is not None and (kind == "eq" or (kind == "le") == (a > 0)):
-            traces.append((kind != "eq", -off[0] / a, a, len(parsed)))
-        parsed.append(item)
-    trace_con = None
-    if traces:
-        _, trace_val, a, idx = min(traces)
-        trace_eq = parsed[idx][-1] == "eq"
-        trace_con = (parsed[idx][0], a)
-        pending = parsed[:idx] + parsed[idx + 1:]
-    Xrows, facs, Grows, lbs, ubs = [], [], [], [], []
-    rows: list = []
-    bound_rows: list = []
-    m = 0
-    if trace_con is None:
+            traces.append((kind != "eq", -off[0] / a, a, i))
+    if not traces:
         raise RouteMismatch("no trace bound on X (need trace(X) == t or trace(X) <= t)")
+    _, trace_val, a, idx = min(traces)
     if not trace_val > 0:
         raise RouteMismatch(f"the trace bound must be positive, got {trace_val:g}")
-    for con, Xc, fac, Gz, off, kind in pending:
-        k = Xc.shape[0]
-        # rows on a single LP variable without X become bounds of that variable
-        if con is not None and not fac and Xc.nnz == 0 and Gz.nnz == k and k > 0:
-            Gc = Gz.tocoo()
-            if np.unique(Gc.row).size == k:
-                order = np.argsort(Gc.row)
-                cols, vals = Gc.col[order], Gc.data[order]
-                bnd = -off / vals
-                if kind == "eq":
-                    lo, hi = bnd, bnd
-                else:
-                    upper = (vals > 0) == (kind == "le")
-                    lo = np.where(upper, -np.inf, bnd)
-                    hi = np.where(upper, bnd, np.inf)
-                np.maximum.at(zlb, cols, lo)
-                np.minimum.at(zub, cols, hi)
-                bound_rows.append((con, cols, vals, np.where(np.isfinite(lo), -1.0, 1.0)))
-                continue
-        Xrows.append(Xc)
-        facs.append((m, k, fac))
-        Grows.append(Gz)
-        lo_r = -off if kind in ("eq", "ge") else np.full(k, -np.inf)
-        hi_r = -off if kind in ("eq", "le") else np.full(k, np.inf)
-        lbs.append(lo_r)
-        ubs.append(hi_r)
-        if con is not None:
-            rows.append((con, slice(m, m + k), -1.0 if kind == "ge" else 1.0))
-        m += k
-    if np.any(zlb > zub):
-        raise RouteMismatch("the bounds on an LP variable are inconsistent (infeasible)")
+    return trace_val, parsed[idx][-1] == "eq", (parsed[idx][0], a), parsed[:idx] + parsed[idx + 1:]
 
-    A, n_fac = _build_operator(Xrows, facs, m, n)
-    C, _ = _build_operator([sense * oX], [(0, 1, [(sense * Mj, Vj) for Mj, Vj in ofac])], 1, n)
-    G = sp.vstack(Grows, format="csr") if Grows else sp.csr_array((0, p))
-    return MGData(
-        X=X, n=n, zvars=zvars, zslices=zslices, A=A, C=C, G=sp.csr_array(G),
-        c=sense * oG.toarray().ravel(), lb=np.concatenate(lbs) if lbs else np.zeros(0),
-        ub=np.concatenate(ubs) if ubs else np.zeros(0), zlb=zlb, zub=zub,
-        trace=float(trace_val), trace_eq=trace_eq, offset=sense * float(ooff[0]), sense=sense,
-        rows=rows, bound_rows=bound_rows, trace_con=trace_con,
-        psd_con=psd_con, n_factored=n_fac,
-    )
+
+class _RowSet:
+    """The constraint rows for the solver (X part, factored part, LP part, sides) and the
+    user-row mapping; rows on a single LP variable without X become bounds of that variable
+    (``zlb`` / ``zub``, updated in place)."""
+
+    def __init__(self, zlb: np.ndarray, zub: np.ndarray) -> None:
+        self.zlb, self.zub = zlb, zub
+        self.Xrows: list = []
+        self.facs: list = []
+        self.Grows: list = []
+        self.lbs: list = []
+        self.ubs: list = []
+        self.rows: list = []
+        self.bound_rows: list = []
+        self.m = 0
+
+    def add(self, con: Any, Xc: Any, fac: list, Gz: Any, off: np.ndarray, kind: str) -> None:
+        k = Xc.shape[0]
+        if con is not None and not fac and Xc.nnz == 0 and Gz.nnz == k and k > 0 \
+                and self._as_bounds(con, Gz, off, kind):
+            return
+        self.Xrows.append(Xc)
+        self.facs.append((self.m, k, fac))
+        self.Grows.append(Gz)
+        self.lbs.append(-off if kind in ("eq", "ge") else np.full(k, -np.inf))
+        self.ubs.append(-off if kind in ("eq", "le") else np.full(k, np.inf))
+        if con is not None:
+            self.rows.append((con, slice(self.m, self.m + k), -1.0 if kind == "ge" else 1.0))
+        self.m += k
+
+    def _as_bounds(self, con: Any, Gz: Any, off: np.ndarray, kind: str) -> bool:
+        """Record rows with one LP variable each as bounds; False when they are not."""
+        Gc = Gz.tocoo()
+        if np.unique(Gc.row).size != Gz.shape[0]:
+            return False
+        order = np.argsort(Gc.row)
+        cols, vals = Gc.col[order], Gc.data[order]
+        bnd = -off / vals
+        if kind == "eq":
+            lo, hi = bnd, bnd
+        else:
+            upper = (vals > 0) == (kind == "le")
+            lo = np.where(upper, -np.inf, bnd)
+            hi = np.where(upper, bnd, np.inf)
+        np.maximum.at(self.zlb, cols, lo)
+        np.minimum.at(self.zub, cols, hi)
+        self.bound_rows.append((con, cols, vals, np.where(np.isfinite(lo), -1.0, 1.0)))
+        return True
 
 
 def _build_operator(Xrows, facs, m, n) -> tuple[SymOperator, int]:
@@ -432,37 +462,31 @@ class MatrixGenerationRoute(Route):
                        "families: below, the conic route was faster on some instance, e.g. a "
                        "high-rank one)")
 
-    def solve(
-        self,
-        problem: cp.Problem,
-        match: Match,
-        *,
-        solver: str | None = None,
-        verbose: bool = False,
-        **opts: Any,
-    ) -> RouteResult:
-        data: MGData = match.data if match is not None else None
-        if data is None:
-            raise RouteMismatch("no matrix-generation data: call recognize first")
-        check_options('matrix_generation', opts, _ROUTE_OPTS)
-        _check_data(data)
-        kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, **opts}
-        t0 = time.perf_counter()
+    OPTIONS = _ROUTE_OPTS
+    UNIT = "round"
+    STATUS_MAP = {SolverStatus.OPTIMAL: cp.OPTIMAL, SolverStatus.INFEASIBLE: cp.INFEASIBLE,
+                  SolverStatus.UNBOUNDED: cp.UNBOUNDED}
 
+    def to_user(self, data: MGData) -> Callable[[float], float]:
         def user(v: float) -> float:  # the solver's maximization form -> the user's objective
             return data.sense * v
 
-        cb = progress_for(verbose, self.name, match.reason, unit="round", transform=user)
+        return user
 
-        def run(kw):
+    def run(self, data: MGData, ctx: RunContext, **opts: Any) -> MGOutcome:
+        _check_data(data)
+        kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, **opts}
+
+        def solve(kw):
             return solve_spectraplex_lp(
                 data.A, data.C, data.G, data.c, data.lb, data.ub, data.zlb, data.zub,
-                trace=data.trace, trace_eq=data.trace_eq, offset=data.offset, callback=cb, **kw,
+                trace=data.trace, trace_eq=data.trace_eq, offset=data.offset,
+                callback=ctx.callback, **kw,
             )
 
         try:
             try:
-                res = run(kw)
+                res = solve(kw)
             except (MasterInfeasible, RuntimeError, np.linalg.LinAlgError):
                 if kw.get("master") != "psd":
                     raise
@@ -470,46 +494,37 @@ class MatrixGenerationRoute(Route):
                 # nothing, and Clarabel can stall on it (badly scaled data). The LP master has
                 # a phase 1 (artificial variables) that decides feasibility.
                 kw = {**kw, "master": "lp"}
-                res = run(kw)
+                res = solve(kw)
         except UnboundedProblem:
-            return RouteResult(status=cp.UNBOUNDED, primal={}, objective=data.sense * np.inf,
-                               backend=_backend(kw), solve_time=time.perf_counter() - t0)
+            return MGOutcome(SolverStatus.UNBOUNDED, None, _backend(kw))
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             raise cp.error.SolverError(f"matrix generation failed: {exc}") from exc
-        if res.status not in ("optimal", "infeasible") and kw.get("master") == "psd":
-            # the PSD-block / cut masters have no phase 1: a solve that did not converge may
-            # be facing infeasible constraints; the LP master's phase 1 decides (with a
-            # checked Farkas certificate), at every size
-            if phase_one(data.A, data.G, data.lb, data.ub, data.zlb, data.zub, data.trace,
-                         data.trace_eq, dense=data.A.n <= 300,
-                         time_limit=kw.get("time_limit", np.inf)):
-                res.status = "infeasible"
-        elapsed = time.perf_counter() - t0
-        s = data.sense
-        if res.status == "infeasible":
-            return RouteResult(status=cp.INFEASIBLE, primal={}, objective=-s * np.inf,
-                               backend=_backend(kw), iterations=res.iterations,
-                               solve_time=elapsed, history=res.history)
-        Xv = res.X
-        Xv = 0.5 * (Xv + Xv.T)
+        return MGOutcome(_phase_one_status(data, res, kw), res, _backend(kw))
+
+    def invert(self, out: MGOutcome, ctx: RunContext) -> RouteResult:
+        data: MGData = ctx.data
+        status = self.map_status(out.status)
+        res = out.res
+        if status in (cp.INFEASIBLE, cp.UNBOUNDED):
+            more = {} if res is None else {"iterations": res.iterations, "history": res.history}
+            return RouteResult.no_point(status, -int(data.sense), backend=out.backend,
+                                        solve_time=ctx.elapsed(), **more)
+        user = self.to_user(data)
+        Xv = 0.5 * (res.X + res.X.T)
         primal = {data.X.id: Xv}
         for v in data.zvars:
             primal[v.id] = res.z[data.zslices[v.id]].reshape(v.shape, order="F")
-        dual = self._duals(data, res)
-        objective, bound = user(res.objective), user(res.bound)
-        status = cp.OPTIMAL if res.status == "optimal" else cp.OPTIMAL_INACCURATE
-        hist = user_history(res.history, user)
         return RouteResult(
             status=status,
             primal=primal,
-            objective=objective,
-            backend=_backend(kw),
-            dual=dual,
-            bound=bound,
+            objective=user(res.objective),
+            backend=out.backend,
+            dual=self._duals(data, res),
+            bound=user(res.bound),
             gap=res.gap,
             iterations=res.iterations,
-            solve_time=elapsed,
-            history=hist,
+            solve_time=ctx.elapsed(),
+            history=user_history(res.history, user),
             # numerical rank (eigenvalues above 1e-6 of the largest: interior-point masters leave
             # tiny weights on unused directions)
             extra={"theta": res.theta, "U": res.U,
@@ -534,11 +549,31 @@ class MatrixGenerationRoute(Route):
         dual[con.id] = float(res.mu / a) if con.shape == () else np.full(con.shape, res.mu / a)
         if data.psd_con is not None:
             w = np.append(1.0, -y)
-            from ..solvers.mg import StackedOperator
-
             H = StackedOperator([data.C, data.A]).adjoint_dense(w)
             dual[data.psd_con.id] = res.mu * np.eye(data.n) - H
         return dual
+
+
+@dataclass(frozen=True)
+class MGOutcome:
+    """How the route's solve ended: the status (the solver's, or infeasible by phase 1, or
+    unbounded), the solver's result (None when unbounded) and the engine's name."""
+
+    status: str
+    res: Any
+    backend: str
+
+
+def _phase_one_status(data: MGData, res: Any, kw: dict) -> str:
+    """The solver's status, or ``infeasible`` when a PSD-master solve did not converge and the
+    LP master's phase 1 proves the constraints empty (the PSD-block / cut masters have no
+    phase 1; a checked Farkas certificate, at every size)."""
+    if res.status in (SolverStatus.OPTIMAL, SolverStatus.INFEASIBLE) or kw.get("master") != "psd":
+        return res.status
+    if phase_one(data.A, data.G, data.lb, data.ub, data.zlb, data.zub, data.trace,
+                 data.trace_eq, dense=data.A.n <= 300, time_limit=kw.get("time_limit", np.inf)):
+        return SolverStatus.INFEASIBLE
+    return res.status
 
 
 def _backend(kw: dict) -> str:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import specopt
-from specopt.reductions.low_rank_sdp import farkas_check, ray_check, recognize_low_rank_sdp
+from specopt.reductions._low_rank_status import farkas_check, ray_check
+from specopt.reductions.low_rank_sdp import recognize_low_rank_sdp
 
 N = 25
 

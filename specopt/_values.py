@@ -1,0 +1,80 @@
+"""Variable and dual values of a CVXPY problem: snapshot, restore, evaluate at a point, and the
+scale of a constraint at the current values (the gate's relative violation).
+
+A route never leaves values in the user's problem (``solve.py`` writes the accepted result
+through ``Problem.unpack``); these helpers let the gate and the routes evaluate the user's
+objective and constraints at a point and put every value back afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+
+
+def snapshot(problem: cp.Problem) -> dict[str, list]:
+    """Copies of the current values of every variable and dual variable of ``problem``."""
+    return {
+        "vars": [(v, None if v.value is None else np.array(v.value)) for v in problem.variables()],
+        "duals": [
+            (dv, None if dv.value is None else np.array(dv.value))
+            for c in problem.constraints
+            for dv in c.dual_variables
+        ],
+    }
+
+
+def restore(saved: dict[str, list]) -> None:
+    """Put back the values a :func:`snapshot` recorded."""
+    for v, val in saved["vars"]:
+        v.save_value(val)
+    for dv, val in saved["duals"]:
+        dv.save_value(val)
+
+
+@contextmanager
+def values_set(problem: cp.Problem, primal: dict[int, Any]) -> Iterator[None]:
+    """Temporarily give the problem's variables the values in ``primal``."""
+    saved = snapshot(problem)
+    try:
+        for v in problem.variables():
+            if v.id in primal:
+                v.save_value(primal[v.id])
+        yield
+    finally:
+        restore(saved)
+
+
+def evaluate_at(problem: cp.Problem, primal: dict[int, Any]) -> float | None:
+    """The user's objective at ``primal`` (variables are left as they were)."""
+    with values_set(problem, primal):
+        val = problem.objective.value
+    return None if val is None else float(val)
+
+
+def _inf_norm(value: Any) -> float:
+    if value is None:
+        return math.nan
+    arr = np.abs(np.asarray(value, dtype=complex if np.iscomplexobj(value) else float))
+    return float(np.max(arr)) if arr.size else 0.0
+
+
+def _summands(expr: cp.Expression) -> list[cp.Expression]:
+    if type(expr).__name__ == "AddExpression":
+        return [t for a in expr.args for t in _summands(a)]
+    return [expr]
+
+
+def constraint_scale(con: cp.Constraint) -> float:
+    """``scale(c)`` of :mod:`specopt.gate` (the constraint's variables must hold values)."""
+    scale = 0.0
+    for arg in con.args:
+        scale = max(scale, _inf_norm(arg.value))
+        for t in _summands(arg):
+            scale = max(scale, _inf_norm(t.value))
+    return scale

@@ -1,0 +1,270 @@
+"""The iterated-SDP route's MM steps: :class:`StepRunner` solves one linearized subproblem per
+call (``runner(Bs) -> point``), on a conic backend (with fallbacks to the other backends and a
+polish of inaccurate solves) or on the low-rank SDP engine, and counts what the steps cost."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+from cvxpy.error import SolverError
+
+from .. import _cvxpy_compat as compat
+from ..backends import available_backends, default_backend, dense_kkt_dimension, mosek_licensed
+from ._iterated_surrogate import Surrogate, center_if_better
+from ._low_rank_steps import low_rank_subproblem, substitute_parameters
+
+#: SCS's tolerances for the MM steps (the route's defaults follow from them)
+SCS_EPS = 1e-6
+
+
+class SubproblemInfeasible(Exception):
+    """A convex subproblem (same feasible set as the user's problem) is infeasible; the
+    argument is the subproblem's status."""
+
+
+class SubproblemUnbounded(Exception):
+    """A linearized subproblem is unbounded (the majorizer, hence probably the problem); the
+    argument is the subproblem's status."""
+
+
+@dataclass
+class BackendState:
+    """The backend the steps use (it changes when one fails and another takes over) and the
+    record of those changes."""
+
+    backend: str
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class StepStats:
+    """What the steps cost and how they ended (shown in the certificate's ``extra``)."""
+
+    setup: float | None = None
+    solve: float = 0.0
+    solves: int = 0
+    scs_iters: list[int] = field(default_factory=list)
+    scale: float | None = None
+    statuses: list[str] = field(default_factory=list)
+    inaccurate: int = 0
+    polished: int = 0
+    tie_solves: int = 0
+    tie_time: float = 0.0
+    #: the statuses of the solves a stationarity claim rests on
+    check_statuses: list[str] = field(default_factory=list)
+
+
+_GOOD = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE, cp.INFEASIBLE, cp.UNBOUNDED)
+_FALLBACK_OPTS = {"SCS": {"eps_abs": SCS_EPS, "eps_rel": SCS_EPS, "max_iters": 20000}}
+
+
+def _solve_with_fallback(prob: cp.Problem, state: BackendState, kw: dict, verbose: bool,
+                         others: bool = True) -> float:
+    """Solve the subproblem with ``state.backend``; if it raises or ends without a verdict
+    (error / inaccurate infeasibility), try the other usable backends (their default settings)
+    before raising. A backend that succeeds is kept for the following iterations. Every solve is
+    interruptible by Ctrl-C (worker thread, see ``specopt._interrupt``). Returns the compile
+    seconds of the successful solve. With ``others=False`` a failure raises at once."""
+    first = state.backend
+    try:
+        compile_time = compat.solve_in_place(prob, first, warm_start=True, verbose=verbose, **kw)
+        if prob.status in _GOOD:
+            return compile_time
+        why = f"status {prob.status}"
+    except SolverError as exc:
+        why = str(exc).splitlines()[0] if str(exc) else "solver error"
+    if not others:
+        raise SolverError(f"{first}: {why}")
+    tried = [f"{first}: {why}"]
+    for alt in available_backends():
+        if alt == first:
+            continue
+        try:
+            compile_time = compat.solve_in_place(prob, alt, verbose=verbose,
+                                                 **_FALLBACK_OPTS.get(alt, {}))
+        except SolverError as exc:
+            tried.append(f"{alt}: {str(exc).splitlines()[0] if str(exc) else 'solver error'}")
+            continue
+        if prob.status in _GOOD:
+            state.backend = alt
+            state.fallbacks.append({"from": first, "to": alt, "reason": why})
+            return compile_time
+        tried.append(f"{alt}: status {prob.status}")
+    raise SolverError("iterated_sdp: the convex subproblem failed with every backend ("
+                      + "; ".join(tried) + ")")
+
+
+#: An inner solve flagged inaccurate is re-solved once: Clarabel at these tolerances (its
+#: defaults are 1e-8; "AlmostSolved" stalls at a gap of ~2e-8 on unscaled distance rows, and
+#: 1e-7 stalls too on some), SCS warm-started from its point with this many times its cap.
+_CLARABEL_POLISH = {"tol_gap_abs": 1e-6, "tol_gap_rel": 1e-6, "tol_feas": 1e-6}
+_SCS_POLISH_ITERS = 4
+
+
+#: The conic inner path uses Clarabel while the subproblem's dense KKT estimate
+#: (``backends.dense_kkt_dimension``) is at most this, SCS above (the one-shot rule's 300 is for
+#: one solve; an MM run makes 5-30, and SCS at eps 1e-6 took 223 s on a 16-point eigengap where
+#: Clarabel takes ~1 s; a 24-point eigengap (d ~ 900): Clarabel 46 s for 21 solves at load 12).
+#: Read on the subproblem, after normNuc(K) of a PSD K became trace(K): spellings agree.
+ITERATED_CLARABEL_MAX_DENSE_DIM = 2000
+
+
+
+def inner_backend(subproblem: cp.Problem) -> str:
+    """The conic backend of the MM steps (``solver=None``): MOSEK when licensed, else Clarabel up
+    to ``ITERATED_CLARABEL_MAX_DENSE_DIM``, else the default backend."""
+    if not mosek_licensed() and "CLARABEL" in available_backends() \
+            and dense_kkt_dimension(subproblem) <= ITERATED_CLARABEL_MAX_DENSE_DIM:
+        return "CLARABEL"
+    return default_backend(subproblem)
+
+
+def _polish(prob: cp.Problem, state: BackendState, kw: dict) -> bool:
+    """Re-solve an inaccurate subproblem once (see ``_CLARABEL_POLISH``); True if it is then
+    solved to the backend's (polish) tolerance. The inaccurate point stays when it is not."""
+    backend = state.backend
+    if backend == "CLARABEL":
+        opts = {**kw, **_CLARABEL_POLISH}
+    elif backend == "SCS":
+        opts = dict(kw)
+        opts["max_iters"] = _SCS_POLISH_ITERS * int(kw.get("max_iters", 20000))
+    else:
+        return False
+    try:
+        compat.solve_in_place(prob, backend, warm_start=True, verbose=False, **opts)
+    except SolverError:
+        return False
+    return prob.status == cp.OPTIMAL
+
+
+class StepRunner:
+    """``runner(Bs) -> point``: the subproblem of ``surr`` at the linearizations ``Bs`` (one per
+    spectral term), solved; the point is ``{"primal", "K", "objective", "dual", "status"}``
+    (objective in minimization form). ``dpp``: ``B`` enters as a parameter (compiled once),
+    else as a constant per step. A conic failure hands the steps to the SDP engine where the
+    subproblem has its form (unless ``engine_tried``), before the other backends."""
+
+    def __init__(self, surr: Surrogate, backend: str, solver_opts: dict[str, Any], *,
+                 dpp: bool, carry_scale: bool, engine_tried: bool, inner_tol: float,
+                 inner_method: str) -> None:
+        self.surr, self.solver_opts, self.dpp = surr, solver_opts, dpp
+        self.carry_scale, self.engine_tried = carry_scale, engine_tried
+        self.inner_tol, self.inner_method = inner_tol, inner_method
+        self.state = BackendState(backend)
+        self.stats = StepStats()
+        self.engine: Any = None
+
+    @property
+    def backend(self) -> str:
+        return self.state.backend
+
+    def use_engine(self, run: Any) -> None:
+        """Every following step on the SDP engine (``low_rank_subproblem``'s ``run``)."""
+        self.engine = run
+        self.state.backend = "low_rank_sdp"
+
+    def step_problem(self, Bs: list[np.ndarray]) -> cp.Problem:
+        surr, prob = self.surr, self.surr.problem
+        if self.dpp:
+            for nd, B in zip(surr.nodes, Bs, strict=True):
+                nd.B.value = (0.5 * (B + B.T)).ravel(order="F")
+            return prob
+        values = {nd.B.id: cp.Constant((0.5 * (B + B.T)).ravel(order="F"))
+                  for nd, B in zip(surr.nodes, Bs, strict=True)}
+        obj = substitute_parameters(prob.objective.expr, values)
+        sense = cp.Minimize if isinstance(prob.objective, cp.Minimize) else cp.Maximize
+        return cp.Problem(sense(obj), prob.constraints)
+
+    def _solve_step(self, step: cp.Problem, kw: dict, others: bool = True) -> float:
+        with warnings.catch_warnings(record=True) as caught:
+            # CVXPY warns "Solution may be inaccurate" about this internal subproblem; an
+            # inaccurate step is polished below, and counted in the certificate
+            warnings.simplefilter("always")
+            compile_time = _solve_with_fallback(step, self.state, kw, False, others)
+            if step.status == cp.OPTIMAL_INACCURATE and _polish(step, self.state, kw):
+                self.stats.polished += 1
+        for w in caught:
+            if "Solution may be inaccurate" not in str(w.message):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return compile_time
+
+    def _engine_step(self, Bs: list[np.ndarray]) -> dict[str, Any]:
+        point = self.engine(Bs)
+        self.stats.solves += 1
+        self.stats.solve += point["low_rank"].solve_time
+        self.stats.statuses.append(point["status"])
+        if point["status"] != cp.OPTIMAL:  # step not certified to inner_tol
+            self.stats.inaccurate += 1
+        return point
+
+    def __call__(self, Bs: list[np.ndarray]) -> dict[str, Any]:
+        if self.engine is not None:
+            return self._engine_step(Bs)
+        step = self.step_problem(Bs)
+        kw = dict(self.solver_opts)
+        if self.carry_scale and self.stats.scale is not None:
+            kw.setdefault("scale", self.stats.scale)  # SCS's adapted scale, warm-started
+        t0 = time.perf_counter()
+        try:
+            compile_time = self._solve_step(step, kw, others=self.engine_tried)
+        except SolverError as exc:
+            if self.engine_tried:
+                raise
+            # a Clarabel failure (NumericalError on sets without an interior: 2-turn spiral kNN
+            # graphs) hands the steps to the SDP engine where the subproblem has its form,
+            # before SCS (issue_alpha, spiral N = 15, load 16: engine 10 s certified, SCS 84 s)
+            self.engine_tried = True
+            run = low_rank_subproblem(self.surr, required=False, min_n=0, tol=self.inner_tol,
+                                      method=self.inner_method)
+            if run is not None:
+                self.state.fallbacks.append({"from": self.state.backend, "to": "low_rank_sdp",
+                                             "reason": str(exc)})
+                self.use_engine(run)
+                return self._engine_step(Bs)
+            compile_time = self._solve_step(step, kw)
+        self._record(step, compile_time, time.perf_counter() - t0)
+        return self._point(step.status)
+
+    def _record(self, step: cp.Problem, compile_time: float, seconds: float) -> None:
+        """Count the step; infeasible / unbounded / failed subproblems raise."""
+        stats = self.stats
+        if stats.setup is None:
+            stats.setup = compile_time
+        stats.solve += seconds
+        stats.solves += 1
+        info = ((step.solver_stats.extra_stats or {}).get("info", {})
+                if self.state.backend == "SCS" else {})
+        if info:
+            stats.scs_iters.append(int(info.get("iter", -1)))
+            if info.get("scale"):
+                stats.scale = float(info["scale"])
+        status = step.status
+        stats.statuses.append(status)
+        if status == cp.OPTIMAL_INACCURATE:
+            stats.inaccurate += 1
+        if status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE):
+            raise SubproblemInfeasible(status)
+        if status in (cp.UNBOUNDED, cp.UNBOUNDED_INACCURATE):
+            raise SubproblemUnbounded(status)
+        if status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
+            raise SolverError(f"iterated_sdp: subproblem solver returned status {status}")
+
+    def _point(self, status: str) -> dict[str, Any]:
+        """The solved subproblem's point (row centering tidied where that helps)."""
+        surr = self.surr
+        if surr.centered:
+            center_if_better(surr)
+        primal = {
+            uid: np.array(fv.value, dtype=float, copy=True) for uid, fv in surr.var_map.items()
+        }
+        K = [np.asarray(nd.K.value, dtype=float) for nd in surr.nodes]
+        K = [0.5 * (k + k.T) for k in K]
+        dual = {cid: fc.dual_value for cid, fc in surr.con_map}
+        value = float(np.asarray(surr.true_objective.value))
+        return {"primal": primal, "K": K, "objective": surr.sense * value, "dual": dual,
+                "status": status}

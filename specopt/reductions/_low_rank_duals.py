@@ -1,0 +1,113 @@
+"""CVXPY's dual values for the constraints the low-rank SDP route read (:func:`route_duals`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from ..solvers.sdp._kernels import adjoint_sparse
+from ._low_rank_read import LRData
+from .analysis import affine_maps
+
+#: The PSD dual matrix (and the centering duals, which need it) is formed densely and projected
+#: onto the PSD cone up to this side (one dense ``eigh``, measured at load 14: 0.27 s at n = 500,
+#: 2.0 s at n = 1000, 12 s at n = 2000); above, ``None`` (the solve would pay more than the
+#: engine's own time on max-cut at n = 2000).
+PSD_DUAL_MAX_N = 1000
+
+
+def route_duals(d: LRData, y: np.ndarray, mu: float,
+                lambda_min: float | None = None) -> dict[int, Any]:
+    """CVXPY's dual values (``constraint.dual_value``) for the constraints the route read.
+
+    CVXPY's convention: the Lagrangian ``f0 + nu^T (lhs - rhs) + lam (g) - <Z, K>`` for
+    minimize, the duals of ``-f0`` for maximize. The engine's ``y`` gives the equality rows
+    ``nu = -y`` (min) / ``y`` (max); its trace multiplier ``mu`` gives ``trace(K) <= t``
+    (``mu / a`` for the spelling ``a tr K <= a t``); stationarity then gives the PSD dual
+    ``Z = C - A^*(y) + mu I`` (min), ``A^*(y) - C + mu I`` (max). With centering the slack is PSD
+    only on ``1^perp``: the centering duals move ``Z`` there: ``K 1 == 0`` (vector ``u``):
+    ``Z + (u 1^T + 1 u^T) / 2 = P Z P``, ``P = I - 11^T / n``; ``sum(K) == 0`` (scalar ``w``):
+    ``Z + w 11^T`` with the smallest ``w = 2^k ||Z||_F / n`` (``k < 10``) that leaves
+    ``lambda_min`` within rounding of ``P Z P``'s (the scalar spelling's multiplier need not
+    exist: ``K 1 = 0`` follows from ``1^T K 1 = 0`` only through ``K`` PSD). ``Z`` is finally
+    projected onto the PSD cone (eigenvalues clipped at 0; at a certified point the clipped part
+    is of the order of the certificate's tolerance; skipped, with its ``eigh``, when the engine's
+    ``lambda_min`` of that slack is already >= 0).
+    Constraints that repeat a centering condition get zero duals.
+    """
+    dual: dict[int, Any] = {}
+    s = -1.0 if d.sense == "min" else 1.0
+    y = np.asarray(y, dtype=float)
+    for con, sl in d.rows:
+        val = s * y[sl]
+        dual[con.id] = val.reshape(con.shape, order="F") if con.shape else float(val[0])
+    mu = float(mu or 0.0)
+    if d.trace_con is not None:
+        dual[d.trace_con[0].id] = mu / d.trace_con[1]
+    n = d.n
+    if n > PSD_DUAL_MAX_N:
+        return dual
+    Z = s * (adjoint_sparse(d.A, y).toarray() if d.A.m else np.zeros((n, n)))
+    Z -= s * d.C.to_dense()
+    Z[np.diag_indices(n)] += mu
+    Z = 0.5 * (Z + Z.T)
+    Z = _centering_duals(d, Z, dual)
+    if d.psd_con is not None:
+        scalar_centering = any(c.size == 1 for c in d.centering_cons[:1])
+        if lambda_min is not None and lambda_min >= 0 and not scalar_centering:
+            dual[d.psd_con.id] = Z  # PSD as it is (on 1^perp and along 1 with centering)
+        else:
+            lam, V = np.linalg.eigh(0.5 * (Z + Z.T))
+            dual[d.psd_con.id] = (V * np.maximum(lam, 0.0)) @ V.T
+    return dual
+
+
+def _centering_duals(d: LRData, Z: np.ndarray, dual: dict[int, Any]) -> np.ndarray:
+    """The centering constraints' duals (into ``dual``) and the PSD slack ``Z`` they move onto
+    ``1^perp`` (see :func:`route_duals`); repeated centering constraints get zeros."""
+    n = d.n
+    for k, con in enumerate(d.centering_cons):
+        c = _centering_scale(con, d.K)
+        if k > 0 or c == 0:
+            dual[con.id] = np.zeros(con.shape) if con.shape else 0.0
+            continue
+        if con.size == 1:  # sum(K) == 0: Z + c w 11^T
+            Q = complement_basis(n)
+            target = float(np.linalg.eigvalsh(Q.T @ Z @ Q)[0]) if n > 1 else 0.0
+            w = max(float(np.linalg.norm(Z)), 1e-300) / n
+            for _ in range(10):  # no finite w may exist (degenerate): then the projection
+                if float(np.linalg.eigvalsh(Z + w * np.ones((n, n)))[0]) >= (
+                        target - 1e-10 * max(1.0, abs(target))):
+                    break
+                w *= 2.0
+            Z = Z + w * np.ones((n, n))
+            dual[con.id] = w / c
+        else:  # K @ 1 == 0 (or 1 @ K): Z + c (u 1^T + 1 u^T) / 2 = P Z P
+            z1 = Z.sum(axis=1)
+            u = -2.0 * z1 / n + (float(z1.sum()) / n**2)
+            P = np.eye(n) - np.full((n, n), 1.0 / n)
+            Z = P @ Z @ P
+            dual[con.id] = (u / c).reshape(con.shape)
+    return Z
+
+
+def _centering_scale(con: cp.Constraint, K: cp.Variable) -> float:
+    """``c`` of a centering constraint ``c (K 1) == 0`` / ``c sum(K) == 0`` (its one
+    coefficient, see ``ConstraintInfo.is_centering``)."""
+    expr = con.args[0] - con.args[1]
+    coef = sp.coo_array(affine_maps([expr], [K])[0].coef(K))
+    return float(coef.data[0]) if coef.nnz else 0.0
+
+
+def complement_basis(n: int) -> np.ndarray:
+    """Orthonormal basis (n x (n - 1)) of ``1^perp``: the Householder reflection of ``e_1`` onto
+    ``1 / sqrt(n)``, without its first column."""
+    v = np.full(n, 1.0 / math.sqrt(n))
+    v[0] -= 1.0
+    nv = float(v @ v)
+    H = np.eye(n) - (2.0 / nv) * np.outer(v, v) if nv > 0 else np.eye(n)
+    return H[:, 1:]

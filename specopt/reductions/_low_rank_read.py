@@ -1,0 +1,215 @@
+"""The low-rank SDP route's reader: one PSD matrix ``K``, a linear objective, sparse equality
+rows, centering and a trace bound, read from the normalized description
+(:mod:`specopt.reductions.analysis`) into :class:`LRData` (the rows in COO form, never a dense
+``m x n^2`` array). The form is in :mod:`specopt.reductions.low_rank_sdp`'s docstring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from ..solvers.sdp import SparseRows, SymOp, distance_rows, graph_trace_bound
+from .analysis import short, try_analyze
+from .base import RouteMismatch
+
+
+@dataclass
+class LRData:
+    """What the recognizer extracts (user's sense; the solver handles min / max)."""
+
+    K: cp.Variable
+    n: int
+    C: SymOp
+    offset: float
+    sense: str
+    A: SparseRows
+    b: np.ndarray
+    centered: bool
+    trace_bound: float | None
+    implied_trace_bound: float | None
+    rows: list[tuple[cp.Constraint, slice]] = field(default_factory=list)
+    centering_cons: list[cp.Constraint] = field(default_factory=list)
+    trace_con: tuple[cp.Constraint, float] | None = None
+    psd_con: cp.Constraint | None = None
+
+
+def _coo_rows(A: Any, n: int, shift: int) -> tuple[np.ndarray, ...]:
+    """Rows (shifted), entries ``(i, j)`` and values of a sparse ``(k, n^2)`` coefficient block
+    (column-major vec: entry ``K[i, j]`` is column ``i + j n``)."""
+    co = sp.coo_array(A)
+    return co.row.astype(np.int64) + shift, co.col % n, co.col // n, co.data
+
+
+def recognize_low_rank_sdp(problem: cp.Problem) -> LRData:
+    """Extract the low-rank SDP data of ``problem`` from its normalized description
+    (:func:`specopt.reductions.analysis.analyze`; parameters bound to their current values), or
+    raise :class:`RouteMismatch` saying why in one short sentence."""
+    desc, why = try_analyze(problem)
+    if desc is None:
+        raise RouteMismatch(why)
+    cached = desc.__dict__.get("_low_rank_sdp")  # explain, then solve: read once per description
+    if isinstance(cached, RouteMismatch):
+        raise RouteMismatch(str(cached))
+    if cached is not None:
+        return cached
+    try:
+        data = _read_description(desc, problem)
+    except RouteMismatch as exc:
+        desc.__dict__["_low_rank_sdp"] = exc
+        raise
+    desc.__dict__["_low_rank_sdp"] = data
+    return data
+
+
+def _read_description(desc: Any, problem: cp.Problem) -> LRData:
+    K = _matrix_variable(desc, problem)
+    C = _objective_matrix(desc, problem, K)
+    rows = _RowReader(K)
+    for info in desc.constraints:
+        rows.read(info)
+    if not (rows.psd_con is not None or K.attributes.get("PSD")):
+        raise RouteMismatch(f"no PSD constraint on {K.name()} (K >> 0 or PSD=True)")
+    A, b = rows.sparse_rows()
+    centered = bool(rows.centering)
+    return LRData(K=K, n=K.shape[0], C=C, offset=float(desc.constant),
+                  sense="max" if desc.sense < 0 else "min", A=A, b=b, centered=centered,
+                  trace_bound=rows.trace_t,
+                  implied_trace_bound=_implied_trace_bound(A, b, centered), rows=rows.rowmap,
+                  centering_cons=rows.centering, trace_con=rows.trace_con,
+                  psd_con=rows.psd_con)
+
+
+def _matrix_variable(desc: Any, problem: cp.Problem) -> cp.Variable:
+    """The one variable: square, declared symmetric or PSD, real."""
+    variables = desc.variables
+    if len(variables) != 1:
+        raise RouteMismatch(
+            f"the problem has {len(variables)} variables; the low-rank route needs exactly one "
+            "square PSD matrix variable"
+        )
+    K = variables[0]
+    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+        hint = ""
+        if cp.normNuc in problem.objective.atoms():
+            # a nuclear-norm completion: its PSD embedding is this route's form
+            hint = ("; for nuclear-norm completion use specopt.learn.NuclearNormCompletion "
+                    "(solver='LOW_RANK' solves it with this route's engine on the PSD "
+                    "embedding of the matrix)")
+        raise RouteMismatch(f"variable {K.name()} is not a square matrix{hint}")
+    attrs = K.attributes
+    if not (attrs.get("symmetric") or attrs.get("PSD")):
+        raise RouteMismatch(f"{K.name()} must be declared symmetric=True or PSD=True")
+    if K.is_complex():
+        raise RouteMismatch("complex variables are not supported")
+    return K
+
+
+def _objective_matrix(desc: Any, problem: cp.Problem, K: cp.Variable) -> SymOp:
+    """``C`` of the linear objective ``<C, K> + const`` (dense when over a quarter full)."""
+    n = K.shape[0]
+    if desc.terms:
+        raise RouteMismatch(f"the objective is not linear in {K.name()} "
+                            f"(term {short(desc.terms[0].expr)})")
+    if problem.objective.expr.size != 1:
+        raise RouteMismatch("the objective must be a scalar")
+    if desc.affine.factored:
+        raise RouteMismatch("the objective has row_quad_forms terms (not one matrix C)")
+    co = sp.coo_array(desc.affine.coef(K))
+    ci, cj = co.col % n, co.col // n  # column-major vec
+    if co.nnz > n * n // 4:
+        D = np.zeros((n, n))
+        np.add.at(D, (ci, cj), co.data)
+        return SymOp(n, dense=D)
+    return SymOp(n, sparse=sp.coo_array((co.data, (ci, cj)), shape=(n, n)).tocsr())
+
+
+class _RowReader:
+    """Reads the constraints one by one: ``K >> 0``, equality rows (COO), centering rows and
+    trace bounds ``tr K <= t`` (the tightest kept); anything else is a RouteMismatch."""
+
+    def __init__(self, K: cp.Variable) -> None:
+        self.K, self.n = K, K.shape[0]
+        self.psd_con: cp.Constraint | None = None
+        self.centering: list[cp.Constraint] = []
+        self.coo: list[tuple[np.ndarray, ...]] = []
+        self.bs: list[np.ndarray] = []
+        self.rowmap: list[tuple[cp.Constraint, slice]] = []
+        self.trace_con: tuple[cp.Constraint, float] | None = None
+        self.trace_t: float | None = None
+        self.m = 0
+
+    def read(self, info: Any) -> None:
+        con, amap, K = info.con, info.map, self.K
+        if info.kind == "psd":
+            if info.var is not None and info.var.id == K.id:
+                self.psd_con = con
+                return
+            raise RouteMismatch(f"PSD constraint {short(con)} is not on {K.name()} itself")
+        if info.kind in ("eq", "le", "ge") and amap is not None and amap.factored:
+            raise RouteMismatch(f"constraint {short(con)} has row_quad_forms rows")
+        if info.kind == "eq" and amap is not None:
+            self._equality(info)
+            return
+        if info.kind in ("le", "ge") and amap is not None:
+            self._trace_bound(info)
+            return
+        if info.kind == "nonaffine":
+            raise RouteMismatch(f"constraint {short(con)} is not affine in {K.name()}")
+        raise RouteMismatch(f"constraint {short(con)} ({type(con).__name__}) is not supported")
+
+    def _equality(self, info: Any) -> None:
+        con, amap = info.con, info.map
+        if info.is_centering(self.K):
+            self.centering.append(con)
+            return
+        self.coo.append(_coo_rows(amap.coef(self.K), self.n, self.m))
+        self.bs.append(-amap.offset)
+        self.rowmap.append((con, slice(self.m, self.m + amap.size)))
+        self.m += amap.size
+
+    def _trace_bound(self, info: Any) -> None:
+        con, amap = info.con, info.map
+        a = info.trace_scale(self.K)
+        if not ((a > 0 and info.kind == "le") or (a < 0 and info.kind == "ge")):
+            raise RouteMismatch(
+                f"inequality {short(con)} is not a trace bound tr(K) <= t; the low-rank route "
+                "takes equality rows, centering and one trace bound"
+            )
+        t = -float(amap.offset[0]) / a
+        if t < 0:
+            raise RouteMismatch(f"trace bound {t:g} < 0: infeasible with K PSD")
+        self.trace_con = (con, abs(a))
+        self.trace_t = t if self.trace_t is None else min(self.trace_t, t)
+
+    def sparse_rows(self) -> tuple[SparseRows, np.ndarray]:
+        """The equality rows ``A(K) = b``."""
+        def cat(k: int, dtype: Any) -> np.ndarray:
+            return (np.concatenate([c[k] for c in self.coo]) if self.coo
+                    else np.zeros(0, dtype=dtype))
+
+        A = SparseRows(cat(0, np.int64), cat(1, np.int64), cat(2, np.int64), cat(3, float),
+                       self.m, self.n)
+        return A, np.concatenate(self.bs) if self.bs else np.zeros(0)
+
+
+def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool) -> float | None:
+    """``tr K <= T`` implied by the rows: fixed diagonal, or connected distance rows + centering."""
+    n = A.n
+    single = np.bincount(A.rows, minlength=A.m) == 1 if A.m else np.zeros(0, bool)
+    if A.m:
+        ks = np.flatnonzero(single[A.rows] & (A.ii == A.jj) & (A.vals != 0))
+        if ks.size:
+            diag = np.full(n, np.nan)
+            diag[A.ii[ks]] = b[A.rows[ks]] / A.vals[ks]
+            if not np.isnan(diag).any():
+                return float(np.sum(diag))
+    if centered and A.m:
+        pairs, d2 = distance_rows(A, b)
+        if len(pairs):
+            return graph_trace_bound(n, pairs, d2)
+    return None

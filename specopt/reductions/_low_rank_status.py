@@ -1,0 +1,128 @@
+"""Infeasible / unbounded for the low-rank SDP route when its engine ends uncertified: a Farkas
+vector from the engine's diverging multipliers (:func:`farkas_check`) or a recession direction
+with a feasible point (:func:`ray_check`), each checked on its own (:func:`decide_status`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import cvxpy as cp
+import numpy as np
+import scipy.sparse as sp
+
+from ..solvers.sdp import OPTIMAL, solve_low_rank_sdp
+from ..solvers.sdp._kernels import adjoint_sparse
+from ._low_rank_duals import complement_basis
+from ._low_rank_read import LRData
+from .base import RouteResult
+
+#: A Farkas vector ``z`` (``A^*(z)`` PSD on the feasible face, ``b^T z < 0``) is accepted with
+#: ``lambda_min(A^*(z)) >= -FARKAS_EIG_TOL ||A^*(z)||_F`` (no trace bound known) and
+#: ``b^T z <= -FARKAS_MARGIN ||b|| ||z||`` (both scaled to ``||A^*(z)||_F = 1``; farkas_check).
+FARKAS_EIG_TOL = 1e-12
+FARKAS_MARGIN = 1e-9
+#: The recession-direction problem (``max <C, D>`` s.t. ``A(D) = 0``, ``tr D <= 1``) is solved to
+#: this tolerance; a ray is accepted with ``sgn <C, D> >= RAY_GAIN ||C||_F``.
+RAY_TOL = 1e-7
+RAY_GAIN = 1e-6
+
+
+
+def farkas_check(d: LRData, z: np.ndarray) -> tuple[bool, float, float]:
+    """Whether ``z`` proves ``{K PSD : A(K) = b [, 1^T K 1 = 0] [, tr K <= t]}`` empty:
+    ``(passed, lambda_min, b^T z)`` with ``z`` scaled to ``||A^*(z)||_F = 1``.
+
+    For every feasible ``K``: ``b^T z = <A^*(z), K> >= lambda_min tr K`` (with centering
+    ``K = Q Q^T K Q Q^T``, ``Q`` a basis of ``1^perp``, so ``lambda_min`` is that of
+    ``Q^T A^*(z) Q``). Hence ``b^T z + T max(0, -lambda_min) < 0`` contradicts feasibility for a
+    bound ``tr K <= T`` (the trace constraint or the bound implied by the rows); without one
+    ``lambda_min >= -FARKAS_EIG_TOL`` (rounding) and ``b^T z < 0`` is required.
+    """
+    S = adjoint_sparse(d.A, np.asarray(z, float)).toarray()
+    nrm = float(np.linalg.norm(S))
+    if not nrm > 0 or not np.all(np.isfinite(S)):
+        return False, math.nan, math.nan
+    S /= nrm
+    btz = float(d.b @ z) / nrm
+    if d.centered:
+        Q = complement_basis(d.n)
+        S = Q.T @ S @ Q
+    lam = float(np.linalg.eigvalsh(S)[0]) if S.size else 0.0
+    margin = FARKAS_MARGIN * float(np.linalg.norm(d.b)) * float(np.linalg.norm(z)) / nrm
+    T = d.trace_bound if d.trace_bound is not None else d.implied_trace_bound
+    if T is not None:
+        ok = btz + T * max(0.0, -lam) < -margin
+    else:
+        ok = lam >= -FARKAS_EIG_TOL and btz < -margin
+    return bool(ok), lam, btz
+
+
+def ray_check(d: LRData, D: np.ndarray) -> tuple[bool, float, float]:
+    """Whether the PSD matrix ``D`` is a recession direction along which the objective improves:
+    ``(passed, ||A(D)||_inf / tr D, gain)``, ``gain = sgn <C, D> / (||C||_F tr D)`` (``sgn`` +1
+    when maximizing). Accepted with ``||A(D)|| <= RAY_TOL * 10 max_r ||A_r||`` (centering:
+    ``|1^T D 1| / n`` alike), no trace bound, and ``gain >= RAY_GAIN``."""
+    tr = float(np.trace(D))
+    if d.trace_bound is not None or d.implied_trace_bound is not None or not tr > 0:
+        return False, math.nan, math.nan
+    M = sp.coo_array((d.A.vals, (d.A.rows, d.A.ii * d.n + d.A.jj)), shape=(d.A.m, d.n * d.n))
+    res = np.abs(M.tocsr() @ D.ravel()) / tr if d.A.m else np.zeros(0)
+    viol = float(np.max(res, initial=0.0))
+    if d.centered:
+        viol = max(viol, abs(float(D.sum())) / (d.n * tr))
+    sgn = 1.0 if d.sense == "max" else -1.0
+    cn = d.C.fro_norm()
+    gain = sgn * float(np.sum(d.C.to_dense() * D)) / (max(cn, 1e-300) * tr)
+    anorm = float(np.max(d.A.row_norms(), initial=1.0))
+    ok = viol <= RAY_TOL * 10 * anorm and gain >= RAY_GAIN
+    return bool(ok), viol, gain
+
+
+def decide_status(d: LRData, res: Any, kw: dict, left: float | None,
+                   say: Any = None) -> RouteResult | None:
+    """``infeasible`` (a Farkas vector from the engine's diverging multipliers) or ``unbounded``
+    (a certified recession direction and a feasible point) when the engine ended uncertified;
+    None when neither is proven. ``say(message)`` (the progress printer's log) reports the
+    checks."""
+    sgn = 1.0 if d.sense == "max" else -1.0  # engine's y: A^*(y) - C PSD (max), C - A^*(y) (min)
+    if d.A.m and res.y is not None and np.any(res.y):
+        z = sgn * np.asarray(res.y, float)
+        ok, lam, btz = farkas_check(d, z)
+        if say is not None:
+            say(f"Farkas check on the multipliers: lambda_min {lam:.3g}, b^T z {btz:.3g} -> "
+                f"{'infeasible' if ok else 'not proven'}")
+        if ok:
+            return RouteResult.no_point(
+                cp.INFEASIBLE, _sense(d), backend="low_rank_sdp", solve_time=res.solve_time,
+                history=res.history, status_check=("farkas", ok, btz, 0.0),
+                extra={"farkas": z, "farkas_lambda_min": lam, "farkas_btz": btz,
+                       "engine_status": res.status})
+    if (d.trace_bound is not None or d.implied_trace_bound is not None
+            or res.primal_residual > kw.get("tol", 1e-5)):
+        return None  # no ray possible, or no feasible point shown
+    if left is not None and left <= 0:
+        return None
+    ray = solve_low_rank_sdp(d.C, d.A, np.zeros(d.A.m), sense=d.sense, trace_bound=1.0,
+                             centered=d.centered, tol=RAY_TOL, time_limit=left,
+                             seed=kw.get("seed", 0))
+    if ray.status != OPTIMAL:
+        return None
+    D = ray.Y @ ray.Y.T
+    ok, viol, gain = ray_check(d, D)
+    if say is not None:
+        say(f"recession direction: |A(D)| {viol:.3g}, gain {gain:.3g} -> "
+            f"{'unbounded' if ok else 'not proven'}")
+    if not ok:
+        return None
+    return RouteResult.no_point(
+        cp.UNBOUNDED, _sense(d), backend="low_rank_sdp", solve_time=res.solve_time,
+        history=res.history, status_check=("recession_ray", ok, viol, RAY_TOL * 10),
+        extra={"ray": ray.Y, "ray_violation": viol, "ray_gain": gain,
+               "primal_residual": res.primal_residual, "engine_status": res.status})
+
+
+def _sense(d: LRData) -> int:
+    """+1 minimize, -1 maximize (``RouteResult.no_point``)."""
+    return -1 if d.sense == "max" else 1
