@@ -331,19 +331,35 @@ def _clarabel_solve(solver: Any, data: dict, verbose: bool, solver_opts: dict) -
     sol = _clarabel_plain(solver.solve_via_data(data, False, verbose, dict(solver_opts)))
     if str(sol.status) in CLARABEL_SETTLED:
         return sol
-    return _prefer_lmi(sol, _clarabel_lmi(solver, data, verbose, solver_opts))
+    return _prefer_lmi(sol, _clarabel_lmi(solver, data, verbose, solver_opts), data)
 
 
-def _prefer_lmi(first: Any, lmi: Any | None) -> Any:
+def _prefer_lmi(first: Any, lmi: Any | None, data: dict) -> Any:
     """The LMI form's answer when it settled the problem (``Solved`` or a certificate of
-    infeasibility) and Clarabel's first answer did not; else the first answer, so the retry
-    never makes a solve worse. Measured on SDPLIB (``benchmarks/conic_lmi.py``): control2 ends
-    AlmostSolved 8.0e-6 from the published optimum in its given form and Solved 5.6e-8 in the
-    LMI form; the LMI form is not better everywhere (control1 fails in it, hinf1 ends 3.3e-5
-    off where the given form reaches 2.6e-8), hence a retry rather than a switch."""
-    if lmi is not None and str(lmi.status) in CLARABEL_SETTLED:
+    infeasibility) where Clarabel's first answer did not, and its recovered primal meets the
+    equality rows at least as well as the first answer's; else the first answer, so the retry
+    never makes a solve worse. Measured on SDPLIB (``benchmarks/sdplib.py`` backend
+    ``clarabel-lmi``): control2 ends AlmostSolved 8.0e-6 from the published optimum in its given
+    form and Solved 5.6e-8 in the LMI form. The LMI form is not better everywhere: on control1
+    it ends Solved, but the primal recovered from its multipliers misses the equality rows by
+    4e-2 (the given form: AlmostSolved, 1.1e-6 off), hence the residual test."""
+    if lmi is None or str(lmi.status) not in CLARABEL_SETTLED:
+        return first
+    if str(lmi.status) != "Solved":
         return lmi
-    return first
+    return lmi if _eq_residual(lmi, data) <= max(_eq_residual(first, data), 1e-9) else first
+
+
+def _eq_residual(sol: Any, data: dict) -> float:
+    """``||A_E x - b_E||_inf / (1 + ||b_E||_inf)`` of a solution's primal on the equality rows
+    (``inf`` without a primal)."""
+    x = getattr(sol, "x", None)
+    if x is None:
+        return float("inf")
+    m = int(data[ConicSolver.DIMS].zero)
+    b_E = np.asarray(data[_cps.B][:m], dtype=float)
+    r = data[_cps.A][:m] @ np.asarray(x, dtype=float) - b_E
+    return float(np.max(np.abs(r), initial=0.0) / (1.0 + np.max(np.abs(b_E), initial=0.0)))
 
 
 def _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts):
@@ -362,7 +378,7 @@ def _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts):
                              solver_opts)
     if clarabel and str(getattr(raw, "status", "Solved")) not in CLARABEL_SETTLED:
         lmi = call_interruptibly(_clarabel_lmi, chain.solver, data, verbose, solver_opts)
-        return _prefer_lmi(raw, lmi)
+        return _prefer_lmi(raw, lmi, data)
     if scs_interrupted(raw):  # SCS caught SIGINT itself and stopped
         raise KeyboardInterrupt
     return raw
