@@ -28,11 +28,12 @@ def _sdp(seed: int, n: int, m: int, scale: float, with_lp: bool):
     for i in range(m):
         Ai = np.eye(n) if i == 0 else rng.standard_normal((n, n)) * scale
         Ai = (Ai + Ai.T) / 2
-        rows.append(cp.trace(Ai @ Y) + (0 if y is None else (np.zeros(3) if i == 0 else rng.random(3)) @ y))
+        g = np.zeros(3) if i == 0 else rng.random(3)
+        rows.append(cp.trace(Ai @ Y) + (0 if y is None else g @ y))
         b.append(float(np.trace(Ai @ Y0)) + (0 if y is None or i == 0 else 1.0))
     C = rng.standard_normal((n, n))
     obj = cp.trace((C + C.T) @ Y) + (0 if y is None else -np.ones(3) @ y)
-    cons = [Y >> 0] + [r == bi for r, bi in zip(rows, b)]
+    cons = [Y >> 0] + [r == bi for r, bi in zip(rows, b, strict=True)]
     return cp.Problem(cp.Maximize(obj), cons), Y, cons
 
 
