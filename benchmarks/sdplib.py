@@ -138,7 +138,7 @@ def child(path: str, backend: str) -> None:
         elif backend == "clarabel-lmi":  # Clarabel on the LMI form (specopt.conic_lmi)
             from specopt import _cvxpy_compat as compat
 
-            data, chain, inverse = prob.get_problem_data(cp.CLARABEL)
+            data, chain, inverse = prob.get_problem_data(cp.CLARABEL, solver_opts={})
             raw = compat._clarabel_lmi(chain.solver, data, False, {})
             if raw is None:
                 raise ValueError("not in dual standard form")
