@@ -1,5 +1,6 @@
-"""The conic backend rule (``specopt.backends.default_backend``) against measurements: Clarabel
-and SCS on SDPLIB's small multi-block problems and on the project's own families.
+"""The conic backend rule (``specopt.reductions.conic_size.default_backend``) against
+measurements: Clarabel and SCS on SDPLIB's small multi-block problems and on the project's
+own families.
 
 Usage: python benchmarks/conic_backend.py [--sdplib-json PATH (default: benchmarks/results/
        conic_backend_sdplib.json)]
@@ -39,7 +40,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 def features(problem) -> dict:
-    from specopt import backends
+    from specopt.reductions import conic_size as backends
 
     sides = backends.psd_block_sides(problem)
     return {"blocks": len(sides), "max_side": max(sides, default=0),
@@ -53,7 +54,7 @@ def rule_old(f: dict) -> str:
 
 
 def rule_new(f: dict) -> str:
-    from specopt.backends import CLARABEL_MAX_DENSE_DIM
+    from specopt.reductions.conic_size import CLARABEL_MAX_DENSE_DIM
 
     return "CLARABEL" if f["largest_block"] <= CLARABEL_MAX_DENSE_DIM else "SCS"
 

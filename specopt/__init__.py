@@ -7,6 +7,7 @@ method ``prob.solve(method="specopt", route="auto", solver=None, ...)``.
 from __future__ import annotations
 
 from . import _cvxpy_compat
+from ._version import __version__ as __version__
 from .atoms import (
     burg_div,
     eigengap,
@@ -19,14 +20,13 @@ from .atoms import (
     row_quad_forms,
     spectraplex,
 )
-from .backends import available_backends, default_backend, mosek_licensed
+from .backends import available_backends, mosek_licensed
 from .certificate import STATIONARY, Certificate
 from .io import read_sdpa, write_sdpa
 from .reductions import route_names
 from .reductions.canonicalize import register_canonicalizers
+from .reductions.conic_size import default_backend
 from .solve import _solve_method, certificate, dcp_hint, explain, solve
-
-__version__ = "0.1.0"
 
 register_canonicalizers()
 _cvxpy_compat.register_solve_method("specopt", _solve_method)

@@ -90,7 +90,7 @@ class Progress:
         if self._header_done:
             return
         self._header_done = True
-        from . import __version__
+        from ._version import __version__
 
         rule = "=" * _WIDTH
         self._print(rule)

@@ -61,8 +61,9 @@ import numpy as np
 
 from . import _cvxpy_compat as compat
 from ._values import constraint_scale, values_set
-from .backends import backend_status, dense_kkt_dimension
+from .backends import backend_status
 from .certificate import STATIONARY, relative_gap
+from .reductions.conic_size import dense_kkt_dimension
 
 if TYPE_CHECKING:
     from .reductions.base import RouteResult
@@ -76,7 +77,8 @@ BOUND_TOL = 1e-6
 #: Largest relative gap of a point called ``optimal``.
 GAP_TOL = 1e-4
 #: The conic feasibility probe (reclassification as infeasible) runs only while the conic form is
-#: this small (``backends.dense_kkt_dimension``); beyond it a failing point is only downgraded.
+#: this small (``reductions.conic_size.dense_kkt_dimension``); beyond it a failing point is
+#: only downgraded.
 PROBE_MAX_DENSE_DIM = 5000
 
 CERTIFIED = (cp.OPTIMAL, STATIONARY)

@@ -29,10 +29,11 @@ from ._tree import problem_nodes
 from ._values import restore, snapshot
 from .atoms import SPECOPT_ATOM_TYPES
 from .atoms.row_quad_forms import DASK_REFUSAL, uses_dask
-from .backends import backend_status, default_backend
+from .backends import backend_status
 from .certificate import STATIONARY, Certificate, relative_gap
 from .memory import check_fits
 from .reductions import Match, Route, RouteMismatch, RouteResult, get_route, routes_in_order
+from .reductions.conic_size import default_backend
 from .validate import check_numeric_options, check_problem
 
 _CERTIFICATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -21,6 +21,7 @@ from specopt import (
     mve_cost,
     row_quad_forms,
 )
+from specopt.reductions import conic_size
 from tests._helpers import checked_reference, psdboost_triplet_factors, random_spd
 
 CLARABEL_TIGHT = {"tol_gap_abs": 1e-9, "tol_gap_rel": 1e-9, "tol_feas": 1e-9}
@@ -643,7 +644,7 @@ def test_spectral_backend_does_not_depend_on_spelling():
     spellings = [mve_cost(K, 3), cp.trace(K) - 2 * cp.lambda_sum_largest(K, 3),
                  -cp.lambda_sum_largest(K, 3) + cp.trace(K) - cp.lambda_sum_largest(K, 3),
                  cp.lambda_sum_smallest(K, 27) - cp.lambda_sum_largest(K, 3)]
-    sides = {tuple(specopt.backends.psd_block_sides(
+    sides = {tuple(conic_size.psd_block_sides(
         cp.Problem(cp.Minimize(e), [K >> 0, cp.trace(K) == 1]))) for e in spellings}
     assert sides == {(30, 30, 30)}
 

@@ -167,7 +167,11 @@ def _sdpa_shaped(block_sides: list[int], m: int, seed: int = 0) -> cp.Problem:
 
 @pytest.mark.skipif(specopt.mosek_licensed(), reason="MOSEK is the default when licensed")
 def test_default_backend_is_set_by_the_largest_block_not_the_sum():
-    from specopt.backends import CLARABEL_MAX_DENSE_DIM, dense_kkt_dimension, largest_kkt_block
+    from specopt.reductions.conic_size import (
+        CLARABEL_MAX_DENSE_DIM,
+        dense_kkt_dimension,
+        largest_kkt_block,
+    )
 
     # control2's shape (blocks 20 and 10, 66 rows): Clarabel 7.6e-6 in 1 s, SCS 34% off in 41 s
     control2 = _sdpa_shaped([20, 10], 66)

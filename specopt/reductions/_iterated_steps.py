@@ -14,9 +14,10 @@ import numpy as np
 from cvxpy.error import SolverError
 
 from .. import _cvxpy_compat as compat
-from ..backends import available_backends, default_backend, dense_kkt_dimension, mosek_licensed
+from ..backends import available_backends, mosek_licensed
 from ._iterated_surrogate import Surrogate, center_if_better
 from ._low_rank_steps import low_rank_subproblem, substitute_parameters
+from .conic_size import default_backend, dense_kkt_dimension
 
 #: SCS's tolerances for the MM steps (the route's defaults follow from them)
 SCS_EPS = 1e-6
@@ -107,7 +108,7 @@ _SCS_POLISH_ITERS = 4
 
 
 #: The conic inner path uses Clarabel while the subproblem's dense KKT estimate
-#: (``backends.dense_kkt_dimension``) is at most this, SCS above (the one-shot rule's 300 is for
+#: (``conic_size.dense_kkt_dimension``) is at most this, SCS above (the one-shot rule's 300 is for
 #: one solve; an MM run makes 5-30, and SCS at eps 1e-6 took 223 s on a 16-point eigengap where
 #: Clarabel takes ~1 s; a 24-point eigengap (d ~ 900): Clarabel 46 s for 21 solves at load 12).
 #: Read on the subproblem, after normNuc(K) of a PSD K became trace(K): spellings agree.

@@ -19,12 +19,13 @@ from .. import _cvxpy_compat as compat
 from .._tree import walk
 from .._values import evaluate_at
 from ..atoms import LinearSpectral
-from ..backends import backend_status, default_backend
+from ..backends import backend_status
 from ..certificate import relative_gap
 from ..conic_bound import DUAL_RESIDUAL_TOL, dual_bound
 from ..validate import conic_backend_options
 from .analysis import SpectralTerm, analyze, normalized_problem, objective_summary, term_expr
 from .base import CheckTriple, Match, Route, RouteResult, RunContext
+from .conic_size import default_backend
 from .registry import register_route
 
 
