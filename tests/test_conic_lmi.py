@@ -115,3 +115,78 @@ def test_retry_keeps_the_first_answer_unless_the_lmi_answer_is_settled_and_as_fe
     assert compat._prefer_lmi(first, stuck, data) is first
     assert compat._prefer_lmi(first, None, data) is first
     assert compat._prefer_lmi(first, proof, data) is proof
+
+
+def test_dual_standard_form_is_recognized_in_its_spellings_and_nothing_else():
+    from specopt.reductions.conic_size import dual_form_blocks
+
+    def dual_standard_form(prob):
+        return dual_form_blocks(prob) > 0
+
+    X = cp.Variable((3, 3), symmetric=True)
+    P = cp.Variable((3, 3), PSD=True)
+    y = cp.Variable(2)
+    ynn = cp.Variable(2, nonneg=True)
+    rows = [X[0, 0] + y[0] == 1, cp.trace(X) + cp.sum(y) == 2]
+    assert dual_standard_form(cp.Problem(cp.Maximize(X[0, 1]), [X >> 0, y >= 0, *rows]))
+    assert dual_standard_form(cp.Problem(cp.Maximize(cp.trace(P) - cp.sum(ynn)),
+                                         [P[0, 0] + ynn[0] == 1, cp.sum(ynn) == 1]))
+    assert dual_standard_form(cp.Problem(cp.Maximize(X[0, 1]), [X >> 0, 0 <= y, *rows]))
+    not_dual = [
+        [X >> 0, y >= 1, *rows],  # a shifted bound
+        [X >> 0, *rows],  # y free
+        [X >> 0, y >= 0, y[0] + y[1] <= 1, *rows],  # a coupling inequality
+        [X - np.eye(3) >> 0, y >= 0, *rows],  # a shifted LMI
+    ]
+    for cons in not_dual:
+        assert not dual_standard_form(cp.Problem(cp.Maximize(X[0, 1]), cons))
+    assert not dual_standard_form(cp.Problem(cp.Maximize(X[0, 1] - cp.sum_squares(y)),
+                                             [X >> 0, y >= 0, *rows]))
+
+
+def test_backend_rule_sends_large_dual_form_programs_to_clarabel_and_others_to_scs():
+    """Blocks 30 and 10 with 80 dense rows: a largest dense KKT block of 545 > 300, so only
+    the dual-form rule can pick Clarabel; the same program with a shifted LMI goes to SCS, and
+    so does a single-block dual-form program of that size."""
+    from specopt.backends import available_backends, mosek_licensed
+    from specopt.reductions.conic_size import (
+        CLARABEL_MAX_DENSE_DIM,
+        default_backend,
+        largest_kkt_block,
+    )
+
+    if mosek_licensed() or not {"CLARABEL", "SCS"} <= set(available_backends()):
+        pytest.skip("the rule only applies without a MOSEK licence, with Clarabel and SCS")
+    rng = np.random.default_rng(0)
+    A, B = cp.Variable((30, 30), symmetric=True), cp.Variable((10, 10), symmetric=True)
+    rows = [cp.trace(rng.standard_normal((30, 30)) @ A) + cp.trace(rng.standard_normal(
+        (10, 10)) @ B) == float(i) for i in range(80)]
+    dual_form = cp.Problem(cp.Maximize(cp.trace(A)), [A >> 0, B >> 0, *rows])
+    shifted = cp.Problem(cp.Maximize(cp.trace(A)), [A >> 0, B - np.eye(10) >> 0, *rows])
+    assert largest_kkt_block(dual_form) > CLARABEL_MAX_DENSE_DIM
+    assert default_backend(dual_form) == "CLARABEL"
+    assert default_backend(shifted) == "SCS"
+    G = rng.standard_normal((30, 30))
+    single = cp.Problem(cp.Maximize(cp.trace(A)), [A >> 0, cp.trace(G @ A) == 1.0])
+    assert largest_kkt_block(single) > CLARABEL_MAX_DENSE_DIM
+    assert default_backend(single) == "SCS"
+
+
+def test_solve_retries_an_unsettled_clarabel_answer_on_the_lmi_form(monkeypatch):
+    """Wiring, end to end: with every first answer treated as unsettled, ``specopt.solve``
+    takes the LMI form's answer and certifies the same optimum."""
+    import specopt
+
+    prob, Y, cons = _sdp(7, 4, 5, 1.0, True)
+    specopt.solve(prob, route="conic", solver="CLARABEL")
+    ref = prob.value
+    calls = []
+    real = compat._clarabel_lmi
+    monkeypatch.setattr(compat, "CLARABEL_SETTLED", ("never",))
+    monkeypatch.setattr(compat, "_clarabel_lmi",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(compat, "_prefer_lmi", lambda first, lmi, data: lmi)
+    specopt.solve(prob, route="conic", solver="CLARABEL")
+    assert calls, "the LMI form was not tried"
+    assert prob.status == "optimal"
+    assert prob.value == pytest.approx(ref, abs=1e-6 * (1 + abs(ref)))

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import cvxpy as cp
 import numpy as np
+import scipy.sparse as sp
 
 from .._tree import walk
 from ..atoms import LinearSpectral, LogDetDiv, RowQuadForms
@@ -50,6 +51,19 @@ from ..backends import available_backends, mosek_licensed
 from .analysis import LogDetTerm, OtherTerm, SpectralTerm, analyze
 
 CLARABEL_MAX_DENSE_DIM = 300
+#: Programs in SDPLIB's dual form with two or more cone blocks (:func:`dual_form_blocks`: the
+#: control, truss, hinf and arch families) go to Clarabel up to this largest PSD block
+#: ``n (n + 1) / 2``, whatever their dense rows: Clarabel's answer that does not settle is
+#: retried on the LMI form (``specopt.conic_lmi``), and SCS stalls on these. Measured
+#: (``benchmarks/sdplib.py --backends specopt clarabel clarabel-lmi``, load 2-6): control3-5
+#: [465-1275; 136-351 dense rows] Clarabel fails on the given form in 0.9-3.8 s and solves the
+#: LMI form in 0.4-3.7 s within the published precision, where SCS (the old pick) ended 22 % to
+#: 8x off after 13-45 s; arch0 [13041] Clarabel 44-66 s, 5.0e-7 off, SCS 437 s, 2.4 % off.
+#: The price on an easy program of that shape (random, blocks 40 and 20, 100 dense rows):
+#: Clarabel 1.4 s, SCS 0.34 s. Single-block programs keep the general rule: a trace-one
+#: n = 60 takes Clarabel 3.0 s and SCS 0.01 s (and ``auto`` sends large single-block SDPs to
+#: the low_rank_sdp route anyway).
+CLARABEL_LMI_MAX_DIM = 13100
 
 
 def _atom_block_sides(root) -> list[int]:
@@ -134,13 +148,46 @@ def largest_kkt_block(problem: cp.Problem) -> int:
     return max((n * (n + 1) // 2 for n in sides), default=0) + dense_rows(problem)
 
 
+def dual_form_blocks(problem: cp.Problem) -> int:
+    """The number of cone blocks (PSD matrices and nonnegative vectors) when ``problem`` is in
+    SDPLIB's dual form: a linear objective, every variable a PSD matrix or a vector bounded
+    ``>= 0`` entry by entry, and otherwise only equality rows; else 0. Such a conic form has an
+    LMI form (``specopt.conic_lmi``), which Clarabel is retried on."""
+    try:
+        desc = analyze(problem)
+    except Exception:  # a parameter without a value, an unreadable expression
+        return 0
+    if desc.terms:
+        return 0
+    psd_ids = {v.id for v in desc.psd_variables()}
+    bounded: set[int] = {v.id for v in desc.variables if v.attributes.get("nonneg")}
+    for c in desc.constraints:
+        if c.kind == "eq" or (c.kind == "psd" and c.var is not None):
+            continue
+        if c.kind == "le" and c.is_bound() and not np.any(c.map.offset):
+            (vid,) = c.map.variable_ids()
+            coef = sp.csr_array(c.map.coeffs[vid])
+            if np.all(coef.data < 0) and np.unique(coef.indices).size == coef.shape[1]:
+                bounded.add(vid)  # -x <= 0 on every entry of x
+                continue
+        return 0
+    if not all(v.id in psd_ids or v.id in bounded for v in desc.variables):
+        return 0
+    return len(desc.variables)
+
+
 def default_backend(problem: cp.Problem) -> str:
     """MOSEK if licensed; else Clarabel while the largest dense KKT block is small
-    (:func:`largest_kkt_block` ``<= CLARABEL_MAX_DENSE_DIM``), SCS above."""
+    (:func:`largest_kkt_block` ``<= CLARABEL_MAX_DENSE_DIM``), or, for a program in SDPLIB's
+    dual form with two or more cone blocks (:func:`dual_form_blocks`), while its largest PSD
+    block's ``n (n + 1) / 2 <= CLARABEL_LMI_MAX_DIM``; SCS above."""
     if mosek_licensed():
         return "MOSEK"
     usable = available_backends()
-    if largest_kkt_block(problem) <= CLARABEL_MAX_DENSE_DIM and "CLARABEL" in usable:
+    if "CLARABEL" in usable and (
+            largest_kkt_block(problem) <= CLARABEL_MAX_DENSE_DIM
+            or (max((n * (n + 1) // 2 for n in psd_block_sides(problem)), default=0)
+                <= CLARABEL_LMI_MAX_DIM and dual_form_blocks(problem) >= 2)):
         return "CLARABEL"
     if "SCS" in usable:
         return "SCS"
