@@ -69,7 +69,8 @@ def test_sigint_stops_the_solve_within_a_second(route):
         if child.poll() is None:
             child.kill()
     lines = [ln for ln in out.splitlines() if ln.startswith("interrupted")]
-    assert lines, f"no KeyboardInterrupt; stdout: {out[-500:]!r} stderr: {err[-1500:]!r}"
+    assert lines, (f"no KeyboardInterrupt (exit code {child.returncode}); stdout: "
+                   f"{out[-500:]!r} stderr: {err[-1500:]!r}")
     _, when, untouched, no_status = lines[0].split()
     delay = float(when) - sent
     limit = _max_delay()
