@@ -13,7 +13,7 @@ import pkgutil
 from .base import Match, Route, RouteMismatch, RouteResult
 from .registry import get_route, register_route, route_names, routes_in_order
 
-INFRASTRUCTURE = frozenset({"base", "registry", "canonicalize", "analysis"})
+INFRASTRUCTURE = frozenset({"base", "registry", "canonicalize", "analysis", "conic_size"})
 
 ROUTE_MODULES: tuple[str, ...] = tuple(
     sorted(
