@@ -183,9 +183,25 @@ class Route(abc.ABC):
     #: point the gate checks)
     STATUS_MAP: ClassVar[Mapping[str, str]] = {}
 
-    @abc.abstractmethod
     def recognize(self, problem: cp.Problem) -> Match:
-        """Decide whether ``problem`` has this route's structure; extract its data if so."""
+        """Decide whether ``problem`` has this route's structure; extract its data if so.
+
+        By default :meth:`extract` reads the data (a :class:`RouteMismatch` is the miss and
+        its reason) and :meth:`describe` says what matched; routes that decide otherwise
+        override this method."""
+        try:
+            data = self.extract(problem)
+        except RouteMismatch as exc:
+            return Match.no(str(exc))
+        return Match(True, self.describe(data), data)
+
+    def extract(self, problem: cp.Problem) -> Any:
+        """The route's data of ``problem``; raises :class:`RouteMismatch` saying why not."""
+        raise NotImplementedError(f"route {self.name!r} has no extract()")
+
+    def describe(self, data: Any) -> str:
+        """What matched, in words (the reason of a positive :class:`Match`)."""
+        return "structure matches"
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         """Whether ``route="auto"`` should pick this route for a recognized problem.

@@ -307,17 +307,12 @@ class BregmanRoute(Route):
     is_global = True
     priority = 20
 
-    def recognize(self, problem: cp.Problem) -> Match:
-        try:
-            data = extract(problem)
-        except RouteMismatch as exc:
-            return Match.no(str(exc))
+    def extract(self, problem: cp.Problem) -> ITMLData:
+        return extract(problem)
+
+    def describe(self, data: ITMLData) -> str:
         kind = "hard" if math.isinf(data.gamma) else f"slack, gamma={data.gamma:.3g}"
-        return Match(
-            True,
-            f"ITML problem: d={data.W.shape[0]}, {data.V.shape[0]} distance constraints ({kind})",
-            data,
-        )
+        return f"ITML problem: d={data.W.shape[0]}, {data.V.shape[0]} distance constraints ({kind})"
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         data: ITMLData = match.data

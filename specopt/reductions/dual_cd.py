@@ -390,18 +390,20 @@ class DualCDRoute(Route):
     is_global = True
     priority = 20
 
-    def recognize(self, problem: cp.Problem) -> Match:
+    def extract(self, problem: cp.Problem) -> DualCDData:
         try:
-            data = extract(problem)
-        except RouteMismatch as exc:
-            return Match.no(str(exc))
+            return extract(problem)
+        except RouteMismatch:
+            raise
         except ValueError as exc:  # e.g. non-affine pieces affine_coefficients refuses
-            return Match.no(f"not the relative-comparison QP: {exc}")
+            raise RouteMismatch(f"not the relative-comparison QP: {exc}") from exc
+
+    def describe(self, data: DualCDData) -> str:
         n, m = data.Z.shape
         sign = "w >= 0" if data.mask.all() else ("w free" if not data.mask.any()
                                                  else f"{data.mask.sum()} of w >= 0")
-        return Match(True, f"relative-comparison QP: m={m}, n={n} margin rows "
-                           f"({data.n_hinge} hinge, {n - data.n_hinge} slack), {sign}", data)
+        return (f"relative-comparison QP: m={m}, n={n} margin rows "
+                f"({data.n_hinge} hinge, {n - data.n_hinge} slack), {sign}")
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         n = match.data.Z.shape[0]

@@ -432,20 +432,15 @@ class MatrixGenerationRoute(Route):
     priority = 30
     accepts_dask = True  # Dask-backed row_quad_forms: the data side runs on the cluster
 
-    def recognize(self, problem: cp.Problem) -> Match:
-        try:
-            data = extract(problem)
-        except RouteMismatch as exc:
-            return Match.no(str(exc))
+    def extract(self, problem: cp.Problem) -> MGData:
+        return extract(problem)
+
+    def describe(self, data: MGData) -> str:
         m = data.A.m
         kind = "==" if data.trace_eq else "<="
         form = f"{data.n_factored} factored rank-one terms" if data.n_factored else "dense data"
-        return Match(
-            True,
-            f"LP over the spectraplex: X {data.n}x{data.n} with trace {kind} {data.trace:g}, "
-            f"{m} constraint rows, {data.G.shape[1]} LP variables ({form})",
-            data,
-        )
+        return (f"LP over the spectraplex: X {data.n}x{data.n} with trace {kind} {data.trace:g}, "
+                f"{m} constraint rows, {data.G.shape[1]} LP variables ({form})")
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         data: MGData = match.data
