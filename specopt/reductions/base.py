@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import cvxpy as cp
 
-from .._progress import progress_for
+from .._progress import progress_for, user_history
+from ..certificate import relative_gap
 from ..validate import check_options
 
 if TYPE_CHECKING:
@@ -258,6 +259,20 @@ class Route(abc.ABC):
         """The map from the solver's objective values to the user's (the progress printer and
         the history); None: the identity."""
         return None
+
+    def primal_dual_result(self, res: Any, ctx: RunContext, status: str,
+                           **fields: Any) -> RouteResult:
+        """The result of a solver that reports a primal value ``res.primal`` and a dual bound
+        ``res.dual`` (in its own form, with ``res.iterations`` and ``res.history``): both and
+        the history in the user's terms (:meth:`to_user`), the gap of the pair
+        (``certificate.relative_gap``), the route's name as backend; ``fields`` the rest
+        (``primal``, ``dual``, ``solve_time``, ``extra``, ...)."""
+        user = self.to_user(ctx.data)
+        objective, bound = (user(res.primal), user(res.dual)) if user else (res.primal, res.dual)
+        return RouteResult(status=status, objective=objective, bound=bound,
+                           gap=relative_gap(objective, bound), backend=self.name,
+                           iterations=res.iterations,
+                           history=user_history(res.history, user), **fields)
 
     def map_status(self, solver_status: str) -> str:
         """The CVXPY status of a solver status (``STATUS_MAP``)."""

@@ -35,8 +35,6 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._progress import user_history
-from ..certificate import relative_gap
 from ..solvers._status import SolverStatus
 from ..solvers.dual_cd import dual_cd
 from .analysis import HingeTerm, QuadTerm, affine_maps, dense_value, try_analyze
@@ -428,27 +426,17 @@ class DualCDRoute(Route):
         data: DualCDData = ctx.data
         elapsed = ctx.elapsed()
         user = self.to_user(data)
-        objective, bound = user(res.primal), user(res.dual)
-        history = user_history(res.history, user)
-        # the bound at each check (``gap`` is the absolute P - D there), in the user's sign
-        history["bound"] = [user(p - g) for p, g in zip(res.history.get("primal", []),
-                                                        res.history.get("gap", []), strict=True)]
         solver_status = SolverStatus.OPTIMAL if res.converged else SolverStatus.MAX_ITERS
-        return RouteResult(
-            status=self.map_status(solver_status),
-            primal=_primal(data, res),
-            objective=objective,
-            backend="dual_cd",
-            dual=_duals(data, res),
-            bound=bound,
-            gap=relative_gap(objective, bound),
-            iterations=res.iterations,
-            setup_time=res.setup_time,
-            solve_time=elapsed,
-            history=history,
+        result = self.primal_dual_result(
+            res, ctx, self.map_status(solver_status), primal=_primal(data, res),
+            dual=_duals(data, res), setup_time=res.setup_time, solve_time=elapsed,
             extra={"passes": res.iterations, "rel_gap": res.rel_gap, "n": data.Z.shape[0],
                    "m": data.Z.shape[1], "polish": res.n_polish, "method": res.method},
         )
+        # the bound at each check (``gap`` is the absolute P - D there), in the user's sign
+        result.history["bound"] = [user(p - g) for p, g in zip(
+            res.history.get("primal", []), res.history.get("gap", []), strict=True)]
+        return result
 
 
 def _slack_values(data: DualCDData, res: Any) -> np.ndarray:
