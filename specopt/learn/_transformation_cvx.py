@@ -9,13 +9,14 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import cvxpy as cp
 import numpy as np
 
 from ..solvers.extragradient import project_box, project_spectraplex
 from ..solvers.transformation import (
+    SaddleResult,
     SaddleTask,
     gram,
     lower_bound,
@@ -83,18 +84,9 @@ def _solve(prob: cp.Problem, solver: str) -> None:
 
 
 @dataclass
-class ConicResult:
-    """Result of :func:`solve_conic`: M (dual of the LMI), alphas, biases, certificate."""
-
-    M: np.ndarray
-    alphas: list[np.ndarray]
-    biases: list[float]
-    upper: float
-    lower: float
-    gap: float
-    solve_time: float
-    status: str
-    history: dict[str, list[float]] = field(default_factory=dict)
+class ConicResult(SaddleResult):
+    """Result of :func:`solve_conic`: M (dual of the LMI), alphas, biases, certificate
+    (:class:`~specopt.solvers.transformation.SaddleResult`; one solve, CVXPY's status)."""
 
 
 def solve_conic(
@@ -131,8 +123,8 @@ def solve_conic(
     ub, biases = upper_bound(tasks, M, al, bias)
     lb = lower_bound(tasks, al)
     return ConicResult(M=M, alphas=al, biases=biases, upper=ub, lower=lb,
-                       gap=relative_gap(ub, lb), solve_time=time.perf_counter() - t0,
-                       status=prob.status)
+                       gap=relative_gap(ub, lb), iterations=1,
+                       solve_time=time.perf_counter() - t0, status=prob.status)
 
 
 def qcqp_master(solver: str = DEFAULT_SOLVER):

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import cvxpy as cp
 
-from .._progress import progress_for
+from .._progress import progress_for, user_history
+from ..certificate import relative_gap
 from ..validate import check_options
 
 if TYPE_CHECKING:
@@ -183,9 +184,25 @@ class Route(abc.ABC):
     #: point the gate checks)
     STATUS_MAP: ClassVar[Mapping[str, str]] = {}
 
-    @abc.abstractmethod
     def recognize(self, problem: cp.Problem) -> Match:
-        """Decide whether ``problem`` has this route's structure; extract its data if so."""
+        """Decide whether ``problem`` has this route's structure; extract its data if so.
+
+        By default :meth:`extract` reads the data (a :class:`RouteMismatch` is the miss and
+        its reason) and :meth:`describe` says what matched; routes that decide otherwise
+        override this method."""
+        try:
+            data = self.extract(problem)
+        except RouteMismatch as exc:
+            return Match.no(str(exc))
+        return Match(True, self.describe(data), data)
+
+    def extract(self, problem: cp.Problem) -> Any:
+        """The route's data of ``problem``; raises :class:`RouteMismatch` saying why not."""
+        raise NotImplementedError(f"route {self.name!r} has no extract()")
+
+    def describe(self, data: Any) -> str:
+        """What matched, in words (the reason of a positive :class:`Match`)."""
+        return "structure matches"
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         """Whether ``route="auto"`` should pick this route for a recognized problem.
@@ -242,6 +259,20 @@ class Route(abc.ABC):
         """The map from the solver's objective values to the user's (the progress printer and
         the history); None: the identity."""
         return None
+
+    def primal_dual_result(self, res: Any, ctx: RunContext, status: str,
+                           **fields: Any) -> RouteResult:
+        """The result of a solver that reports a primal value ``res.primal`` and a dual bound
+        ``res.dual`` (in its own form, with ``res.iterations`` and ``res.history``): both and
+        the history in the user's terms (:meth:`to_user`), the gap of the pair
+        (``certificate.relative_gap``), the route's name as backend; ``fields`` the rest
+        (``primal``, ``dual``, ``solve_time``, ``extra``, ...)."""
+        user = self.to_user(ctx.data)
+        objective, bound = (user(res.primal), user(res.dual)) if user else (res.primal, res.dual)
+        return RouteResult(status=status, objective=objective, bound=bound,
+                           gap=relative_gap(objective, bound), backend=self.name,
+                           iterations=res.iterations,
+                           history=user_history(res.history, user), **fields)
 
     def map_status(self, solver_status: str) -> str:
         """The CVXPY status of a solver status (``STATUS_MAP``)."""

@@ -34,7 +34,6 @@ import scipy.sparse as sp
 
 from .._progress import user_history
 from ..backends import backend_status
-from ..certificate import relative_gap
 from ..solvers._jit import numba_loaded
 from ..solvers._status import SolverStatus
 from ..solvers.bregman import NEWTON_MAX_CONSTRAINTS, itml_linear
@@ -307,17 +306,12 @@ class BregmanRoute(Route):
     is_global = True
     priority = 20
 
-    def recognize(self, problem: cp.Problem) -> Match:
-        try:
-            data = extract(problem)
-        except RouteMismatch as exc:
-            return Match.no(str(exc))
+    def extract(self, problem: cp.Problem) -> ITMLData:
+        return extract(problem)
+
+    def describe(self, data: ITMLData) -> str:
         kind = "hard" if math.isinf(data.gamma) else f"slack, gamma={data.gamma:.3g}"
-        return Match(
-            True,
-            f"ITML problem: d={data.W.shape[0]}, {data.V.shape[0]} distance constraints ({kind})",
-            data,
-        )
+        return f"ITML problem: d={data.W.shape[0]}, {data.V.shape[0]} distance constraints ({kind})"
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         data: ITMLData = match.data
@@ -366,21 +360,9 @@ class BregmanRoute(Route):
             extra["farkas_ray"] = res.extra.get("farkas_ray")
             return RouteResult.no_point(status, 1, backend="bregman", iterations=res.iterations,
                                         solve_time=elapsed, history=history, extra=extra)
-        objective, bound = user(res.primal), user(res.dual)
         extra.update(relative_violation=res.max_violation, lam=res.lam)
-        return RouteResult(
-            status=status,
-            primal=_primal(data, res),
-            objective=objective,
-            backend="bregman",
-            dual=_duals(data, res),
-            bound=bound,
-            gap=relative_gap(objective, bound),
-            iterations=res.iterations,
-            solve_time=elapsed,
-            history=history,
-            extra=extra,
-        )
+        return self.primal_dual_result(res, ctx, status, primal=_primal(data, res),
+                                       dual=_duals(data, res), solve_time=elapsed, extra=extra)
 
     @staticmethod
     def _hand_to_conic(problem: cp.Problem, res: Any, swept: float, verbose: bool) -> RouteResult:

@@ -35,8 +35,6 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from .._progress import user_history
-from ..certificate import relative_gap
 from ..solvers._status import SolverStatus
 from ..solvers.dual_cd import dual_cd
 from .analysis import HingeTerm, QuadTerm, affine_maps, dense_value, try_analyze
@@ -390,18 +388,20 @@ class DualCDRoute(Route):
     is_global = True
     priority = 20
 
-    def recognize(self, problem: cp.Problem) -> Match:
+    def extract(self, problem: cp.Problem) -> DualCDData:
         try:
-            data = extract(problem)
-        except RouteMismatch as exc:
-            return Match.no(str(exc))
+            return extract(problem)
+        except RouteMismatch:
+            raise
         except ValueError as exc:  # e.g. non-affine pieces affine_coefficients refuses
-            return Match.no(f"not the relative-comparison QP: {exc}")
+            raise RouteMismatch(f"not the relative-comparison QP: {exc}") from exc
+
+    def describe(self, data: DualCDData) -> str:
         n, m = data.Z.shape
         sign = "w >= 0" if data.mask.all() else ("w free" if not data.mask.any()
                                                  else f"{data.mask.sum()} of w >= 0")
-        return Match(True, f"relative-comparison QP: m={m}, n={n} margin rows "
-                           f"({data.n_hinge} hinge, {n - data.n_hinge} slack), {sign}", data)
+        return (f"relative-comparison QP: m={m}, n={n} margin rows "
+                f"({data.n_hinge} hinge, {n - data.n_hinge} slack), {sign}")
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         n = match.data.Z.shape[0]
@@ -426,27 +426,17 @@ class DualCDRoute(Route):
         data: DualCDData = ctx.data
         elapsed = ctx.elapsed()
         user = self.to_user(data)
-        objective, bound = user(res.primal), user(res.dual)
-        history = user_history(res.history, user)
-        # the bound at each check (``gap`` is the absolute P - D there), in the user's sign
-        history["bound"] = [user(p - g) for p, g in zip(res.history.get("primal", []),
-                                                        res.history.get("gap", []), strict=True)]
         solver_status = SolverStatus.OPTIMAL if res.converged else SolverStatus.MAX_ITERS
-        return RouteResult(
-            status=self.map_status(solver_status),
-            primal=_primal(data, res),
-            objective=objective,
-            backend="dual_cd",
-            dual=_duals(data, res),
-            bound=bound,
-            gap=relative_gap(objective, bound),
-            iterations=res.iterations,
-            setup_time=res.setup_time,
-            solve_time=elapsed,
-            history=history,
+        result = self.primal_dual_result(
+            res, ctx, self.map_status(solver_status), primal=_primal(data, res),
+            dual=_duals(data, res), setup_time=res.setup_time, solve_time=elapsed,
             extra={"passes": res.iterations, "rel_gap": res.rel_gap, "n": data.Z.shape[0],
                    "m": data.Z.shape[1], "polish": res.n_polish, "method": res.method},
         )
+        # the bound at each check (``gap`` is the absolute P - D there), in the user's sign
+        result.history["bound"] = [user(p - g) for p, g in zip(
+            res.history.get("primal", []), res.history.get("gap", []), strict=True)]
+        return result
 
 
 def _slack_values(data: DualCDData, res: Any) -> np.ndarray:

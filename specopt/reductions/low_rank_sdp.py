@@ -44,7 +44,7 @@ from ..solvers.sdp import OPTIMAL, UNBOUNDED, distance_rows, solve_low_rank_sdp
 from ._low_rank_duals import route_duals
 from ._low_rank_read import LRData, recognize_low_rank_sdp
 from ._low_rank_status import decide_status
-from .base import Match, Route, RouteMismatch, RouteResult, RunContext
+from .base import Match, Route, RouteResult, RunContext
 from .registry import register_route
 
 _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_limit", "seed",
@@ -136,18 +136,17 @@ class LowRankSDPRoute(Route):
     is_global = True
     priority = 35
 
-    def recognize(self, problem: cp.Problem) -> Match:
-        try:
-            data = recognize_low_rank_sdp(problem)
-        except RouteMismatch as exc:
-            return Match.no(str(exc))
+    def extract(self, problem: cp.Problem) -> LRData:
+        return recognize_low_rank_sdp(problem)
+
+    def describe(self, data: LRData) -> str:
         parts = [f"{data.A.m} sparse rows"]
         if data.centered:
             parts.append("centering")
         if data.trace_bound is not None:
             parts.append("trace bound")
-        return Match(True, f"one {data.n} x {data.n} PSD matrix, linear objective, "
-                           f"{', '.join(parts)}: low-rank factorization K = Y Y^T", data)
+        return (f"one {data.n} x {data.n} PSD matrix, linear objective, "
+                f"{', '.join(parts)}: low-rank factorization K = Y Y^T")
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         d: LRData = match.data

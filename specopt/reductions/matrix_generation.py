@@ -41,6 +41,7 @@ from ..solvers.mg import (
     DenseOperator,
     FactoredOperator,
     MasterInfeasible,
+    SpectraplexLP,
     StackedOperator,
     SymOperator,
     UnboundedProblem,
@@ -86,55 +87,46 @@ def _operator_arrays(op) -> list:
 def _check_data(data: MGData) -> None:
     """NaN / inf in the extracted data: a ValueError naming the variable or constraint, before
     any solve (HiGHS loops on a NaN cost)."""
+    lp = data.lp
     for v in data.zvars:
         sl = data.zslices[v.id]
-        check_finite(f"the objective's coefficients of variable {v.name()!r}", data.c[sl])
-        check_finite(f"the bounds of variable {v.name()!r}", data.zlb[sl], allow_inf=True)
-        check_finite(f"the bounds of variable {v.name()!r}", data.zub[sl], allow_inf=True)
-    for a in _operator_arrays(data.C):
+        check_finite(f"the objective's coefficients of variable {v.name()!r}", lp.c[sl])
+        check_finite(f"the bounds of variable {v.name()!r}", lp.zlb[sl], allow_inf=True)
+        check_finite(f"the bounds of variable {v.name()!r}", lp.zub[sl], allow_inf=True)
+    for a in _operator_arrays(lp.C):
         check_finite(f"the objective's coefficients of {data.X.name()!r}", a)
-    G = sp.csr_array(data.G)
+    G = sp.csr_array(lp.G)
     row_bad = np.zeros(G.shape[0], dtype=bool)
     row_bad[np.repeat(np.arange(G.shape[0]), np.diff(G.indptr))[~np.isfinite(G.data)]] = True
     # a NaN side, a side at +inf from below / -inf from above (no point meets it), a NaN or
     # infinite coefficient
-    wrong = (data.lb == np.inf) | (data.ub == -np.inf)
-    bad = np.isnan(data.lb) | np.isnan(data.ub) | wrong | row_bad
+    wrong = (lp.lb == np.inf) | (lp.ub == -np.inf)
+    bad = np.isnan(lp.lb) | np.isnan(lp.ub) | wrong | row_bad
     for con, sl, _ in data.rows if bad.any() else ():  # name the first bad constraint
         if bad[sl].any():
             where = f"constraint {short(con)!r}"
-            check_finite(f"the right-hand side of {where}", data.lb[sl], allow_inf=True)
-            check_finite(f"the right-hand side of {where}", data.ub[sl], allow_inf=True)
+            check_finite(f"the right-hand side of {where}", lp.lb[sl], allow_inf=True)
+            check_finite(f"the right-hand side of {where}", lp.ub[sl], allow_inf=True)
             if wrong[sl].any():
                 raise ValueError(f"the right-hand side of {where} is infinite on its binding "
                                  "side (no point can satisfy it)")
             raise ValueError(f"the coefficients of {where} contain NaN or infinite entries")
     if bad.any():
         raise ValueError("the constraint data contain NaN or infinite entries")
-    for a in _operator_arrays(data.A):
+    for a in _operator_arrays(lp.A):
         check_finite("the constraint coefficients of " + repr(data.X.name()), a)
-    check_finite("the constant term of the objective", np.array([data.offset]))
+    check_finite("the constant term of the objective", np.array([lp.offset]))
 
 
 @dataclass
 class MGData:
-    """What the recognizer extracts (max-sense data for the solver plus the mapping back)."""
+    """What the recognizer extracts: the solver's problem ``lp`` (max sense) and the mapping
+    back to the user's variables and constraints."""
 
     X: cp.Variable
-    n: int
     zvars: list[cp.Variable]
     zslices: dict[int, slice]
-    A: SymOperator
-    C: SymOperator
-    G: sp.csr_array
-    c: np.ndarray
-    lb: np.ndarray
-    ub: np.ndarray
-    zlb: np.ndarray
-    zub: np.ndarray
-    trace: float
-    trace_eq: bool
-    offset: float
+    lp: SpectraplexLP
     sense: float  # +1 maximize, -1 minimize (solver always maximizes sense * objective)
     rows: list[tuple[cp.Constraint, slice, float]] = field(default_factory=list)  # sign
     bound_rows: list[tuple[cp.Constraint, np.ndarray, np.ndarray, np.ndarray]] = field(
@@ -219,14 +211,15 @@ def extract(problem: cp.Problem) -> MGData:
     A, n_fac = _build_operator(rows.Xrows, rows.facs, rows.m, n)
     C, _ = _build_operator([sense * oX], [(0, 1, [(sense * Mj, Vj) for Mj, Vj in ofac])], 1, n)
     G = sp.vstack(rows.Grows, format="csr") if rows.Grows else sp.csr_array((0, zlb.size))
-    return MGData(
-        X=X, n=n, zvars=zvars, zslices=zslices, A=A, C=C, G=sp.csr_array(G),
-        c=sense * oG.toarray().ravel(),
+    lp = SpectraplexLP(
+        A=A, C=C, G=sp.csr_array(G), c=sense * oG.toarray().ravel(),
         lb=np.concatenate(rows.lbs) if rows.lbs else np.zeros(0),
         ub=np.concatenate(rows.ubs) if rows.ubs else np.zeros(0), zlb=zlb, zub=zub,
         trace=float(trace_val), trace_eq=trace_eq, offset=sense * float(desc.constant),
-        sense=sense, rows=rows.rows, bound_rows=rows.bound_rows, trace_con=trace_con,
-        psd_con=psd_con, n_factored=n_fac,
+    )
+    return MGData(
+        X=X, zvars=zvars, zslices=zslices, lp=lp, sense=sense, rows=rows.rows,
+        bound_rows=rows.bound_rows, trace_con=trace_con, psd_con=psd_con, n_factored=n_fac,
     )
 
 
@@ -432,31 +425,28 @@ class MatrixGenerationRoute(Route):
     priority = 30
     accepts_dask = True  # Dask-backed row_quad_forms: the data side runs on the cluster
 
-    def recognize(self, problem: cp.Problem) -> Match:
-        try:
-            data = extract(problem)
-        except RouteMismatch as exc:
-            return Match.no(str(exc))
-        m = data.A.m
-        kind = "==" if data.trace_eq else "<="
+    def extract(self, problem: cp.Problem) -> MGData:
+        return extract(problem)
+
+    def describe(self, data: MGData) -> str:
+        lp = data.lp
+        m = lp.A.m
+        kind = "==" if lp.trace_eq else "<="
         form = f"{data.n_factored} factored rank-one terms" if data.n_factored else "dense data"
-        return Match(
-            True,
-            f"LP over the spectraplex: X {data.n}x{data.n} with trace {kind} {data.trace:g}, "
-            f"{m} constraint rows, {data.G.shape[1]} LP variables ({form})",
-            data,
-        )
+        return (f"LP over the spectraplex: X {lp.n}x{lp.n} with trace {kind} {lp.trace:g}, "
+                f"{m} constraint rows, {lp.G.shape[1]} LP variables ({form})")
 
     def pays_off(self, problem: cp.Problem, match: Match) -> tuple[bool, str]:
         data: MGData = match.data
-        if _dask_backed(data.A):
+        lp = data.lp
+        if _dask_backed(lp.A):
             return True, "Dask-backed data: the only route that keeps them distributed"
-        size = float(data.A.m) * data.n * data.n
-        m = data.A.m
-        if data.n >= PAYS_OFF_MIN_N and m >= PAYS_OFF_MIN_ROWS and size >= PAYS_OFF_MIN_DATA:
-            return True, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: faster than the conic "
+        size = float(lp.A.m) * lp.n * lp.n
+        m = lp.A.m
+        if lp.n >= PAYS_OFF_MIN_N and m >= PAYS_OFF_MIN_ROWS and size >= PAYS_OFF_MIN_DATA:
+            return True, (f"n={lp.n}, {m} rows, rows*n^2={size:.2g}: faster than the conic "
                           "route on every member of the benchmark families at this size")
-        return False, (f"n={data.n}, {m} rows, rows*n^2={size:.2g}: small; matrix generation "
+        return False, (f"n={lp.n}, {m} rows, rows*n^2={size:.2g}: small; matrix generation "
                        f"is only picked from n >= {PAYS_OFF_MIN_N} and {PAYS_OFF_MIN_ROWS} rows "
                        f"and rows*n^2 >= {PAYS_OFF_MIN_DATA:.0e} (worst case of the measured "
                        "families: below, the conic route was faster on some instance, e.g. a "
@@ -477,10 +467,12 @@ class MatrixGenerationRoute(Route):
         _check_data(data)
         kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, **opts}
 
+        lp = data.lp
+
         def solve(kw):
             return solve_spectraplex_lp(
-                data.A, data.C, data.G, data.c, data.lb, data.ub, data.zlb, data.zub,
-                trace=data.trace, trace_eq=data.trace_eq, offset=data.offset,
+                lp.A, lp.C, lp.G, lp.c, lp.lb, lp.ub, lp.zlb, lp.zub,
+                trace=lp.trace, trace_eq=lp.trace_eq, offset=lp.offset,
                 callback=ctx.callback, **kw,
             )
 
@@ -535,12 +527,13 @@ class MatrixGenerationRoute(Route):
     @staticmethod
     def _duals(data: MGData, res) -> dict[int, Any]:
         dual: dict[int, Any] = {}
+        lp = data.lp
         y = res.y
         for con, sl, sign in data.rows:
             val = sign * y[sl]
             dual[con.id] = val.reshape(con.shape, order="F") if con.shape else float(val[0])
-        if data.bound_rows and data.G.shape[1]:
-            d = data.c - data.G.T @ y
+        if data.bound_rows and lp.G.shape[1]:
+            d = lp.c - lp.G.T @ y
             for con, cols, vals, side in data.bound_rows:
                 # reduced cost of the bounded variable, on the side this constraint bounds
                 lam = np.maximum(side * d[cols], 0.0) / np.abs(vals)
@@ -549,8 +542,8 @@ class MatrixGenerationRoute(Route):
         dual[con.id] = float(res.mu / a) if con.shape == () else np.full(con.shape, res.mu / a)
         if data.psd_con is not None:
             w = np.append(1.0, -y)
-            H = StackedOperator([data.C, data.A]).adjoint_dense(w)
-            dual[data.psd_con.id] = res.mu * np.eye(data.n) - H
+            H = lp.full.adjoint_dense(w)
+            dual[data.psd_con.id] = res.mu * np.eye(lp.n) - H
         return dual
 
 
@@ -568,10 +561,11 @@ def _phase_one_status(data: MGData, res: Any, kw: dict) -> str:
     """The solver's status, or ``infeasible`` when a PSD-master solve did not converge and the
     LP master's phase 1 proves the constraints empty (the PSD-block / cut masters have no
     phase 1; a checked Farkas certificate, at every size)."""
+    lp = data.lp
     if res.status in (SolverStatus.OPTIMAL, SolverStatus.INFEASIBLE) or kw.get("master") != "psd":
         return res.status
-    if phase_one(data.A, data.G, data.lb, data.ub, data.zlb, data.zub, data.trace,
-                 data.trace_eq, dense=data.A.n <= 300, time_limit=kw.get("time_limit", np.inf)):
+    if phase_one(lp.A, lp.G, lp.lb, lp.ub, lp.zlb, lp.zub, lp.trace,
+                 lp.trace_eq, dense=lp.A.n <= 300, time_limit=kw.get("time_limit", np.inf)):
         return SolverStatus.INFEASIBLE
     return res.status
 

@@ -31,16 +31,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from ._status import SolverStatus
 from .transformation import (
+    SaddleResult,
     SaddleTask,
     b_matrix,
     kernel_margins,
     lower_bound,
+    record_bounds,
     relative_gap,
     upper_bound,
 )
@@ -125,32 +127,15 @@ def project_box(v: np.ndarray, C: float, y: np.ndarray | None = None) -> np.ndar
     return np.clip(v - nu * y, 0.0, C)
 
 
-@dataclass
-class ExtragradientResult:
-    """Result of :func:`extragradient`.
-
-    ``(M, alphas, biases)`` is the primal point of the best upper bound (use it to predict);
-    ``dual_alphas`` attains the best lower bound ``D``; ``gap = (upper - lower) / max(1, |upper|)``.
+@dataclass(kw_only=True)
+class ExtragradientResult(SaddleResult):
+    """Result of :func:`extragradient` (:class:`SaddleResult`; use ``(M, alphas, biases)`` to
+    predict): ``dual_alphas`` attains the best lower bound ``D``, ``step`` the last step.
     ``status``: ``SolverStatus.OPTIMAL`` (gap <= tol), ``TIME_LIMIT`` or ``MAX_ITERS``.
     """
 
-    M: np.ndarray
-    alphas: list[np.ndarray]
     dual_alphas: list[np.ndarray]
-    biases: list[float]
-    upper: float
-    lower: float
-    gap: float
-    iterations: int
-    status: str
-    solve_time: float
     step: float
-    history: dict[str, list[float]] = field(default_factory=dict)
-
-    @property
-    def converged(self) -> bool:
-        """Whether the certified relative gap reached ``tol``."""
-        return self.status == SolverStatus.OPTIMAL
 
 
 def _grads(tasks, M, alphas):
@@ -248,11 +233,7 @@ def extragradient(
                 best_u, best_M, best_biases, best_alphas_u = ub, M, biases, alphas
             if lb > best_l:
                 best_l, best_alphas = lb, alphas
-            gap = relative_gap(best_u, best_l)
-            hist["upper"].append(best_u)
-            hist["lower"].append(best_l)
-            hist["gap"].append(gap)
-            hist["step"].append(beta)
+            gap = record_bounds(hist, best_u, best_l, step=beta)
             if gap <= tol:
                 status = SolverStatus.OPTIMAL
                 break

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -334,20 +334,13 @@ def iterated_sdp(
     values = [run.objective for run in runs]
     best = int(np.argmin(values))
     b = runs[best]
+    best_fields = {f.name: getattr(b, f.name) for f in fields(RunResult) if f.name != "start"}
     return IteratedSDPResult(
-        point=b.point,
-        K=b.K,
-        objective=b.objective,
-        iterations=b.iterations,
-        converged=b.converged,
-        stop_reason=b.stop_reason,
-        history=b.history,
+        **best_fields,
         monotone=not b.monotone_violations,
-        monotone_violations=b.monotone_violations,
         runs=runs,
         run_values=values,
         spread=float(max(values) - min(values)),
         best_run=best,
         total_iterations=sum(run.iterations for run in runs),
-        last_step=b.last_step,
     )

@@ -43,8 +43,10 @@ __all__ = [
     "upper_bound",
     "best_bias",
     "relative_gap",
+    "record_bounds",
     "top_eigvec",
     "MatrixGenerationResult",
+    "SaddleResult",
     "matrix_generation",
     "GreedyResult",
     "greedy_mixture",
@@ -210,19 +212,14 @@ Master = Callable[[Sequence[SaddleTask], np.ndarray, bool], tuple[list[np.ndarra
 
 
 @dataclass
-class MatrixGenerationResult:
-    """Result of :func:`matrix_generation`: M = sum_k d_k u_k u_k^T, alphas, certificate.
-
-    ``status``: ``SolverStatus.OPTIMAL`` (gap <= tol), ``TIME_LIMIT``, ``MAX_ITERS``, or
-    ``STALLED`` (the oracle repeats an atom, or the single master of ``diagonal=True`` left a
-    gap above tol).
-    """
+class SaddleResult:
+    """A certified point of the saddle problem (module docstring), as every solver here
+    returns it: ``(M, alphas, biases)`` the primal point of the best upper bound ``upper``,
+    ``lower`` the best lower bound, ``gap = (upper - lower) / max(1, |upper|)``."""
 
     M: np.ndarray
     alphas: list[np.ndarray]
     biases: list[float]
-    atoms: np.ndarray
-    weights: np.ndarray
     upper: float
     lower: float
     gap: float
@@ -235,6 +232,30 @@ class MatrixGenerationResult:
     def converged(self) -> bool:
         """Whether the certified relative gap reached ``tol``."""
         return self.status == SolverStatus.OPTIMAL
+
+
+def record_bounds(hist: dict[str, list[float]], upper: float, lower: float,
+                  **more: float) -> float:
+    """Append the best bounds, their relative gap and ``more`` (key: value) to the history
+    ``hist``; returns the gap."""
+    gap = relative_gap(upper, lower)
+    for key, value in (("upper", upper), ("lower", lower), ("gap", gap), *more.items()):
+        hist[key].append(value)
+    return gap
+
+
+@dataclass(kw_only=True)
+class MatrixGenerationResult(SaddleResult):
+    """Result of :func:`matrix_generation`: M = sum_k d_k u_k u_k^T (``atoms`` u_k, ``weights``
+    d_k), alphas, certificate (:class:`SaddleResult`).
+
+    ``status``: ``SolverStatus.OPTIMAL`` (gap <= tol), ``TIME_LIMIT``, ``MAX_ITERS``, or
+    ``STALLED`` (the oracle repeats an atom, or the single master of ``diagonal=True`` left a
+    gap above tol).
+    """
+
+    atoms: np.ndarray
+    weights: np.ndarray
 
 
 def _price(G: np.ndarray, U: np.ndarray, n_price: int) -> tuple[float, np.ndarray]:
@@ -321,12 +342,8 @@ def matrix_generation(
                 best_l, center = lb_s, a_s
         if lb > best_l:
             best_l, center = lb, alphas
-        gap = relative_gap(best_u, best_l)
-        hist["upper"].append(best_u)
-        hist["lower"].append(best_l)
-        hist["gap"].append(gap)
-        hist["atoms"].append(U.shape[0])
-        hist["time"].append(time.perf_counter() - t0)
+        gap = record_bounds(hist, best_u, best_l, atoms=U.shape[0],
+                            time=time.perf_counter() - t0)
         if callback is not None:
             callback(it, objective=best_u, bound=best_l, gap=gap)
         if gap <= tol:

@@ -2,9 +2,11 @@
 coefficients M. The kernels assume validated input (see :mod:`specopt.solvers.bregman`).
 
 fastmath: gamma = inf never reaches them, see :func:`sweep_args`. The scalar step of one
-projection (alpha, beta, the xi and lam updates) is written out in each kernel on purpose:
-moved into a shared jitted helper, fastmath compiles it differently and the iterates change in
-the last bits (up to 5e-4 relative on singular hard-constraint kernels, measured).
+projection (alpha, beta, the xi and lam updates) is :func:`_projection_step`, inlined into each
+kernel at numba's IR level (``inline="always"``): a called jitted helper (an ordinary call)
+compiled differently under fastmath and changed the iterates in the last bits (up to 5e-4
+relative on singular hard-constraint kernels, measured); inlined, the kernels compute the same
+bits as with the step written out in each.
 """
 
 from __future__ import annotations
@@ -22,6 +24,25 @@ def sweep_args(gamma: float) -> tuple[float, float, bool]:
     if math.isinf(gamma):
         return 0.0, 1.0, True
     return gamma, gamma / (gamma + 1.0), False
+
+
+@lazy_njit(inline="always", fastmath=True)
+def _projection_step(p, c, delta, xi, lam, gamma, ratio, hard):  # pragma: no cover
+    """The scalar step of the Bregman projection onto constraint ``c`` at ``p = v^T A v``:
+    the correction ``alpha`` (clipped at ``lam[c]``) and the rank-one weight ``beta``; updates
+    ``xi[c]`` (slack form) and ``lam[c]`` in place. Returns ``(moved, beta)``, ``moved`` False
+    (nothing updated) when ``alpha == 0``."""
+    dl = delta[c]
+    alpha = dl * ratio * (1.0 / p - 1.0 / xi[c])
+    if lam[c] < alpha:
+        alpha = lam[c]
+    if alpha == 0.0:
+        return False, 0.0
+    beta = dl * alpha / (1.0 - dl * alpha * p)
+    if not hard:
+        xi[c] = gamma * xi[c] / (gamma + dl * alpha * xi[c])
+    lam[c] -= alpha
+    return True, beta
 
 
 def sweeps_linear(A, V, delta, xi, lam, gamma, ratio, hard, n_sweeps):
@@ -46,16 +67,9 @@ def sweeps_linear_idx(A, V, delta, xi, lam, gamma, ratio, hard, idx, n_sweeps): 
                     acc += A[i, j] * V[c, j]
                 Av[i] = acc
                 p += V[c, i] * acc
-            dl = delta[c]
-            alpha = dl * ratio * (1.0 / p - 1.0 / xi[c])
-            if lam[c] < alpha:
-                alpha = lam[c]
-            if alpha == 0.0:
+            moved, beta = _projection_step(p, c, delta, xi, lam, gamma, ratio, hard)
+            if not moved:
                 continue
-            beta = dl * alpha / (1.0 - dl * alpha * p)
-            if not hard:
-                xi[c] = gamma * xi[c] / (gamma + dl * alpha * xi[c])
-            lam[c] -= alpha
             for i in range(d):
                 bi = beta * Av[i]
                 for j in range(d):
@@ -64,7 +78,10 @@ def sweeps_linear_idx(A, V, delta, xi, lam, gamma, ratio, hard, idx, n_sweeps): 
 
 @lazy_njit(cache=True, fastmath=True)
 def sweeps_kernel(K, M, K0, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps):  # noqa: E501
-    """Cyclic sweeps of the kernel form on the support; K, M, xi, lam updated in place."""
+    """Cyclic sweeps of the kernel form on the support; K, M, xi, lam updated in place.
+
+    With ``M`` and ``K0`` None numba compiles a K-only kernel (the ``M is None`` branch is
+    pruned at compile time): :func:`sweeps_kernel_K`."""
     m = I.shape[0]
     s = K.shape[0]
     Kv = np.empty(s)
@@ -75,16 +92,17 @@ def sweeps_kernel(K, M, K0, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps):
             i = I[c]
             j = J[c]
             p = K[i, i] + K[j, j] - 2.0 * K[i, j]
-            dl = delta[c]
-            alpha = dl * ratio * (1.0 / p - 1.0 / xi[c])
-            if lam[c] < alpha:
-                alpha = lam[c]
-            if alpha == 0.0:
+            moved, beta = _projection_step(p, c, delta, xi, lam, gamma, ratio, hard)
+            if not moved:
                 continue
-            beta = dl * alpha / (1.0 - dl * alpha * p)
-            if not hard:
-                xi[c] = gamma * xi[c] / (gamma + dl * alpha * xi[c])
-            lam[c] -= alpha
+            if M is None:
+                for a in range(s):
+                    Kv[a] = K[i, a] - K[j, a]
+                for a in range(s):
+                    ka = beta * Kv[a]
+                    for b in range(s):
+                        K[a, b] += ka * Kv[b]
+                continue
             for a in range(s):
                 Kv[a] = K[i, a] - K[j, a]
                 K0v[a] = K0[i, a] - K0[j, a]
@@ -103,33 +121,10 @@ def sweeps_kernel(K, M, K0, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps):
                     M[a, b] += wa * w[b]
 
 
-@lazy_njit(cache=True, fastmath=True)
-def sweeps_kernel_K(K, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps):  # pragma: no cover
-    """Kernel sweeps updating K only (M recovered from lam in closed form afterwards)."""
-    m = I.shape[0]
-    s = K.shape[0]
-    Kv = np.empty(s)
-    for _ in range(n_sweeps):
-        for c in range(m):
-            i = I[c]
-            j = J[c]
-            p = K[i, i] + K[j, j] - 2.0 * K[i, j]
-            dl = delta[c]
-            alpha = dl * ratio * (1.0 / p - 1.0 / xi[c])
-            if lam[c] < alpha:
-                alpha = lam[c]
-            if alpha == 0.0:
-                continue
-            beta = dl * alpha / (1.0 - dl * alpha * p)
-            if not hard:
-                xi[c] = gamma * xi[c] / (gamma + dl * alpha * xi[c])
-            lam[c] -= alpha
-            for a in range(s):
-                Kv[a] = K[i, a] - K[j, a]
-            for a in range(s):
-                ka = beta * Kv[a]
-                for b in range(s):
-                    K[a, b] += ka * Kv[b]
+def sweeps_kernel_K(K, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps):
+    """Kernel sweeps updating K only (M recovered from lam in closed form afterwards):
+    :func:`sweeps_kernel` without M."""
+    sweeps_kernel(K, None, None, I, J, delta, xi, lam, gamma, ratio, hard, n_sweeps)
 
 
 @lazy_njit(cache=True, fastmath=True)
@@ -153,15 +148,8 @@ def kernel_block(K, U, bet, nb, I, J, delta, xi, lam, gamma, ratio, hard, c0):  
             q = U[t, i] - U[t, j]
             coef[t] = bet[t] * q
             p += coef[t] * q
-        dl = delta[c]
-        alpha = dl * ratio * (1.0 / p - 1.0 / xi[c])
-        if lam[c] < alpha:
-            alpha = lam[c]
-        if alpha != 0.0:
-            beta = dl * alpha / (1.0 - dl * alpha * p)
-            if not hard:
-                xi[c] = gamma * xi[c] / (gamma + dl * alpha * xi[c])
-            lam[c] -= alpha
+        moved, beta = _projection_step(p, c, delta, xi, lam, gamma, ratio, hard)
+        if moved:
             # row i of K from the lower triangle: K[i, :i+1] then the column K[i+1:, i]
             for a in range(i + 1):
                 U[nb, a] = K[i, a]

@@ -55,7 +55,7 @@ from ._operators import (
     sum_operators,
     triplet_operator,
 )
-from ._problem import MGOptions, spectraplex_lp
+from ._problem import MGOptions, SpectraplexLP, spectraplex_lp
 from ._result import MasterInfeasible, MatrixGenerationResult, RoundLog, UnboundedProblem
 from .cuts import dispatch as _cut_master
 from .lp_master import phase_one, solve_lp
@@ -66,6 +66,7 @@ __all__ = [
     "FactoredOperator",
     "MasterInfeasible",
     "MatrixGenerationResult",
+    "SpectraplexLP",
     "StackedOperator",
     "SymOperator",
     "UnboundedProblem",

@@ -20,22 +20,30 @@ import scipy.sparse as sp
 
 from ._operators import DenseOperator, StackedOperator, SymOperator, zero_objective
 
-__all__ = ["MGOptions", "SpectraplexLP", "spectraplex_lp"]
+__all__ = ["LPSide", "MGOptions", "SpectraplexLP", "spectraplex_lp"]
 
 
 @dataclass(frozen=True, eq=False)
-class SpectraplexLP:
-    """The problem data (module docstring): ``C`` a 1-row operator, ``G`` CSR (m, p), all
-    bounds as float arrays (``+-inf`` allowed), ``trace`` > 0."""
+class LPSide:
+    """The LP variables' side of a problem over the spectraplex (or of a master): rows
+    ``lb <= (terms in X) + G z <= ub``, bounds ``zlb <= z <= zub``, objective ``c^T z``."""
 
-    A: SymOperator
-    C: SymOperator
     G: sp.csr_array
     c: np.ndarray
     lb: np.ndarray
     ub: np.ndarray
     zlb: np.ndarray
     zub: np.ndarray
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class SpectraplexLP(LPSide):
+    """The problem data (module docstring): its :class:`LPSide` (``G`` CSR (m, p), all bounds
+    as float arrays, ``+-inf`` allowed), ``A`` with m rows, ``C`` a 1-row operator,
+    ``trace`` > 0."""
+
+    A: SymOperator
+    C: SymOperator
     trace: float
     trace_eq: bool
     offset: float = 0.0
@@ -87,7 +95,8 @@ def spectraplex_lp(A: SymOperator, C: SymOperator | np.ndarray | None,
                             ("zub", zub, p)):
         if arr.size != size:
             raise ValueError(f"{name} must have {size} entries, got {arr.size}")
-    return SpectraplexLP(A, C, G, c, lb, ub, zlb, zub, trace, trace_eq, offset)
+    return SpectraplexLP(G, c, lb, ub, zlb, zub, A=A, C=C, trace=trace, trace_eq=trace_eq,
+                         offset=offset)
 
 
 @dataclass(frozen=True, eq=False)

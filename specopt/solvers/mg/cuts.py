@@ -46,7 +46,7 @@ from .._status import SolverStatus
 from ._block import Block, _psd_block_master, exact_trace, iterate_factor, next_subspace
 from ._bound import _clip_duals, _top_eigs
 from ._operators import SymOperator, row_subset, svec_index
-from ._problem import MGOptions, SpectraplexLP
+from ._problem import LPSide, MGOptions, SpectraplexLP
 from ._result import MatrixGenerationResult, RoundLog, UnboundedProblem
 from .dask_rows import is_dask_backed
 
@@ -257,22 +257,16 @@ class _State:
     blk: Block
 
 
-@dataclass(frozen=True, eq=False)
-class _Master:
-    """One round's master (explicit rows, band rows with their slacks, one row per cut; LP
-    columns: shared, band slacks, xi_tot); ``corr`` per cut: its band rows' weights ``C_r s_r``
-    (removed from the cut)."""
+@dataclass(frozen=True, eq=False, kw_only=True)
+class _Master(LPSide):
+    """One round's master (explicit rows, band rows with their slacks, one row per cut; its
+    :class:`LPSide` has the LP columns shared, band slacks, xi_tot); ``corr`` per cut: its band
+    rows' weights ``C_r s_r`` (removed from the cut)."""
 
     Bs: np.ndarray
     cobj: np.ndarray
     abar: np.ndarray | None
     cbar: float | None
-    G: sp.csr_array
-    c: np.ndarray
-    lb: np.ndarray
-    ub: np.ndarray
-    zlb: np.ndarray
-    zub: np.ndarray
     corr: list
 
     def solve(self, prob: SpectraplexLP, k: int):
@@ -296,7 +290,7 @@ def _master(h: _Hinge, st: _State) -> _Master:
         + [((P.T @ q.S @ P)[I, J] * scale - w @ BB)[None, :]
            for q, w in zip(st.cuts, corr, strict=True)])
     abar, cbar = _master_aggregate(h, st, corr)
-    return _Master(Bs, cobj, abar, cbar, *_master_lp(h, st, corr), corr)
+    return _Master(*_master_lp(h, st, corr), Bs=Bs, cobj=cobj, abar=abar, cbar=cbar, corr=corr)
 
 
 def _master_aggregate(h: _Hinge, st: _State, corr: list):
