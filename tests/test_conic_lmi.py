@@ -190,3 +190,33 @@ def test_solve_retries_an_unsettled_clarabel_answer_on_the_lmi_form(monkeypatch)
     assert calls, "the LMI form was not tried"
     assert prob.status == "optimal"
     assert prob.value == pytest.approx(ref, abs=1e-6 * (1 + abs(ref)))
+
+
+def test_lmi_form_goes_first_only_when_it_is_much_smaller_and_is_kept_only_when_sound():
+    import scipy.sparse as sp
+
+    calls: list[str] = []
+
+    def run(name, status, x):
+        return lambda: calls.append(name) or SimpleNamespace(status=status, x=np.array(x))
+
+    def data(n_x):  # one equality row x_0 + ... = 1
+        return {compat._cps.A: sp.csr_array(np.ones((1, n_x))), compat._cps.B: np.ones(1),
+                compat.ConicSolver.DIMS: SimpleNamespace(zero=1)}
+
+    wide, narrow = data(8), data(2)
+    good, bad = [1.0] + [0.0] * 7, [2.0] + [0.0] * 7
+    # much smaller LMI form (8 variables, 1 row): tried first, kept when Solved and sound
+    assert compat._clarabel_best(run("given", "Solved", good), run("lmi", "Solved", good),
+                                 wide).x[0] == 1.0 and calls == ["lmi"]
+    calls.clear()  # Solved but missing the rows: the given form decides
+    out = compat._clarabel_best(run("given", "Solved", good), run("lmi", "Solved", bad), wide)
+    assert calls == ["lmi", "given"] and out.x[0] == 1.0
+    calls.clear()  # not much smaller: the given form first, the LMI form only if unsettled
+    compat._clarabel_best(run("given", "Solved", [1.0, 0.0]), run("lmi", "Solved", [1.0, 0.0]),
+                          narrow)
+    assert calls == ["given"]
+    calls.clear()
+    out = compat._clarabel_best(run("given", "AlmostSolved", [1.0, 1e-3]),
+                                run("lmi", "Solved", [1.0, 0.0]), narrow)
+    assert calls == ["given", "lmi"] and out.status == "Solved"
