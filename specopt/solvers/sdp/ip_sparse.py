@@ -375,6 +375,23 @@ class _Newton:
                 min(1.0, frac * max_psd_step(self.Lz, dZ), lp_d))
 
 
+def _warm_start(sp_: _Space, warm: tuple[np.ndarray, np.ndarray], At_op, Cr: np.ndarray,
+                shift: float, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A starting point near a previous solution ``(Y, y)``: ``X = W + a I`` (``W`` the reduced
+    ``Y Y^T``), the same ``y``, and its dual slack ``Z = C - A^*(y) + c I``, both shifted into the
+    interior: ``a = shift * tr W / k``, ``c = max(0, -lambda_min(C - A^* y)) + shift *
+    ||C - A^* y||_F / sqrt k``. The dual residual is ``-c I``; the primal one that of ``Y``."""
+    Y, y0 = warm
+    W = sp_.reduce(Y @ Y.T)
+    k = W.shape[0]
+    a = shift * max(float(np.trace(W)) / k, 1e-8)
+    y = np.asarray(y0, dtype=float)[:m].copy()
+    S = _sym(Cr - At_op(y))
+    lam = float(sla.eigh(S, eigvals_only=True, subset_by_index=[0, 0], check_finite=False)[0])
+    c = max(0.0, -lam) + shift * max(float(np.linalg.norm(S)) / math.sqrt(k), 1e-8)
+    return _sym(W) + a * np.eye(k), S + c * np.eye(k), y
+
+
 def solve_sparse_sdp_ip(
     C: np.ndarray,
     rows: np.ndarray,
@@ -395,6 +412,8 @@ def solve_sparse_sdp_ip(
     callback=None,
     objective_scale: float = 1.0,
     objective_offset: float = 0.0,
+    warm: tuple[np.ndarray, np.ndarray] | None = None,
+    warm_shift: float = 0.1,
 ) -> SparseIPResult:
     """Solve ``min <C, K> s.t. A(K) = b, [tr K <= t], [K 1 = 0], K PSD`` (module docstring).
 
@@ -404,6 +423,8 @@ def solve_sparse_sdp_ip(
     ``direction_kind``: "hkm" (``dX + X dZ Z^-1`` symmetrized, Schur ``<A_r, X A_s Z^-1>``) or
     "nt" (``dX + W dZ W`` with the Nesterov-Todd scaling ``W Z W = X``, Schur
     ``<A_r, W A_s W>``; the same kernel).
+    ``warm``: ``(Y, y)``, a previous solution (``K = Y Y^T``, the row multipliers; e.g. the last
+    majorize-minimize step's, whose problem differed only in ``C``): :func:`_warm_start`.
     """
     if direction_kind not in ("hkm", "nt"):
         raise ValueError(f"direction_kind must be 'hkm' or 'nt', got {direction_kind!r}")
@@ -449,6 +470,8 @@ def solve_sparse_sdp_ip(
     Z = eta * np.eye(k)
     s_t, z_t = (xi, eta) if has_t else (0.0, 0.0)  # trace slack and its dual
     y = np.zeros(me)
+    if warm is not None and not has_t:
+        X, Z, y = _warm_start(sp_, warm, At_op, Cr, warm_shift, m)
     nu = k + (1 if has_t else 0)
     hist: list[tuple[float, ...]] = []
     best: tuple | None = None

@@ -14,7 +14,8 @@ import numpy as np
 from ._data import OPTIMAL, LowRankSDPResult, SparseRows, SymOp
 from ._solve import mm_step_method, solve_low_rank_sdp
 
-__all__ = ["LowRankMMResult", "linear_spectral_factored", "low_rank_mm", "top_eig_factor"]
+__all__ = ["LowRankMMResult", "linear_spectral_factored", "low_rank_mm", "step_tolerance",
+           "top_eig_factor"]
 
 
 @dataclass
@@ -34,6 +35,8 @@ class LowRankMMResult:
     methods: list[str] = field(default_factory=list)
     #: with ``stationarity_tol``: the measure of the returned iterate (None if not certified)
     stationarity: float | None = None
+    #: the tolerance each step's subproblem was solved and certified to (the inexact schedule)
+    step_tols: list[float] = field(default_factory=list)
 
     @property
     def inner_certified(self) -> bool:
@@ -62,6 +65,22 @@ def linear_spectral_factored(C0: SymOp, beta: np.ndarray, Y: np.ndarray) -> floa
     """``<C0, Y Y^T> + sum_{i<q} beta_i lambda_i(Y Y^T)`` (``beta`` zero beyond its length q)."""
     lam, _ = top_eig_factor(Y, beta.size)
     return float(np.sum(C0.matmat(Y) * Y)) + float(beta @ lam)
+
+
+def step_tolerance(prev_tol: float | None, measure: float, inner_tol: float,
+                   loose_tol: float, factor: float = 0.1) -> float:
+    """The inexact MM schedule: the next step's accuracy ``min(prev_tol, max(inner_tol,
+    factor * measure))``, capped at ``loose_tol``, snapped to ``inner_tol`` once within 3x of it.
+
+    ``measure`` is the last step's stationarity measure (the decrease a linearized step can still
+    make, relative). MM converges linearly, so the measures and with them the tolerances decrease
+    geometrically: the errors are summable, the early steps cheap, and the schedule is
+    nonincreasing, so once a step is at ``inner_tol`` every later one is too (the last steps,
+    those the stationarity claim rests on, are certified to ``inner_tol``)."""
+    t = loose_tol if not math.isfinite(measure) else min(loose_tol, factor * measure)
+    if prev_tol is not None:
+        t = min(t, prev_tol)
+    return inner_tol if t <= 3.0 * inner_tol else t
 
 
 def _rel_change_factored(Y: np.ndarray, Yp: np.ndarray) -> float:
@@ -93,6 +112,9 @@ def low_rank_mm(
     step_max_iters: int | None = None,
     callback: Callable | None = None,
     stationarity_tol: float | None = None,
+    inexact: bool = True,
+    loose_tol: float = 1e-2,
+    warm_ip: bool = True,
     **solver_opts: Any,
 ) -> LowRankMMResult:
     """Minimize ``<C0, K> + sum_i beta_i lambda_i(K)`` over the SDP set, ``beta`` nondecreasing.
@@ -128,6 +150,18 @@ def low_rank_mm(
     can make. When ``<= stationarity_tol`` (and the step is certified), ``K_{t-1}`` is returned
     (``stop_reason="stationary"``, the measure in ``history["stationarity"]`` and
     ``stationarity``); ``max_iters`` is then a safety cap.
+
+    ``inexact`` (with ``stationarity_tol`` only): inexact MM. Step t is solved and certified to
+    ``step_tolerance`` of the previous measure (``loose_tol`` first, then a tenth of the measure,
+    nonincreasing, ``inner_tol`` once within 3x of it; ``step_tols``), the interior point stopping
+    at a tenth of that. A loose step only supplies the next linearization, and its bound is still
+    a proven lower bound (a looser one: the measure is then larger, never smaller). The
+    stationarity stop needs the certifying step *and* the step that produced the returned iterate
+    at ``inner_tol``; the best iterate of an unfinished run is taken among ``inner_tol`` steps
+    when there is one.
+
+    ``warm_ip``: interior-point steps start near the previous step's ``(Y, y)`` (its ``y`` and
+    the new slack, both shifted into the interior), and cold when that point does not certify.
     """
     beta = np.asarray(beta, dtype=float).ravel()
     if np.any(np.diff(beta) < -1e-12):
@@ -147,19 +181,28 @@ def low_rank_mm(
     methods: list[str] = []
     stop, converged, it = "max_iters", False, 0
     stationarity: float | None = None
+    schedule = inexact and stationarity_tol is not None
+    step_tols: list[float] = []
+    best_tight = False
     for it in range(1, max_iters + 1):
+        step_tol = inner_tol if not schedule else step_tolerance(
+            step_tols[-1] if step_tols else None,
+            hist["stationarity"][-1] if hist["stationarity"] else math.inf, inner_tol, loose_tol)
+        tight = step_tol <= inner_tol
+        step_tols.append(step_tol)
         _, V = top_eig_factor(Y, beta.size)
         Ct = SymOp(C0.n, sparse=C0.sparse, dense=C0.dense,
                    U=V if C0.U is None else np.c_[C0.U, V],
                    w=beta if C0.U is None else np.r_[C0.w, beta])
         left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
-        warm = step_method == "bm"
+        warm = step_method == "bm" or (warm_ip and y is not None)
         res = solve_low_rank_sdp(Ct, A, b, sense="min", centered=centered,
                                  trace_bound=trace_bound, implied_trace_bound=implied_trace_bound,
                                  Y0=Y if warm else None, y0=y if warm else None,
-                                 sigma0=sigma if warm else None, tol=inner_tol,
-                                 method=step_method, time_limit=left,
-                                 max_iters=step_iters, **solver_opts)
+                                 sigma0=sigma if warm else None, tol=step_tol,
+                                 method=step_method, time_limit=left, max_iters=step_iters,
+                                 ip_warm=warm_ip,
+                                 **({} if tight else {"ip_tol": 0.1 * step_tol}), **solver_opts)
         inner.append(res)
         methods.append(step_method)
         # carry Y and y; the penalty restarts moderate (L-BFGS range) since y is already close
@@ -173,10 +216,10 @@ def low_rank_mm(
         else:
             rel = (prev_val - val) / max(1.0, abs(prev_val))
             hist["rel_change_objective"].append(abs(rel))
-            if -rel > monotone_tol:
+            if -rel > max(monotone_tol, step_tol, step_tols[-2] if it > 1 else 0.0):
                 viol.append((it, val - prev_val))
-        if val < best_val:
-            best_Y, best_val = Y, val
+        if (tight and not best_tight) or (val < best_val and tight >= best_tight):
+            best_Y, best_val, best_tight = Y, val, tight
         if callback is not None:  # one line per MM step (inner gap and residual)
             callback(it, objective=val, gap=res.gap, violation=res.primal_residual)
         measure = math.inf
@@ -184,7 +227,8 @@ def low_rank_mm(
             measure = max(0.0, prev_val - float(res.bound)) / (1.0 + abs(prev_val))
         hist["stationarity"].append(measure)
         if stationarity_tol is not None:
-            if measure <= stationarity_tol and res.status == OPTIMAL:
+            prev_tight = len(step_tols) > 1 and step_tols[-2] <= inner_tol
+            if measure <= stationarity_tol and res.status == OPTIMAL and tight and prev_tight:
                 # the previous iterate is certified: returned (its step is the certificate)
                 stop, converged = "stationary", True
                 best_Y, best_val, stationarity = prev_Y, prev_val, measure
@@ -199,5 +243,5 @@ def low_rank_mm(
     return LowRankMMResult(Y=best_Y, objective=best_val, iterations=it, converged=converged,
                            stop_reason=stop, history=hist, monotone_violations=viol, inner=inner,
                            inner_iterations=sum(r.inner_iterations for r in inner),
-                           methods=methods, stationarity=stationarity)
+                           methods=methods, stationarity=stationarity, step_tols=step_tols)
 
