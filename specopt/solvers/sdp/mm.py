@@ -68,9 +68,12 @@ def linear_spectral_factored(C0: SymOp, beta: np.ndarray, Y: np.ndarray) -> floa
 
 
 def step_tolerance(prev_tol: float | None, measure: float, inner_tol: float,
-                   loose_tol: float, factor: float = 0.1) -> float:
-    """The inexact MM schedule: the next step's accuracy ``min(prev_tol, max(inner_tol,
-    factor * measure))``, capped at ``loose_tol``, snapped to ``inner_tol`` once within 3x of it.
+                   loose_tol: float, stationarity_tol: float = 0.0,
+                   factor: float = 0.1) -> float:
+    """The inexact MM schedule: the next step's accuracy ``min(prev_tol, factor * measure)``,
+    capped at ``loose_tol``; ``inner_tol`` once that is within 3x of it or the measure within 3x
+    of ``stationarity_tol`` (the stop is then a step or two away, and it needs two steps at
+    ``inner_tol``).
 
     ``measure`` is the last step's stationarity measure (the decrease a linearized step can still
     make, relative). MM converges linearly, so the measures and with them the tolerances decrease
@@ -80,7 +83,8 @@ def step_tolerance(prev_tol: float | None, measure: float, inner_tol: float,
     t = loose_tol if not math.isfinite(measure) else min(loose_tol, factor * measure)
     if prev_tol is not None:
         t = min(t, prev_tol)
-    return inner_tol if t <= 3.0 * inner_tol else t
+    near = math.isfinite(measure) and measure <= 3.0 * stationarity_tol
+    return inner_tol if t <= 3.0 * inner_tol or near else t
 
 
 def _rel_change_factored(Y: np.ndarray, Yp: np.ndarray) -> float:
@@ -153,12 +157,12 @@ def low_rank_mm(
 
     ``inexact`` (with ``stationarity_tol`` only): inexact MM. Step t is solved and certified to
     ``step_tolerance`` of the previous measure (``loose_tol`` first, then a tenth of the measure,
-    nonincreasing, ``inner_tol`` once within 3x of it; ``step_tols``), the interior point stopping
-    at a tenth of that. A loose step only supplies the next linearization, and its bound is still
-    a proven lower bound (a looser one: the measure is then larger, never smaller). The
-    stationarity stop needs the certifying step *and* the step that produced the returned iterate
-    at ``inner_tol``; the best iterate of an unfinished run is taken among ``inner_tol`` steps
-    when there is one.
+    nonincreasing, ``inner_tol`` once within 3x of it or of the stop; ``step_tols``), the
+    interior point stopping at a tenth of that. A loose step only supplies the next
+    linearization, and its bound is still a proven lower bound (a looser one: the measure is
+    then larger, never smaller). The stationarity stop needs the certifying step *and* the step
+    that produced the returned iterate at ``inner_tol``; the best iterate of an unfinished run
+    is taken among ``inner_tol`` steps when there is one.
 
     ``warm_ip``: interior-point steps start near the previous step's ``(Y, y)`` (its ``y`` and
     the new slack, both shifted into the interior), and cold when that point does not certify.
@@ -190,7 +194,8 @@ def low_rank_mm(
     for it in range(1, max_iters + 1):
         step_tol = inner_tol if not schedule else step_tolerance(
             step_tols[-1] if step_tols else None,
-            hist["stationarity"][-1] if hist["stationarity"] else math.inf, inner_tol, loose_tol)
+            hist["stationarity"][-1] if hist["stationarity"] else math.inf, inner_tol, loose_tol,
+            stationarity_tol or 0.0)
         tight = step_tol <= inner_tol
         step_tols.append(step_tol)
         _, V = top_eig_factor(Y, beta.size)
