@@ -95,6 +95,43 @@ def _rel_change_factored(Y: np.ndarray, Yp: np.ndarray) -> float:
     return math.sqrt(max(a + b - 2 * c, 0.0)) / max(1.0, math.sqrt(b))
 
 
+@dataclass(frozen=True)
+class _StepSetup:
+    """What every MM step's engine solve shares (the rows, the options)."""
+
+    A: SparseRows
+    b: np.ndarray
+    centered: bool
+    trace_bound: float | None
+    implied_trace_bound: float | None
+    method: str
+    max_iters: int
+    warm_ip: bool
+    tight_ip_tol: float
+    solver_opts: dict
+
+
+def _solve_step(cfg: _StepSetup, C0: SymOp, beta: np.ndarray, prev: tuple, step_tol: float,
+                tight: bool, time_left: float | None) -> LowRankSDPResult:
+    """One MM step: ``min <C0 + V diag(beta) V^T, K>`` over the set, ``V`` the top eigenvectors
+    of the previous ``K = Y Y^T``; warm-started from ``prev = (Y, y, sigma)`` (the factored
+    method always, the interior point with ``warm_ip``), certified to ``step_tol``."""
+    Y, y, sigma = prev
+    _, V = top_eig_factor(Y, beta.size)
+    Ct = SymOp(C0.n, sparse=C0.sparse, dense=C0.dense,
+               U=V if C0.U is None else np.c_[C0.U, V],
+               w=beta if C0.U is None else np.r_[C0.w, beta])
+    warm = cfg.method == "bm" or (cfg.warm_ip and y is not None)
+    return solve_low_rank_sdp(Ct, cfg.A, cfg.b, sense="min", centered=cfg.centered,
+                              trace_bound=cfg.trace_bound,
+                              implied_trace_bound=cfg.implied_trace_bound,
+                              Y0=Y if warm else None, y0=y if warm else None,
+                              sigma0=sigma if warm else None, tol=step_tol, method=cfg.method,
+                              time_limit=time_left, max_iters=cfg.max_iters, ip_warm=cfg.warm_ip,
+                              ip_tol=cfg.tight_ip_tol if tight else 0.1 * step_tol,
+                              **cfg.solver_opts)
+
+
 def low_rank_mm(
     C0: SymOp,
     beta: np.ndarray,
@@ -191,6 +228,8 @@ def low_rank_mm(
     tight_ip_tol = solver_opts.pop("ip_tol", 0.01 * inner_tol)
     step_tols: list[float] = []
     best_tight = False
+    cfg = _StepSetup(A, b, centered, trace_bound, implied_trace_bound, step_method, step_iters,
+                     warm_ip, tight_ip_tol, solver_opts)
     for it in range(1, max_iters + 1):
         step_tol = inner_tol if not schedule else step_tolerance(
             step_tols[-1] if step_tols else None,
@@ -198,19 +237,8 @@ def low_rank_mm(
             stationarity_tol or 0.0)
         tight = step_tol <= inner_tol
         step_tols.append(step_tol)
-        _, V = top_eig_factor(Y, beta.size)
-        Ct = SymOp(C0.n, sparse=C0.sparse, dense=C0.dense,
-                   U=V if C0.U is None else np.c_[C0.U, V],
-                   w=beta if C0.U is None else np.r_[C0.w, beta])
         left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
-        warm = step_method == "bm" or (warm_ip and y is not None)
-        res = solve_low_rank_sdp(Ct, A, b, sense="min", centered=centered,
-                                 trace_bound=trace_bound, implied_trace_bound=implied_trace_bound,
-                                 Y0=Y if warm else None, y0=y if warm else None,
-                                 sigma0=sigma if warm else None, tol=step_tol,
-                                 method=step_method, time_limit=left, max_iters=step_iters,
-                                 ip_warm=warm_ip, ip_tol=tight_ip_tol if tight else 0.1 * step_tol,
-                                 **solver_opts)
+        res = _solve_step(cfg, C0, beta, (Y, y, sigma), step_tol, tight, left)
         inner.append(res)
         methods.append(step_method)
         # carry Y and y; the penalty restarts moderate (L-BFGS range) since y is already close
