@@ -133,6 +133,13 @@ def solve_low_rank_sdp(
     objective_scale, objective_offset : the objective shown by ``verbose`` and passed to
         ``callback`` is ``objective_scale * <C, K> + objective_offset`` (the caller's own
         objective when it reached this form by a sign change and a constant).
+    ip_tol : the interior point's own stopping tolerance (relative residuals and gap; default
+        ``min(1e-7, 0.05 tol)``). Its point is certified to ``tol`` afterwards either way; a
+        looser value saves the last steps when ``tol`` is loose (inexact MM steps).
+    ip_warm : with ``method="ip"``, ``Y0, y0`` and no ``trace_bound``: the interior point starts
+        near them (:func:`~specopt.solvers.sdp.ip_sparse._warm_start`; for a majorize-minimize
+        step, whose problem differs from the last only in ``C``), and from its cold start when
+        that point does not certify.
     """
     t_start = time.perf_counter()
     C, b = _validate(C, A, b, sense, method, inner, trace_bound, face)
@@ -172,7 +179,9 @@ def solve_low_rank_sdp(
 
         shown = (objective_scale, objective_offset)
         ipt = min(1e-7, 0.05 * tol) if ip_tol is None else float(ip_tol)
-        warm = (st.Y, st.y) if ip_warm and Y0 is not None and y0 is not None else None
+        # (the warm start covers the rows' multipliers only: not with a trace bound)
+        warm = (st.Y, st.y) if ip_warm and Y0 is not None and y0 is not None and P.t is None \
+            else None
         bm_iters, time_limit = _ip_then(P, st, (tol, ipt, warm), time_limit, t_start,
                                         dense_threshold, eig_k, rng, verbose, ip_cb, max_rank,
                                         max_iters, shown)

@@ -435,7 +435,8 @@ def solve_sparse_sdp_ip(
     "nt" (``dX + W dZ W`` with the Nesterov-Todd scaling ``W Z W = X``, Schur
     ``<A_r, W A_s W>``; the same kernel).
     ``warm``: ``(Y, y)``, a previous solution (``K = Y Y^T``, the row multipliers; e.g. the last
-    majorize-minimize step's, whose problem differed only in ``C``): :func:`_warm_start`.
+    majorize-minimize step's, whose problem differed only in ``C``): :func:`_warm_start`
+    (ignored with a trace bound).
     """
     if direction_kind not in ("hkm", "nt"):
         raise ValueError(f"direction_kind must be 'hkm' or 'nt', got {direction_kind!r}")
