@@ -92,6 +92,7 @@ def solve_low_rank_sdp(
     objective_offset: float = 0.0,
     ip_tol: float | None = None,
     ip_warm: bool = False,
+    ip_start_scale: float = 1.0,
 ) -> LowRankSDPResult:
     """Solve ``min/max <C, K> s.t. A(K) = b, K PSD [, 1^T K 1 = 0] [, tr K <= trace_bound]``.
 
@@ -140,6 +141,7 @@ def solve_low_rank_sdp(
         near them (:func:`~specopt.solvers.sdp.ip_sparse._warm_start`; for a majorize-minimize
         step, whose problem differs from the last only in ``C``), and from its cold start when
         that point does not certify.
+    ip_start_scale : multiplies the interior point's cold primal start ``xi I``.
     """
     t_start = time.perf_counter()
     C, b = _validate(C, A, b, sense, method, inner, trace_bound, face)
@@ -182,9 +184,9 @@ def solve_low_rank_sdp(
         # (the warm start covers the rows' multipliers only: not with a trace bound)
         warm = (st.Y, st.y) if ip_warm and Y0 is not None and y0 is not None and P.t is None \
             else None
-        bm_iters, time_limit = _ip_then(P, st, (tol, ipt, warm), time_limit, t_start,
-                                        dense_threshold, eig_k, rng, verbose, ip_cb, max_rank,
-                                        max_iters, shown)
+        tols = (tol, ipt, warm, ip_start_scale)
+        bm_iters, time_limit = _ip_then(P, st, tols, time_limit, t_start, dense_threshold,
+                                        eig_k, rng, verbose, ip_cb, max_rank, max_iters, shown)
     opts = BMOptions(tol=tol, max_iters=bm_iters, inner_max_iters=inner_max_iters, inner=inner,
                      newton_max_iters=newton_max_iters, sigma_factor=sigma_factor,
                      sigma_max=sigma_max, eig_k=eig_k, dense_threshold=dense_threshold,
@@ -256,7 +258,8 @@ def _ip_then(P: Scaled, st: BMState, tols: tuple, time_limit: float | None,
              shown: tuple[float, float] = (1.0, 0.0)) -> tuple[int, float | None]:
     """The interior point, then what is left for the factored method: returns its iteration
     budget and time limit (0 when the IP point is certified or the time is out). ``tols``: the
-    certificate's tolerance, the interior point's own and its warm start (or None)."""
+    certificate's tolerance, the interior point's own, its warm start (or None) and the cold
+    start's scale."""
     ip = _ip_stage(P, tols, time_limit, t_start, dense_threshold, eig_k, rng, verbose, callback,
                    shown)
     st.Y, st.y, st.mu, st.lam, st.cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
@@ -297,9 +300,10 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
     nearly feasible gets Gauss-Newton steps onto the rows (a slightly infeasible point can have
     an objective beyond the proven bound). ``shown``: the caller's ``(objective_scale,
     objective_offset)`` for the verbose lines and the callback. ``tols``: the certificate's
-    tolerance, the interior point's stopping tolerance and its warm start ``(Y, y)`` in solver
-    units or None (tried first, HKM; then the cold starts as above)."""
-    tol, ip_tol, warm = tols
+    tolerance, the interior point's stopping tolerance, its warm start ``(Y, y)`` in solver
+    units or None (tried first, HKM; then the cold starts as above) and the cold start's
+    scale."""
+    tol, ip_tol, warm, start_scale = tols
     best: dict | None = None
     C_dense = P.C.to_dense()
     for kind in (("warm",) if warm is not None else ()) + ("hkm", "nt"):
@@ -313,6 +317,7 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
                                             tol=ip_tol, direction_kind=kind.replace(
                                                 "warm", "hkm"),
                                             warm=warm if kind == "warm" else None,
+                                            start_scale=start_scale,
                                             time_limit=left, face=P.V, verbose=verbose,
                                             callback=callback,
                                             objective_scale=shown[0] * P.user_objective(1.0),

@@ -425,6 +425,7 @@ def solve_sparse_sdp_ip(
     objective_offset: float = 0.0,
     warm: tuple[np.ndarray, np.ndarray] | None = None,
     warm_shift: float = 0.1,
+    start_scale: float = 1.0,
 ) -> SparseIPResult:
     """Solve ``min <C, K> s.t. A(K) = b, [tr K <= t], [K 1 = 0], K PSD`` (module docstring).
 
@@ -436,7 +437,7 @@ def solve_sparse_sdp_ip(
     ``<A_r, W A_s W>``; the same kernel).
     ``warm``: ``(Y, y)``, a previous solution (``K = Y Y^T``, the row multipliers; e.g. the last
     majorize-minimize step's, whose problem differed only in ``C``): :func:`_warm_start`
-    (ignored with a trace bound).
+    (ignored with a trace bound). ``start_scale`` multiplies the cold start's ``X = xi I``.
     """
     if direction_kind not in ("hkm", "nt"):
         raise ValueError(f"direction_kind must be 'hkm' or 'nt', got {direction_kind!r}")
@@ -478,7 +479,7 @@ def solve_sparse_sdp_ip(
     # infeasible start, SDPT3-like scaling
     xi = max(10.0, math.sqrt(k), float(np.max(1.0 + np.abs(bb), initial=1.0)))
     eta = max(10.0, math.sqrt(k), float(np.linalg.norm(Cr)) / math.sqrt(k) + 1.0)
-    X = xi * np.eye(k)
+    X = (start_scale * xi) * np.eye(k)
     Z = eta * np.eye(k)
     s_t, z_t = (xi, eta) if has_t else (0.0, 0.0)  # trace slack and its dual
     y = np.zeros(me)
