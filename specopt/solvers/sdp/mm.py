@@ -112,10 +112,10 @@ class _StepSetup:
 
 
 #: The first MM step's interior point (cold, when the later ones are warm-started) starts at
-#: ``X = 10 xi I`` (``ip_sparse``'s ``xi``). Measured on the first MVE step (digits seed 0,
-#: loose tol 1e-2): N = 1000 36 IP steps (59 s CPU) at the default start vs 17 (26 s) at 10x
-#: and 30 at 0.1x; N = 200: 11 vs 12, N = 400: 13 vs 14 (3x: 11 and 13).
-FIRST_STEP_START_SCALE = 10.0
+#: ``X = 3 xi I`` (``ip_sparse``'s ``xi``). Measured on the first MVE step (digits seed 0, kNN
+#: 5 / 6, loose tol 1e-2), IP steps at the default start / 3x / 10x: N = 100 56 / 10 / 43,
+#: N = 200 11 / 11 / 12, N = 400 13 / 13 / 14, N = 1000 36 (59 s CPU) / 19 (29 s) / 17.
+FIRST_STEP_START_SCALE = 3.0
 
 
 def _solve_step(cfg: _StepSetup, C0: SymOp, beta: np.ndarray, prev: tuple, step_tol: float,
