@@ -136,30 +136,66 @@ def run_one(kind: str, family: str, n: int) -> dict:
             "gate": cert.gate_reasons, "load": os.getloadavg()[0]}
 
 
-def run_mve(n: int, seed: int) -> dict:
+#: ``--mve-variants``: the learner's engine options per variant. ``exact``: every MM step to the
+#: inner tolerance, each interior point from its cold start (the scheme before the inexact,
+#: warm-started steps); ``default``: the learner's defaults.
+MVE_VARIANTS = {"default": {}, "exact": {"inexact": False, "warm_ip": False}}
+
+
+def run_mve(n: int, seed: int, variant: str = "default") -> dict:
+    """One ``MinimumVolumeEmbedding`` fit on a digits subset (a warm-up fit at N = 60 first, so
+    that compilation is timed apart); wall and CPU time, the interior point's steps per MM step
+    and the inexact schedule's tolerances."""
     import warnings
 
     from benchmarks.embedding import load_case
     from specopt.learn import MinimumVolumeEmbedding
 
     warnings.simplefilter("ignore")
-    X, kw = load_case("digits", n, seed)
     t0 = time.perf_counter()
+    MinimumVolumeEmbedding(**load_case("digits", 60, 0)[1]).fit(load_case("digits", 60, 0)[0])
+    compile_s = time.perf_counter() - t0
+    X, kw = load_case("digits", n, seed)
+    opts = dict(MVE_VARIANTS[variant])
     for _ in range(4):  # a disconnected kNN graph (digits, N = 1000, k = 5): one more neighbour
         try:
-            est = MinimumVolumeEmbedding(**kw).fit(X)
+            t0, c0 = time.perf_counter(), time.process_time()
+            est = MinimumVolumeEmbedding(**kw, solver_options=opts).fit(X)
             break
         except ValueError as exc:
             if "connected components" not in str(exc):
                 raise
             kw["n_neighbors"] += 1
-            t0 = time.perf_counter()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     cert = est.certificate_
-    return {"model": "MinimumVolumeEmbedding", "family": f"digits:{seed}", "N": n,
-            "status": cert.status, "time": time.perf_counter() - t0, "steps": est.n_iter_,
-            "stop_reason": cert.extra.get("stop_reason"), "energy": est.energy_,
+    name = "MinimumVolumeEmbedding" + ("" if variant == "default" else f"[{variant}]")
+    return {"model": name, "family": f"digits:{seed}", "N": n,
+            "status": cert.status, "time": wall, "cpu": cpu, "compile": compile_s,
+            "steps": est.n_iter_, "stop_reason": cert.extra.get("stop_reason"),
+            "energy": est.energy_, "objective": est.objective_,
             "stationarity": cert.extra.get("stationarity"), "n_neighbors": kw["n_neighbors"],
-            "load": os.getloadavg()[0]}
+            "ip_steps": [s[0] for s in cert.extra.get("inner_summary", [])],
+            "step_tols": cert.extra.get("step_tols"), "load": os.getloadavg()[0]}
+
+
+def mve_summary(rows: list[dict]) -> list[dict]:
+    """Per variant and N: statuses, median / worst wall and CPU seconds, interior-point steps."""
+    out = []
+    mve = [r for r in rows if str(r["model"]).startswith("MinimumVolumeEmbedding")]
+    for kind, n in sorted({(r["model"], r["N"]) for r in mve}):
+        rs = [r for r in mve if r["model"] == kind and r["N"] == n]
+        ok = [r for r in rs if "error" not in r]
+        wall, cpu = [r["time"] for r in ok], [r["cpu"] for r in ok if "cpu" in r]
+        out.append({"model": kind, "N": n, "instances": len(rs),
+                    "stationary": sum(r.get("status") == "stationary_point" for r in rs),
+                    "wall median / worst s": f"{statistics.median(wall):.1f} / "
+                    f"{max(wall):.1f}" if len(ok) == len(rs) and ok else "cap",
+                    "CPU median / worst s": f"{statistics.median(cpu):.1f} / {max(cpu):.1f}"
+                    if cpu and len(cpu) == len(rs) else "-",
+                    "IP steps (total)": "/".join(str(sum(r.get("ip_steps") or [])) for r in ok),
+                    "MM steps": "/".join(str(r.get("steps")) for r in ok),
+                    "load": round(statistics.median(r["load"] for r in rs), 1)})
+    return out
 
 
 def summary(rows: list[dict]) -> list[dict]:
@@ -182,23 +218,26 @@ def summary(rows: list[dict]) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", type=int, nargs="+", default=[15, 30])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[15, 30])
     ap.add_argument("--families", nargs="+", default=list(FAMILIES))
     ap.add_argument("--models", nargs="+", default=list(MODELS))
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--mve", type=int, nargs="*", default=[])
     ap.add_argument("--mve-seeds", type=int, default=2)
+    ap.add_argument("--mve-variants", nargs="+", default=["default"], choices=list(MVE_VARIANTS),
+                    help="engine options per variant, run interleaved (same load)")
     ap.add_argument("--out", default="iterated_sdp", help="results/<out>.json")
     ap.add_argument("--merge", help="results/<name>.json whose rows (other model/N/family "
                     "triples) join this run's table")
     ap.add_argument("--one", nargs=3)
-    ap.add_argument("--one-mve", nargs=2, type=int)
+    ap.add_argument("--one-mve", nargs="+", help="N SEED [VARIANT]")
     a = ap.parse_args()
     if a.one:
         print(json.dumps(run_one(a.one[0], a.one[1], int(a.one[2])), default=str))
         return
     if a.one_mve:
-        print(json.dumps(run_mve(*a.one_mve), default=str))
+        print(json.dumps(run_mve(int(a.one_mve[0]), int(a.one_mve[1]), *a.one_mve[2:]),
+                         default=str))
         return
     rows = []
     for n in a.sizes:
@@ -214,21 +253,28 @@ def main() -> None:
                                                         "time", "error")}), flush=True)
     for n in a.mve:
         for seed in range(a.mve_seeds):
-            r = run_json_subprocess([__file__, "--one-mve", str(n), str(seed)], a.timeout,
-                                    ROOT.parent)
-            r.update({"model": "MinimumVolumeEmbedding", "N": n, "family": f"digits:{seed}"})
-            r.setdefault("time", a.timeout)
-            r.setdefault("load", os.getloadavg()[0])
-            rows.append(r)
-            print(json.dumps({k: r.get(k) for k in ("model", "family", "N", "status", "time",
-                                                    "error")}), flush=True)
+            for variant in a.mve_variants:
+                r = run_json_subprocess([__file__, "--one-mve", str(n), str(seed), variant],
+                                        a.timeout, ROOT.parent)
+                name = "MinimumVolumeEmbedding" + ("" if variant == "default" else f"[{variant}]")
+                r.update({"model": name, "N": n, "family": f"digits:{seed}"})
+                r.setdefault("time", a.timeout)
+                r.setdefault("load", os.getloadavg()[0])
+                rows.append(r)
+                print(json.dumps({k: r.get(k) for k in ("model", "family", "N", "status", "time",
+                                                        "cpu", "error")}), flush=True)
     if a.merge:
         done = {(r["model"], r["family"], r["N"]) for r in rows}
         old = json.loads((ROOT / "results" / f"{a.merge}.json").read_text())["rows"]
         rows = [r for r in old if (r["model"], r["family"], r["N"]) not in done] + rows
-    table = summary(rows)
-    print(markdown_table(table, ["model", "N", "instances", "stationary", "median s", "worst s",
-                                 "tie share (worst)", "load"]))
+    table = summary([r for r in rows if not str(r["model"]).startswith("Minimum")])
+    if table:
+        print(markdown_table(table, ["model", "N", "instances", "stationary", "median s",
+                                     "worst s", "tie share (worst)", "load"]))
+    if a.mve:
+        print(markdown_table(mve_summary(rows), ["model", "N", "instances", "stationary",
+                                                 "wall median / worst s", "CPU median / worst s",
+                                                 "IP steps (total)", "MM steps", "load"]))
     write_json(a.out, rows, {"sizes": a.sizes, "families": a.families, "timeout": a.timeout})
 
 

@@ -54,8 +54,10 @@ def mm_certificate(res: Any, stationarity: tuple[bool, float, float] | None = No
                    **extra: Any):
     """A :class:`specopt.certificate.Certificate` for a :func:`low_rank_mm` result.
 
-    ``stationary_point`` needs ``res.converged``, every inner solve ``optimal`` and, when given,
-    ``stationarity = (passed, measured, tolerance)``; otherwise ``optimal_inaccurate``.
+    ``stationary_point`` needs ``res.converged``, every inner solve ``optimal`` (each to its
+    scheduled tolerance, ``extra["step_tols"]``: inexact MM; the returned iterate's step and the
+    certifying one to the inner tolerance) and, when given, ``stationarity = (passed, measured,
+    tolerance)``; otherwise ``optimal_inaccurate``.
     """
     from specopt.certificate import STATIONARY, Certificate
 
@@ -75,6 +77,7 @@ def mm_certificate(res: Any, stationarity: tuple[bool, float, float] | None = No
                "monotone_violations": res.monotone_violations,
                "run_values": [res.objective], "inner_iterations": res.inner_iterations,
                "inner_status": [r.status for r in res.inner], "rank": last.rank,
+               "step_tols": list(getattr(res, "step_tols", [])),
                "inner_summary": [(r.iterations, r.inner_iterations, r.rank, r.status,
                                   round(r.solve_time, 2)) for r in res.inner], **extra},
     )

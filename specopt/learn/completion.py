@@ -454,7 +454,8 @@ class SpectralMatrixCompletion(_CompletionBase):
                           tol=max(float(self.tol), inner_tol),
                           tol_K=max(1e-4, 10 * inner_tol), max_iters=self.max_iter,
                           monotone_tol=max(1e-4, 10 * inner_tol), inner_tol=inner_tol,
-                          callback=cb, stationarity_tol=max(10 * inner_tol, 1e-6), **opts)
+                          callback=cb, stationarity_tol=max(10 * inner_tol, 1e-6),
+                          **{"inexact": False, **opts})  # few MM steps here: exact ones
         stat = mm_stationarity(C0, beta, rows, b, res, max(10 * inner_tol, 1e-6),
                                trace_bound=tau, seed=self.random_state or 0, **opts)
         cert = mm_certificate(res, stat, trace_bound=tau, inner_tol=inner_tol,

@@ -506,7 +506,8 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
     was certified, else ``optimal_inaccurate``.
     """
 
-    # MM steps on the low-rank engine (cold interior point per step, low_rank_mm method="auto")
+    # MM steps on the low-rank engine (interior point per step, warm-started and inexact until
+    # the last steps: low_rank_mm defaults, method="auto")
     # from MVE_LOW_RANK_MIN_N points (measured: see the constant)
     _low_rank_min_n = MVE_LOW_RANK_MIN_N
     _parameter_constraints = {

@@ -166,3 +166,45 @@ def test_stationarity_stop_returns_the_certified_iterate():
     obj = res.history["objective"]
     assert res.objective == pytest.approx(obj[-2], rel=1e-12)  # the iterate before the last step
     assert obj[-1] <= res.objective + 1e-5 * abs(res.objective)  # monotone up to inner tol
+
+
+def test_step_tolerance_schedule():
+    """Loose first, a tenth of the last measure after, nonincreasing, inner_tol once within 3x
+    of it or the measure within 3x of the stop (and then for good); summable along
+    geometrically decreasing measures."""
+    from specopt.solvers.sdp.mm import step_tolerance
+
+    inner, loose = 1e-4, 1e-2
+    assert step_tolerance(None, np.inf, inner, loose) == loose
+    assert step_tolerance(loose, 0.05, inner, loose) == pytest.approx(5e-3)
+    assert step_tolerance(1e-3, 0.5, inner, loose) == 1e-3  # nonincreasing
+    assert step_tolerance(5e-3, 2e-3, inner, loose) == inner  # within 3x: snapped
+    assert step_tolerance(inner, 1.0, inner, loose) == inner  # tight for good
+    assert step_tolerance(loose, 2e-3, 1e-6, loose, 1e-3) == 1e-6  # the stop is near
+    assert step_tolerance(loose, 4e-3, 1e-6, loose, 1e-3) == pytest.approx(4e-4)
+    tols, prev = [], None
+    for t in range(30):
+        prev = step_tolerance(prev, 0.5 * 0.7**t, inner, loose)
+        tols.append(prev)
+    assert all(b <= a for a, b in zip(tols, tols[1:], strict=False))
+    assert sum(t for t in tols if t > inner) <= loose + 0.1 * 0.5 / (1 - 0.7)
+
+
+def test_inexact_warm_steps_reach_the_exact_stationary_point():
+    """Inexact MM with warm-started interior points (the default with stationarity_tol)
+    certifies a stationary point of the same value as exact cold steps: the returned iterate's
+    step and the certifying step at inner_tol, the schedule nonincreasing; under the same
+    schedule, warm-started steps take fewer interior-point steps than cold ones."""
+    rows, d2, T, Y0 = _mve_data()
+    fast = _mm(rows, d2, T, Y0, "ip", stationarity_tol=1e-4)  # inner_tol 1e-6
+    cold = _mm(rows, d2, T, Y0, "ip", stationarity_tol=1e-4, warm_ip=False)
+    exact = _mm(rows, d2, T, Y0, "ip", stationarity_tol=1e-4, inexact=False, warm_ip=False)
+    for r in (fast, cold, exact):
+        assert r.stationary and r.stop_reason == "stationary"
+    assert fast.step_tols[-1] == fast.step_tols[-2] == 1e-6
+    assert all(b <= a for a, b in zip(fast.step_tols, fast.step_tols[1:], strict=False))
+    assert fast.step_tols[0] > 1e-6 and set(exact.step_tols) == {1e-6}
+    # both stationary to 1e-4 (relative): the values agree to that order
+    assert fast.objective == pytest.approx(exact.objective, rel=1e-3)
+    ip_steps = [sum(s.iterations for s in r.inner) for r in (fast, cold)]
+    assert ip_steps[0] < ip_steps[1]

@@ -234,3 +234,44 @@ def test_direction_kind_is_validated():
     with pytest.raises(ValueError, match="direction_kind"):
         solve_sparse_sdp_ip(np.eye(3), np.array([0]), np.array([0]), np.array([0]),
                             np.ones(1), np.ones(1), direction_kind="xyz")
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(5, 12), st.integers(2, 14), st.integers(0, 10_000), st.booleans())
+def test_warm_start_after_an_objective_change(n, m, seed, centered):
+    """``ip_warm``: the interior point started near the solution of the problem with the
+    previous objective (a majorize-minimize step changes only C, by a low-rank term) certifies
+    the same value as its cold start."""
+    A, b, _, _ = _feasible_instance(n, m, seed, centered)
+    rng = np.random.default_rng(seed + 1)
+    G = rng.standard_normal((n, n))
+    C = G @ G.T / n + 0.5 * np.eye(n)  # PD: bounded below without a trace bound
+    first = solve_low_rank_sdp(C, A, b, centered=centered, tol=1e-6, method="ip", max_iters=0)
+    assume(first.status == "optimal")
+    v = np.linalg.eigh(C)[1][:, :1]
+    C2 = C - 0.4 * (v @ v.T)  # still PD (lambda_min(C) >= 0.5)
+    cold = solve_low_rank_sdp(C2, A, b, centered=centered, tol=1e-6, method="ip", max_iters=0)
+    warm = solve_low_rank_sdp(C2, A, b, centered=centered, tol=1e-6, method="ip", max_iters=0,
+                              Y0=first.Y, y0=first.y, ip_warm=True)
+    assume(cold.status == "optimal")
+    assert warm.status == "optimal"
+    assert warm.objective == pytest.approx(cold.objective, abs=1e-5 * (1 + abs(cold.objective)))
+    assert warm.bound <= cold.objective + 1e-5 * (1 + abs(cold.objective))
+
+
+def test_lanczos_step_length_matches_the_dense_one():
+    """The step to the PSD boundary by Lanczos (above PSD_STEP_DENSE_MAX) agrees with the dense
+    eigenvalue, and is never past the boundary beyond its safety margin."""
+    from specopt.solvers.sdp.ip_sparse import PSD_STEP_DENSE_MAX, max_psd_step
+
+    rng = np.random.default_rng(0)
+    n = PSD_STEP_DENSE_MAX + 50
+    G = rng.standard_normal((n, n))
+    X = G @ G.T / n + 1e-3 * np.eye(n)
+    H = rng.standard_normal((n, n))
+    dX = 0.3 * (H + H.T) / np.sqrt(n)
+    L = np.linalg.cholesky(X)
+    dense, lanczos = max_psd_step(L, dX, dense_max=n), max_psd_step(L, dX)
+    assert lanczos == pytest.approx(dense, rel=1e-3)
+    assert lanczos <= dense
+    assert np.linalg.eigvalsh(X + 0.999 * lanczos * dX).min() > 0

@@ -90,6 +90,9 @@ def solve_low_rank_sdp(
     callback: Callable | None = None,
     objective_scale: float = 1.0,
     objective_offset: float = 0.0,
+    ip_tol: float | None = None,
+    ip_warm: bool = False,
+    ip_start_scale: float = 1.0,
 ) -> LowRankSDPResult:
     """Solve ``min/max <C, K> s.t. A(K) = b, K PSD [, 1^T K 1 = 0] [, tr K <= trace_bound]``.
 
@@ -131,6 +134,14 @@ def solve_low_rank_sdp(
     objective_scale, objective_offset : the objective shown by ``verbose`` and passed to
         ``callback`` is ``objective_scale * <C, K> + objective_offset`` (the caller's own
         objective when it reached this form by a sign change and a constant).
+    ip_tol : the interior point's own stopping tolerance (relative residuals and gap; default
+        ``min(1e-7, 0.05 tol)``). Its point is certified to ``tol`` afterwards either way; a
+        looser value saves the last steps when ``tol`` is loose (inexact MM steps).
+    ip_warm : with ``method="ip"``, ``Y0, y0`` and no ``trace_bound``: the interior point starts
+        near them (:func:`~specopt.solvers.sdp.ip_sparse._warm_start`; for a majorize-minimize
+        step, whose problem differs from the last only in ``C``), and from its cold start when
+        that point does not certify.
+    ip_start_scale : multiplies the interior point's cold primal start ``xi I``.
     """
     t_start = time.perf_counter()
     C, b = _validate(C, A, b, sense, method, inner, trace_bound, face)
@@ -169,8 +180,13 @@ def solve_low_rank_sdp(
                 callback(next(steps), **kw)
 
         shown = (objective_scale, objective_offset)
-        bm_iters, time_limit = _ip_then(P, st, tol, time_limit, t_start, dense_threshold, eig_k,
-                                        rng, verbose, ip_cb, max_rank, max_iters, shown)
+        ipt = min(1e-7, 0.05 * tol) if ip_tol is None else float(ip_tol)
+        # (the warm start covers the rows' multipliers only: not with a trace bound)
+        warm = (st.Y, st.y) if ip_warm and Y0 is not None and y0 is not None and P.t is None \
+            else None
+        tols = (tol, ipt, warm, ip_start_scale)
+        bm_iters, time_limit = _ip_then(P, st, tols, time_limit, t_start, dense_threshold,
+                                        eig_k, rng, verbose, ip_cb, max_rank, max_iters, shown)
     opts = BMOptions(tol=tol, max_iters=bm_iters, inner_max_iters=inner_max_iters, inner=inner,
                      newton_max_iters=newton_max_iters, sigma_factor=sigma_factor,
                      sigma_max=sigma_max, eig_k=eig_k, dense_threshold=dense_threshold,
@@ -236,13 +252,15 @@ def _start(P: Scaled, Y0: np.ndarray | None, y0: np.ndarray | None, mu0: float,
                    sigma=float(sigma0) if sigma0 is not None else 100.0)
 
 
-def _ip_then(P: Scaled, st: BMState, tol: float, time_limit: float | None, t_start: float,
-             dense_threshold: int, eig_k: int, rng: np.random.Generator, verbose: bool,
-             callback: Callable | None, max_rank: int, max_iters: int,
+def _ip_then(P: Scaled, st: BMState, tols: tuple, time_limit: float | None,
+             t_start: float, dense_threshold: int, eig_k: int, rng: np.random.Generator,
+             verbose: bool, callback: Callable | None, max_rank: int, max_iters: int,
              shown: tuple[float, float] = (1.0, 0.0)) -> tuple[int, float | None]:
     """The interior point, then what is left for the factored method: returns its iteration
-    budget and time limit (0 when the IP point is certified or the time is out)."""
-    ip = _ip_stage(P, tol, time_limit, t_start, dense_threshold, eig_k, rng, verbose, callback,
+    budget and time limit (0 when the IP point is certified or the time is out). ``tols``: the
+    certificate's tolerance, the interior point's own, its warm start (or None) and the cold
+    start's scale."""
+    ip = _ip_stage(P, tols, time_limit, t_start, dense_threshold, eig_k, rng, verbose, callback,
                    shown)
     st.Y, st.y, st.mu, st.lam, st.cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
     st.best = (ip["score"], st.Y, st.y, st.mu, st.lam, st.cert)  # before any truncation below
@@ -268,9 +286,10 @@ def _ip_then(P: Scaled, st: BMState, tol: float, time_limit: float | None, t_sta
     return max_iters, time_limit
 
 
-def _ip_stage(P: Scaled, tol: float, time_limit: float | None, t_start: float,
-              dense_threshold: int, eig_k: int, rng: np.random.Generator, verbose: bool,
-              callback: Callable | None, shown: tuple[float, float] = (1.0, 0.0)) -> dict:
+def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
+              t_start: float, dense_threshold: int, eig_k: int, rng: np.random.Generator,
+              verbose: bool, callback: Callable | None,
+              shown: tuple[float, float] = (1.0, 0.0)) -> dict:
     """Run :func:`~specopt.solvers.sdp.ip_sparse.solve_sparse_sdp_ip` on the scaled problem and
     certify its point exactly as the factored method's (smallest eigenvalue of the dual slack at
     the IP's ``y``, the bound, the residual of the returned factor).
@@ -280,10 +299,14 @@ def _ip_stage(P: Scaled, tol: float, time_limit: float | None, t_start: float,
     fewer steps: digits N = 300, 18 vs 73) and the better certificate is kept. A point that is
     nearly feasible gets Gauss-Newton steps onto the rows (a slightly infeasible point can have
     an objective beyond the proven bound). ``shown``: the caller's ``(objective_scale,
-    objective_offset)`` for the verbose lines and the callback."""
+    objective_offset)`` for the verbose lines and the callback. ``tols``: the certificate's
+    tolerance, the interior point's stopping tolerance, its warm start ``(Y, y)`` in solver
+    units or None (tried first, HKM; then the cold starts as above) and the cold start's
+    scale."""
+    tol, ip_tol, warm, start_scale = tols
     best: dict | None = None
     C_dense = P.C.to_dense()
-    for kind in ("hkm", "nt"):
+    for kind in (("warm",) if warm is not None else ()) + ("hkm", "nt"):
         left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
         if left is not None and left <= 0:
             if best is not None:
@@ -291,7 +314,10 @@ def _ip_stage(P: Scaled, tol: float, time_limit: float | None, t_start: float,
             left = 0.0  # out of time before the first direction: one IP step, not no point
         ipr = ip_sparse.solve_sparse_sdp_ip(C_dense, P.A.rows, P.A.ii, P.A.jj, P.A.vals, P.b,
                                             centered=P.centered, trace_bound=P.t,
-                                            tol=min(1e-7, 0.05 * tol), direction_kind=kind,
+                                            tol=ip_tol, direction_kind=kind.replace(
+                                                "warm", "hkm"),
+                                            warm=warm if kind == "warm" else None,
+                                            start_scale=start_scale,
                                             time_limit=left, face=P.V, verbose=verbose,
                                             callback=callback,
                                             objective_scale=shown[0] * P.user_objective(1.0),

@@ -43,6 +43,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from scipy.linalg.blas import dtrsv as _dtrsv
 
 from .._jit import lazy_njit
 
@@ -284,7 +285,15 @@ def _sym(M: np.ndarray) -> np.ndarray:
     return 0.5 * (M + M.T)
 
 
-def max_psd_step(L: np.ndarray, dX: np.ndarray, dense_max: int = 600) -> float:
+#: Order up to which :func:`max_psd_step` uses the dense subset ``eigh``, Lanczos above.
+#: Measured (random PD ``X``, symmetric ``dX``, one thread, CPU ms per call, Lanczos products by
+#: BLAS ``dtrsv``): n = 150 dense 1.05 vs Lanczos 1.02, 200: 1.9 vs 1.1, 300: 6.3 vs 1.7, 400:
+#: 11.6 vs 2.4, 1000: 118 vs 19; inside the MVE interior point (digits N = 400, the same 310
+#: step-length calls and iterates, scipy's solve_triangular products): 9.9 s vs 4.6 s.
+PSD_STEP_DENSE_MAX = 150
+
+
+def max_psd_step(L: np.ndarray, dX: np.ndarray, dense_max: int = PSD_STEP_DENSE_MAX) -> float:
     """Largest a with ``X + a dX`` PSD, from the Cholesky factor ``L`` of ``X``: the smallest
     eigenvalue of ``L^-1 dX L^-T`` (dense subset ``eigh`` up to ``dense_max``; Lanczos on the
     operator above, ``O(n^2)`` per product instead of ``O(n^3)``; the caller checks the new
@@ -297,9 +306,11 @@ def max_psd_step(L: np.ndarray, dX: np.ndarray, dense_max: int = 600) -> float:
         lam = sla.eigh(_sym(T), eigvals_only=True, subset_by_index=[0, 0], driver="evr",
                        check_finite=False)[0]
     else:
+        U = L.T  # Fortran-ordered view of L^T (upper): BLAS dtrsv without copies or checks
+
         def mv(v: np.ndarray) -> np.ndarray:
-            u = sla.solve_triangular(L, v, lower=True, trans="T", check_finite=False)
-            return sla.solve_triangular(L, dX @ u, lower=True, check_finite=False)
+            u = _dtrsv(U, v, lower=0, trans=0)  # L^-T v
+            return _dtrsv(U, dX @ u, lower=0, trans=1)  # L^-1 (dX u)
 
         op = spla.LinearOperator((k, k), matvec=mv, dtype=float)
         try:
@@ -375,6 +386,23 @@ class _Newton:
                 min(1.0, frac * max_psd_step(self.Lz, dZ), lp_d))
 
 
+def _warm_start(sp_: _Space, warm: tuple[np.ndarray, np.ndarray], At_op, Cr: np.ndarray,
+                shift: float, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A starting point near a previous solution ``(Y, y)``: ``X = W + a I`` (``W`` the reduced
+    ``Y Y^T``), the same ``y``, and its dual slack ``Z = C - A^*(y) + c I``, both shifted into the
+    interior: ``a = shift * tr W / k``, ``c = max(0, -lambda_min(C - A^* y)) + shift *
+    ||C - A^* y||_F / sqrt k``. The dual residual is ``-c I``; the primal one that of ``Y``."""
+    Y, y0 = warm
+    W = sp_.reduce(Y @ Y.T)
+    k = W.shape[0]
+    a = shift * max(float(np.trace(W)) / k, 1e-8)
+    y = np.asarray(y0, dtype=float)[:m].copy()
+    S = _sym(Cr - At_op(y))
+    lam = float(sla.eigh(S, eigvals_only=True, subset_by_index=[0, 0], check_finite=False)[0])
+    c = max(0.0, -lam) + shift * max(float(np.linalg.norm(S)) / math.sqrt(k), 1e-8)
+    return _sym(W) + a * np.eye(k), S + c * np.eye(k), y
+
+
 def solve_sparse_sdp_ip(
     C: np.ndarray,
     rows: np.ndarray,
@@ -395,6 +423,9 @@ def solve_sparse_sdp_ip(
     callback=None,
     objective_scale: float = 1.0,
     objective_offset: float = 0.0,
+    warm: tuple[np.ndarray, np.ndarray] | None = None,
+    warm_shift: float = 0.1,
+    start_scale: float = 1.0,
 ) -> SparseIPResult:
     """Solve ``min <C, K> s.t. A(K) = b, [tr K <= t], [K 1 = 0], K PSD`` (module docstring).
 
@@ -404,6 +435,9 @@ def solve_sparse_sdp_ip(
     ``direction_kind``: "hkm" (``dX + X dZ Z^-1`` symmetrized, Schur ``<A_r, X A_s Z^-1>``) or
     "nt" (``dX + W dZ W`` with the Nesterov-Todd scaling ``W Z W = X``, Schur
     ``<A_r, W A_s W>``; the same kernel).
+    ``warm``: ``(Y, y)``, a previous solution (``K = Y Y^T``, the row multipliers; e.g. the last
+    majorize-minimize step's, whose problem differed only in ``C``): :func:`_warm_start`
+    (ignored with a trace bound). ``start_scale`` multiplies the cold start's ``X = xi I``.
     """
     if direction_kind not in ("hkm", "nt"):
         raise ValueError(f"direction_kind must be 'hkm' or 'nt', got {direction_kind!r}")
@@ -445,10 +479,12 @@ def solve_sparse_sdp_ip(
     # infeasible start, SDPT3-like scaling
     xi = max(10.0, math.sqrt(k), float(np.max(1.0 + np.abs(bb), initial=1.0)))
     eta = max(10.0, math.sqrt(k), float(np.linalg.norm(Cr)) / math.sqrt(k) + 1.0)
-    X = xi * np.eye(k)
+    X = (start_scale * xi) * np.eye(k)
     Z = eta * np.eye(k)
     s_t, z_t = (xi, eta) if has_t else (0.0, 0.0)  # trace slack and its dual
     y = np.zeros(me)
+    if warm is not None and not has_t:
+        X, Z, y = _warm_start(sp_, warm, At_op, Cr, warm_shift, m)
     nu = k + (1 if has_t else 0)
     hist: list[tuple[float, ...]] = []
     best: tuple | None = None
