@@ -324,13 +324,14 @@ def _clarabel_lmi(solver: Any, data: dict, verbose: bool, solver_opts: dict) -> 
                    iterations=sol.iterations, r_prim=sol.r_prim, r_dual=sol.r_dual)
 
 
-def _clarabel_solve(solver: Any, data: dict, verbose: bool, solver_opts: dict) -> Any:
+def _clarabel_solve(solver: Any, data: dict, verbose: bool, solver_opts: dict,
+                    lmi_first: bool = True) -> Any:
     """Clarabel's solve of CVXPY's conic ``data`` as a plain, picklable namespace (so it also
     runs in a child process, :func:`_solve_via_data`), in the order :func:`_clarabel_best`
     chooses between the given form and the LMI form."""
     return _clarabel_best(
         lambda: _clarabel_plain(solver.solve_via_data(data, False, verbose, dict(solver_opts))),
-        lambda: _clarabel_lmi(solver, data, verbose, solver_opts), data)
+        lambda: _clarabel_lmi(solver, data, verbose, solver_opts), data, lmi_first=lmi_first)
 
 
 #: The LMI form is tried first when it drops at least this many variables per equality row
@@ -346,16 +347,18 @@ LMI_RESIDUAL_OK = 1e-6
 
 
 def _clarabel_best(given: Callable[[], Any], lmi: Callable[[], Any | None],
-                   data: dict) -> Any:
+                   data: dict, *, lmi_first: bool = True) -> Any:
     """Clarabel's answer on the given form (``given()``) or the LMI form (``lmi()``, None when
     the program has none). The LMI form goes first when it is much smaller
     (:data:`LMI_FIRST_RATIO`) and is kept if ``Solved`` with a small recovered residual;
     otherwise the given form is solved and an unsettled answer is compared with the LMI one
-    (:func:`_prefer_lmi`)."""
+    (:func:`_prefer_lmi`). ``lmi_first=False`` keeps the given form first whatever the sizes:
+    specopt's own subproblems (:func:`solve_in_place`), whose callers compare objective values
+    across steps to ~1e-6, where the LMI answer can be ~1e-5 less accurate."""
     A = data[_cps.A]
     m_E = int(data[ConicSolver.DIMS].zero)
     tried = None
-    if m_E and A.shape[1] >= LMI_FIRST_RATIO * m_E:
+    if lmi_first and m_E and A.shape[1] >= LMI_FIRST_RATIO * m_E:
         tried = lmi()
         if (tried is not None and str(tried.status) == "Solved"
                 and _eq_residual(tried, data) <= LMI_RESIDUAL_OK):
@@ -394,7 +397,8 @@ def _eq_residual(sol: Any, data: dict) -> float:
     return float(np.max(np.abs(r), initial=0.0) / (1.0 + np.max(np.abs(b_E), initial=0.0)))
 
 
-def _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts):
+def _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts,
+                    lmi_first: bool = True):
     """``chain.solve_via_data`` run so that Ctrl-C raises KeyboardInterrupt within ~0.05 s:
     in a worker thread, or for a Clarabel solve whose constructor would hold the GIL for more
     than about a second, in a child process (see :data:`CLARABEL_ISOLATE_MIN_PSD_WORK`).
@@ -404,14 +408,14 @@ def _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts):
     clarabel = getattr(chain.solver, "name", lambda: "")() == "CLARABEL"
     if clarabel and clarabel_setup_work(data) > CLARABEL_ISOLATE_MIN_PSD_WORK:
         return call_in_subprocess(_clarabel_solve, chain.solver, data, verbose,
-                                  dict(solver_opts))
+                                  dict(solver_opts), lmi_first)
     def given() -> Any:
         return call_interruptibly(chain.solve_via_data, problem, data, warm_start, verbose,
                                   solver_opts)
 
     if clarabel:
         return _clarabel_best(given, lambda: call_interruptibly(
-            _clarabel_lmi, chain.solver, data, verbose, solver_opts), data)
+            _clarabel_lmi, chain.solver, data, verbose, solver_opts), data, lmi_first=lmi_first)
     raw = given()
     if scs_interrupted(raw):  # SCS caught SIGINT itself and stopped
         raise KeyboardInterrupt
@@ -433,7 +437,8 @@ def solve_in_place(
         solver, verbose=False, solver_opts=dict(solver_opts)
     )
     compile_time = time.perf_counter() - t0
-    raw = _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts)
+    raw = _solve_via_data(chain, problem, data, warm_start, verbose, solver_opts,
+                          lmi_first=False)
     problem.unpack_results(raw, chain, inverse_data)
     return compile_time
 

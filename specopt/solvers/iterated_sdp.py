@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from ._mm_trace import MMTrace
+
 __all__ = [
     "IteratedSDPResult",
     "RunResult",
@@ -87,24 +89,18 @@ def random_psd(n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 @dataclass
-class RunResult:
+class RunResult(MMTrace):
     """One majorize-minimize run from one start."""
 
     point: Any
     K: list[np.ndarray]
-    objective: float
-    iterations: int
-    converged: bool
-    stop_reason: str
-    history: dict[str, list[float]]
-    monotone_violations: list[tuple[int, float]]
     start: str
     #: with ``stationarity_tol``: (the solve that certified ``point``, its surrogate value)
     last_step: tuple[Any, float] | None = None
 
 
 @dataclass
-class IteratedSDPResult:
+class IteratedSDPResult(MMTrace):
     """Result of :func:`iterated_sdp` (best run over all starts).
 
     ``history`` is the objective trace of the best run (``objective``, ``rel_change_objective``,
@@ -116,13 +112,7 @@ class IteratedSDPResult:
 
     point: Any
     K: list[np.ndarray]
-    objective: float
-    iterations: int
-    converged: bool
-    stop_reason: str
-    history: dict[str, list[float]]
     monotone: bool
-    monotone_violations: list[tuple[int, float]]
     runs: list[RunResult] = field(default_factory=list)
     run_values: list[float] = field(default_factory=list)
     spread: float = 0.0

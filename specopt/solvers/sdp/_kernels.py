@@ -9,18 +9,21 @@ import scipy.sparse as sp
 from .._jit import lazy_njit
 
 
+@lazy_njit(inline="always", fastmath=True)
+def _row_dot(P, Q, i, j):  # pragma: no cover - compiled
+    """``<P[i], Q[j]>``, inlined into the kernels below (no call per entry)."""
+    s = 0.0
+    for c in range(P.shape[1]):
+        s += P[i, c] * Q[j, c]
+    return s
+
+
 @lazy_njit(cache=True, fastmath=True)
 def a_of_yyt(rows, ii, jj, vals, Y, m):  # pragma: no cover - compiled
     """``A(Y Y^T)``: ``out[r] += a_k <Y[i_k], Y[j_k]>``."""
     out = np.zeros(m)
-    r = Y.shape[1]
     for k in range(rows.size):
-        i = ii[k]
-        j = jj[k]
-        s = 0.0
-        for c in range(r):
-            s += Y[i, c] * Y[j, c]
-        out[rows[k]] += vals[k] * s
+        out[rows[k]] += vals[k] * _row_dot(Y, Y, ii[k], jj[k])
     return out
 
 
@@ -45,14 +48,10 @@ def adj_times(rows, ii, jj, vals, w, X):  # pragma: no cover - compiled
 def a_of_ydt(rows, ii, jj, vals, Y, D, m):  # pragma: no cover - compiled
     """``A(Y D^T + D Y^T)``: ``out[r] += a_k (<Y[i_k], D[j_k]> + <D[i_k], Y[j_k]>)``."""
     out = np.zeros(m)
-    r = Y.shape[1]
     for k in range(rows.size):
         i = ii[k]
         j = jj[k]
-        s = 0.0
-        for c in range(r):
-            s += Y[i, c] * D[j, c] + D[i, c] * Y[j, c]
-        out[rows[k]] += vals[k] * s
+        out[rows[k]] += vals[k] * (_row_dot(Y, D, i, j) + _row_dot(D, Y, i, j))
     return out
 
 

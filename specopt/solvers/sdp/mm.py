@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .._mm_trace import MMTrace
 from ._data import OPTIMAL, LowRankSDPResult, SparseRows, SymOp
 from ._solve import mm_step_method, solve_low_rank_sdp
 
@@ -19,16 +20,10 @@ __all__ = ["LowRankMMResult", "linear_spectral_factored", "low_rank_mm", "step_t
 
 
 @dataclass
-class LowRankMMResult:
+class LowRankMMResult(MMTrace):
     """Result of :func:`low_rank_mm`: the factor of the best iterate and the MM trace."""
 
     Y: np.ndarray
-    objective: float
-    iterations: int
-    converged: bool
-    stop_reason: str
-    history: dict[str, list[float]]
-    monotone_violations: list[tuple[int, float]]
     inner: list[LowRankSDPResult]
     inner_iterations: int
     #: the inner method of each step ("ip": cold interior point, "bm": warm-started factored)
