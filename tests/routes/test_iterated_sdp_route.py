@@ -77,12 +77,16 @@ def test_monotone_trace_and_stationary_fixed_point(seed, n, d):
     # the step that certifies a point may still lower F a little off the majorizer's tight point)
     assert np.min(np.abs(trace - val)) <= 1e-9 * scale and val in (trace[-1], trace[-2:].max())
     assert cert.max_violation < 1e-5
-    # fixed point: one more linearized solve (independent of the route) does not improve
+    # fixed point: one more linearized solve (independent of the route) does not improve, to
+    # 10x the stationarity tolerance relative to 1 + |F(K*)| as the certificate states it (the
+    # first iterate's scale was too small when the trace falls far: seed 632, n 9, d 1 moved
+    # F from -1.9 to -27.2, and the next step improved 3.6e-5 = 1.3e-6 of 1 + |F(K*)|)
     alpha = np.r_[-np.ones(d), np.ones(n - d)]
     if cert.extra["converged"]:
         next_val, surrogate_val = relinearized_value(K, cons, K.value, alpha)
-        assert next_val >= val - 1e-5 * scale
-        assert surrogate_val >= val - 1e-5 * scale  # majorizer at K* is minimized at K*
+        fixed = 1e-5 * (1.0 + abs(val))
+        assert next_val >= val - fixed
+        assert surrogate_val >= val - fixed  # majorizer at K* is minimized at K*
 
 
 def test_known_optimum_spectraplex():
