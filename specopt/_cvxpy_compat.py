@@ -341,6 +341,10 @@ def _clarabel_solve(solver: Any, data: dict, verbose: bool, solver_opts: dict,
 #: 0.07 s 5.6e-8 off. Below the ratio the given form goes first (hinf1 (27, 13): 2.6e-8 in the
 #: given form, 3.3e-5 in the LMI form; control1 (70, 21): the LMI primal misses the rows).
 LMI_FIRST_RATIO = 4
+#: ... and when the given form is large enough for its size to cost time (variables plus
+#: equality rows): below, Clarabel's given form is fast and its primal meets the rows exactly
+#: (a spectraplex of order 4: the LMI primal left the objective 3e-9 below the proven bound).
+LMI_FIRST_MIN_SIZE = 300
 #: An LMI answer tried first is kept when its recovered primal meets the equality rows to this
 #: relative residual (:func:`_eq_residual`); else the given form is solved too.
 LMI_RESIDUAL_OK = 1e-6
@@ -358,7 +362,8 @@ def _clarabel_best(given: Callable[[], Any], lmi: Callable[[], Any | None],
     A = data[_cps.A]
     m_E = int(data[ConicSolver.DIMS].zero)
     tried = None
-    if lmi_first and m_E and A.shape[1] >= LMI_FIRST_RATIO * m_E:
+    if (lmi_first and m_E and A.shape[1] >= LMI_FIRST_RATIO * m_E
+            and A.shape[1] + m_E > LMI_FIRST_MIN_SIZE):
         tried = lmi()
         if (tried is not None and str(tried.status) == "Solved"
                 and _eq_residual(tried, data) <= LMI_RESIDUAL_OK):

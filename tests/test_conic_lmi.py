@@ -204,14 +204,18 @@ def test_lmi_form_goes_first_only_when_it_is_much_smaller_and_is_kept_only_when_
         return {compat._cps.A: sp.csr_array(np.ones((1, n_x))), compat._cps.B: np.ones(1),
                 compat.ConicSolver.DIMS: SimpleNamespace(zero=1)}
 
-    wide, narrow = data(8), data(2)
-    good, bad = [1.0] + [0.0] * 7, [2.0] + [0.0] * 7
-    # much smaller LMI form (8 variables, 1 row): tried first, kept when Solved and sound
+    wide, narrow, small = data(400), data(2), data(8)
+    good, bad = [1.0] + [0.0] * 399, [2.0] + [0.0] * 399
+    # much smaller LMI form (400 variables, 1 row): tried first, kept when Solved and sound
     assert compat._clarabel_best(run("given", "Solved", good), run("lmi", "Solved", good),
                                  wide).x[0] == 1.0 and calls == ["lmi"]
     calls.clear()  # Solved but missing the rows: the given form decides
     out = compat._clarabel_best(run("given", "Solved", good), run("lmi", "Solved", bad), wide)
     assert calls == ["lmi", "given"] and out.x[0] == 1.0
+    calls.clear()  # a small program: the given form first (its primal meets the rows exactly)
+    compat._clarabel_best(run("given", "Solved", [1.0] + [0.0] * 7),
+                          run("lmi", "Solved", [1.0] + [0.0] * 7), small)
+    assert calls == ["given"]
     calls.clear()  # not much smaller: the given form first, the LMI form only if unsettled
     compat._clarabel_best(run("given", "Solved", [1.0, 0.0]), run("lmi", "Solved", [1.0, 0.0]),
                           narrow)

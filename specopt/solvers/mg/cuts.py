@@ -136,6 +136,8 @@ def polish_shared(d, e, C, c0, lo, hi):
     bp, drop = bp[order], drop[order]
     slope = c0 + float(C[nz][e[nz] > 0] @ e[nz][e[nz] > 0])   # slope left of every breakpoint
     after = slope - np.cumsum(drop)                            # slope right of breakpoint i
+    if after.size:  # right of every breakpoint, exactly (the running sum drifts: 1e-15 > 0
+        after[-1] = c0 - float(C[nz][e[nz] < 0] @ -e[nz][e[nz] < 0])  # read as unbounded)
     if slope < 0:
         z = -np.inf
     elif slope == 0:  # flat left of the first breakpoint: attained there
