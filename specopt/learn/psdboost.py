@@ -56,6 +56,7 @@ from ._base import (
     reject_dask_nan,
     triplets_given,
 )
+from ._dask_fit import psdboost_dask
 
 
 def nearest_neighbour_triplets(X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -168,6 +169,8 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         if lazy:
             P, Q = triplet_rows(X, T, block_rows=self.block_rows)
+            if self.route == "matrix_generation":
+                return self._fit_dask_direct(P, Q, T)
         else:
             P = X[T[:, 0]] - X[T[:, 2]]
             Q = X[T[:, 0]] - X[T[:, 1]]
@@ -180,6 +183,19 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         self.margin_ = float(rho.value)
         self.certificate_ = certificate(prob)
         self.n_iter_ = self.certificate_.iterations if self.certificate_ is not None else None
+        return self
+
+    def _fit_dask_direct(self, P: Any, Q: Any, T: Any) -> PSDBoostMetric:
+        """Dask rows: the solver on the row operator directly (``learn._dask_fit``; no CVXPY
+        problem with ``|S|`` slacks)."""
+        fit = psdboost_dask(P, Q, self.C, tol=self.tol, verbose=bool(self.verbose),
+                            options=self.route_options)
+        self.mahalanobis_ = fit.M
+        self.components_ = components_from_matrix(fit.M, rtol=1e-10)
+        self.triplets_ = T
+        self.margin_ = fit.rho
+        self.certificate_ = fit.certificate
+        self.n_iter_ = fit.certificate.iterations
         return self
 
     def _triplet_data(self, X: Any, triplets: Any, lazy: bool) -> tuple[Any, Any]:
