@@ -32,9 +32,9 @@ from .._progress import Progress, progress_for, take_current
 from ..certificate import Certificate
 from ..solvers._status import SolverStatus
 from ..solvers.mg import solve_spectraplex_lp
-from ..solvers.mg.dask_rows import DaskRowOperator
+from ..solvers.mg.dask_rows import DaskRowOperator, is_dask_array
 
-__all__ = ["PSDBoostDaskFit", "psdboost_dask"]
+__all__ = ["PSDBoostDaskFit", "check_triplet_indices", "psdboost_dask", "triplet_z_rows"]
 
 #: route options ``PSDBoostMetric(route_options=...)`` may pass to the direct solve
 DIRECT_OPTIONS = ("tol", "max_iters", "time_limit", "max_rank", "columns_per_round",
@@ -115,3 +115,51 @@ def _certificate(res, m: int, c: float, setup: float, total: float) -> Certifica
         iterations=res.iterations, setup_time=setup, solve_time=res.solve_time,
         total_time=total, history=res.history, is_global=True, relative_violation=viol,
         extra={"theta": res.theta, "U": res.U, "rows": m, "direct": True})
+
+
+def check_triplet_indices(T: Any, N: int) -> None:
+    """``ValueError`` unless ``T`` is a non-empty (n, 3) integer array of indices in ``[0, N)``
+    (a Dask array: its smallest and largest entries in one small computation)."""
+    if T.ndim != 2 or T.shape[1] != 3 or T.shape[0] == 0:
+        raise ValueError("triplets must be a non-empty (n, 3) integer array")
+    if not np.issubdtype(T.dtype, np.integer):
+        raise ValueError(f"triplet indices must be integers in [0, {N})")
+    if is_dask_array(T):
+        import dask
+
+        lo, hi = dask.compute(T.min(), T.max())
+    else:
+        lo, hi = T.min(), T.max()
+    if int(lo) < 0 or int(hi) >= N:
+        raise ValueError(f"triplet indices must be integers in [0, {N})")
+
+
+def _blk_z(T, XA) -> np.ndarray:
+    """Rows ``(XA_i - XA_k)^2 - (XA_i - XA_j)^2`` of one block of triples."""
+    T = np.asarray(T)
+    a = XA[T[:, 0]]
+    return (a - XA[T[:, 2]]) ** 2 - (a - XA[T[:, 1]]) ** 2
+
+
+def triplet_z_rows(XA: Any, triplets: Any, block_rows: int | None = None) -> Any:
+    """The relative-comparison rows ``z_t`` of :mod:`specopt.learn.relative_comparison` as a
+    lazy Dask array (n, p): the projected points ``XA`` (N, p; numpy or Dask) are kept on the
+    cluster as one block, the triples as they are chunked (or ``block_rows``, default 100 000
+    for a numpy index array); each pass gathers its rows per block on the workers."""
+    import dask
+    import dask.array as da
+
+    T = triplets if is_dask_array(triplets) else da.from_array(
+        np.asarray(triplets), chunks=(block_rows or 100_000, -1))
+    if block_rows:
+        T = T.rechunk((block_rows, -1))
+    T = T.rechunk({1: -1})
+    P = XA if is_dask_array(XA) else da.from_array(np.asarray(XA, dtype=float),
+                                                     chunks=XA.shape)
+    P = P.rechunk(P.shape)
+    T, P = dask.persist(T, P)
+    key = P.to_delayed().ravel()[0]
+    g = dask.delayed(_blk_z, pure=True)
+    return da.concatenate([da.from_delayed(g(tb, key), shape=(rows, P.shape[1]), dtype=float)
+                           for tb, rows in zip(T.to_delayed().ravel(), T.chunks[0],
+                                               strict=True)], axis=0)

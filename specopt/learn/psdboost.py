@@ -56,7 +56,7 @@ from ._base import (
     reject_dask_nan,
     triplets_given,
 )
-from ._dask_fit import psdboost_dask
+from ._dask_fit import check_triplet_indices, psdboost_dask
 
 
 def nearest_neighbour_triplets(X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -214,13 +214,7 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
             X = validate_data(self, X, dtype=float)
             T = np.asarray(triplets)
             N = len(X)
-        if T.ndim != 2 or T.shape[1] != 3 or T.shape[0] == 0:
-            raise ValueError("triplets must be a non-empty (n, 3) integer array")
-        if not np.issubdtype(T.dtype, np.integer):
-            raise ValueError(f"triplet indices must be integers in [0, {N})")
-        lo, hi = (int(v) for v in _min_max(T))
-        if lo < 0 or hi >= N:
-            raise ValueError(f"triplet indices must be integers in [0, {N})")
+        check_triplet_indices(T, N)
         return X, T
 
     def _solve(self, P: Any, Q: Any):
@@ -242,11 +236,3 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
             raise RuntimeError(f"PSDBoost solve ended with status {prob.status}")
         return M, rho, prob
 
-
-def _min_max(T) -> tuple[int, int]:
-    """Smallest and largest index (one small Dask computation for a Dask array)."""
-    if is_dask_array(T):
-        import dask
-
-        return dask.compute(T.min(), T.max())
-    return T.min(), T.max()
