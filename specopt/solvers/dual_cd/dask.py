@@ -54,7 +54,8 @@ def _blk_stats(Zb, w: np.ndarray, mu: float) -> np.ndarray:
     """One block's sums, packed in one vector: ``[Z^T h (m), Z_B^T Z_B (m*m), sum h_mu,
     sum max(0, s), sum h, |B|, #violated]`` with ``h = clip(s / mu, 0, 1)``."""
     Zb = np.asarray(Zb, dtype=float)
-    s = 1.0 - Zb @ w
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = 1.0 - Zb @ w
     if not np.isfinite(s).all():
         raise ValueError(NONFINITE_Z)
     h = np.clip(s / mu, 0.0, 1.0)
@@ -69,7 +70,8 @@ def _blk_stats(Zb, w: np.ndarray, mu: float) -> np.ndarray:
 def _blk_line(Zb, W: np.ndarray, mu: float) -> np.ndarray:
     """``sum_i h_mu(1 - z_i^T w_k)`` of one block at every candidate point ``w_k`` (columns of
     ``W``)."""
-    S = 1.0 - np.asarray(Zb, dtype=float) @ W
+    with np.errstate(invalid="ignore", over="ignore"):
+        S = 1.0 - np.asarray(Zb, dtype=float) @ W
     if not np.isfinite(S).all():
         raise ValueError(NONFINITE_Z)
     return np.where(S <= 0, 0.0, np.where(S < mu, S * S / (2 * mu), S - 0.5 * mu)).sum(axis=0)
@@ -235,7 +237,7 @@ def dual_cd_dask(
 
 
 #: step lengths tried along the Newton direction, all in one pass (``P_mu`` is convex along it)
-STEPS = 2.0 ** -np.arange(20)
+STEPS = 2.0 ** -np.arange(40)
 
 
 def _advance(passes: _Passes, st: _Stats, mask: np.ndarray, mu_min: float, tol: float
