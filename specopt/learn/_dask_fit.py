@@ -31,7 +31,10 @@ import scipy.sparse as sp
 from .._progress import Progress, progress_for, take_current
 from ..certificate import Certificate
 from ..solvers._status import SolverStatus
-from ..solvers.mg import solve_spectraplex_lp
+from ..solvers.mg import UnboundedProblem, solve_spectraplex_lp
+from ..solvers.mg._problem import MGOptions, spectraplex_lp
+from ..solvers.mg._result import RoundLog
+from ..solvers.mg.cuts import CUT_MAX_N, HingeRows, solve_hinge_cuts
 from ..solvers.mg.dask_rows import DaskRowOperator, is_dask_array
 
 __all__ = ["PSDBoostDaskFit", "check_triplet_indices", "psdboost_dask", "triplet_z_rows"]
@@ -87,8 +90,7 @@ def psdboost_dask(P: Any, Q: Any, C: float, *, tol: float, verbose: bool = False
                       f"PSDBoostMetric on Dask: {m} triplets in {A.n_blocks} blocks, d={d}, "
                       f"C={C:g}", "round")
     setup = time.perf_counter() - t0
-    res = solve_spectraplex_lp(A, None, *hinge_lp(m, float(C) / m), trace=1.0, trace_eq=True,
-                               master="psd", cuts=True, callback=cb, **opts)
+    res = _solve(A, float(C) / m, cb, opts)
     cert = _certificate(res, m, float(C) / m, setup, time.perf_counter() - t0)
     take_current()
     if isinstance(cb, Progress):
@@ -97,6 +99,29 @@ def psdboost_dask(P: Any, Q: Any, C: float, *, tol: float, verbose: bool = False
         raise RuntimeError(f"PSDBoost solve ended with status {res.status} (gap {res.gap:.2e})")
     M = res.X
     return PSDBoostDaskFit(0.5 * (M + M.T), float(res.z[0]), cert)
+
+
+def _solve(A: DaskRowOperator, c: float, cb: Any, opts: dict):
+    """The cut master on PSDBoost's hinge rows, their structure given (every row a hinge row
+    with slack ``xi_r``, weight ``c``; ``rho`` the one shared variable), so nothing scans the
+    ``|S|`` rows to find it; ``solve_spectraplex_lp`` when the cut master does not apply
+    (``d > CUT_MAX_N``) or calls the problem unbounded (its relaxation's verdict only)."""
+    m = A.m
+    lp = hinge_lp(m, c)
+    if A.n <= CUT_MAX_N:
+        hs = HingeRows(rows=np.arange(m), cols=np.arange(1, m + 1), sign=np.ones(m),
+                       b=np.zeros(m), weight=np.full(m, c), gabs=np.ones(m),
+                       shared=np.zeros(1, dtype=np.int64), explicit=np.zeros(0, dtype=np.int64))
+        mg = {k: v for k, v in opts.items() if k != "dense_threshold"}
+        mg["dense"] = A.n <= opts.get("dense_threshold", 300)
+        prob = spectraplex_lp(A, None, *lp, 1.0, True)
+        log = RoundLog(time.perf_counter(), 0.0, cb, ("cuts",))
+        try:
+            return solve_hinge_cuts(prob, MGOptions(callback=cb, **mg), hs, log)
+        except UnboundedProblem:
+            pass
+    return solve_spectraplex_lp(A, None, *lp, trace=1.0, trace_eq=True, master="psd",
+                                cuts=True, callback=cb, **opts)
 
 
 def _certificate(res, m: int, c: float, setup: float, total: float) -> Certificate:
