@@ -109,8 +109,10 @@ def _solve(A: DaskRowOperator, c: float, cb: Any, opts: dict):
     m = A.m
     lp = hinge_lp(m, c)
     if A.n <= CUT_MAX_N:
-        hs = HingeRows(rows=np.arange(m), cols=np.arange(1, m + 1), sign=np.ones(m),
-                       b=np.zeros(m), weight=np.full(m, c), gabs=np.ones(m),
+        # constant per-row fields as read-only broadcast views (no memory per row)
+        one, zero = np.broadcast_to(1.0, (m,)), np.broadcast_to(0.0, (m,))
+        hs = HingeRows(rows=np.arange(m), cols=np.arange(1, m + 1), sign=one, b=zero,
+                       weight=np.broadcast_to(c, (m,)), gabs=one,
                        shared=np.zeros(1, dtype=np.int64), explicit=np.zeros(0, dtype=np.int64))
         mg = {k: v for k, v in opts.items() if k != "dense_threshold"}
         mg["dense"] = A.n <= opts.get("dense_threshold", 300)

@@ -470,13 +470,13 @@ class DaskRowOperator:
 
     # ---- passes behind LazyRows ----------------------------------------------------------
     def rows_matvec(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:
-        # the master asks for the same margins several times per round: remember the last few
+        # the master asks for the same margins several times per round: remember the last two
         key = (kind, lo, hi, *(np.asarray(a, dtype=float).tobytes() for a in (arg, scale, vec)))
         memo = self.__dict__.setdefault("_memo", {})
         if key in memo:
             return memo[key].copy()
         out = self._matvec_pass(kind, arg, scale, vec, lo, hi)
-        if len(memo) >= 4:
+        if len(memo) >= 2:  # (m floats each: the client's memory per row)
             memo.pop(next(iter(memo)))
         memo[key] = out
         return out.copy()
