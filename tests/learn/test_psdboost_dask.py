@@ -208,3 +208,16 @@ def test_dask_fit_refuses_options_it_cannot_use():
     X, T = _instance(4, N=40, D=3, extra=20)
     with pytest.raises(ValueError, match=r"\['master'\] do not apply"):
         PSDBoostMetric(route_options={"master": "lp"}).fit(X, triplets=da.from_array(T))
+
+
+def test_dask_fit_stopped_by_a_cap_warns_and_keeps_a_feasible_point():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, T = _instance(5, N=80, D=5, extra=120)
+    with pytest.warns(ConvergenceWarning, match="stopped"):
+        est = PSDBoostMetric(C=10, tol=1e-12, route_options={"max_iters": 1}).fit(
+            X, triplets=da.from_array(T, chunks=(40, 3)))
+    cert = est.certificate_
+    assert cert.status == cp.OPTIMAL_INACCURATE and cert.extra["solver_status"] == "max_iters"
+    assert cert.max_violation <= 1e-9 and cert.bound >= cert.objective
+    assert abs(np.trace(est.mahalanobis_) - 1.0) <= 1e-9
