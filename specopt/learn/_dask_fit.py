@@ -193,6 +193,8 @@ def triplet_z_rows(XA: Any, triplets: Any, block_rows: int | None = None) -> Any
     T, P = dask.persist(T, P)
     key = P.to_delayed().ravel()[0]
     g = dask.delayed(_blk_z, pure=True)
-    return da.concatenate([da.from_delayed(g(tb, key), shape=(rows, P.shape[1]), dtype=float)
-                           for tb, rows in zip(T.to_delayed().ravel(), T.chunks[0],
-                                               strict=True)], axis=0)
+    Z = da.concatenate([da.from_delayed(g(tb, key), shape=(rows, P.shape[1]), dtype=float)
+                        for tb, rows in zip(T.to_delayed().ravel(), T.chunks[0], strict=True)],
+                       axis=0)
+    Z._specopt_keepalive = (T, P)  # the persisted triples and points live as long as Z
+    return Z

@@ -221,3 +221,20 @@ def test_dask_fit_stopped_by_a_cap_warns_and_keeps_a_feasible_point():
     assert cert.status == cp.OPTIMAL_INACCURATE and cert.extra["solver_status"] == "max_iters"
     assert cert.max_violation <= 1e-9 and cert.bound >= cert.objective
     assert abs(np.trace(est.mahalanobis_) - 1.0) <= 1e-9
+
+
+def test_relative_comparison_on_the_cluster(client):
+    """RelativeComparisonMetric with Dask triplets on the LocalCluster: its passes run on the
+    workers (the persisted triples and points stay alive through the fit) and it equals the
+    in-memory fit within the certified gaps."""
+    from specopt.learn import RelativeComparisonMetric
+
+    X, T = _instance(6, N=100, D=4, extra=300)
+    mem = RelativeComparisonMetric(tol=1e-8).fit(X, triplets=T)
+    with distributed.get_task_stream(client) as ts:
+        est = RelativeComparisonMetric(tol=1e-6).fit(
+            da.from_array(X, chunks=(50, -1)), triplets=da.from_array(T, chunks=(100, 3)))
+    assert est.converged_
+    assert abs(est.objective_ - mem.objective_) <= est.gap_ + mem.gap_ + 1e-12
+    kinds = {str(r["key"]).split("-")[0].strip("('") for r in ts.data}
+    assert {"_blk_stats", "_blk_line"} <= kinds
