@@ -56,6 +56,7 @@ from ._base import (
     reject_dask_nan,
     triplets_given,
 )
+from ._dask_fit import check_triplet_indices, psdboost_dask
 
 
 def nearest_neighbour_triplets(X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -168,6 +169,8 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         if lazy:
             P, Q = triplet_rows(X, T, block_rows=self.block_rows)
+            if self.route == "matrix_generation":
+                return self._fit_dask_direct(P, Q, T)
         else:
             P = X[T[:, 0]] - X[T[:, 2]]
             Q = X[T[:, 0]] - X[T[:, 1]]
@@ -180,6 +183,19 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
         self.margin_ = float(rho.value)
         self.certificate_ = certificate(prob)
         self.n_iter_ = self.certificate_.iterations if self.certificate_ is not None else None
+        return self
+
+    def _fit_dask_direct(self, P: Any, Q: Any, T: Any) -> PSDBoostMetric:
+        """Dask rows: the solver on the row operator directly (``learn._dask_fit``; no CVXPY
+        problem with ``|S|`` slacks)."""
+        fit = psdboost_dask(P, Q, self.C, tol=self.tol, verbose=bool(self.verbose),
+                            options=self.route_options)
+        self.mahalanobis_ = fit.M
+        self.components_ = components_from_matrix(fit.M, rtol=1e-10)
+        self.triplets_ = T
+        self.margin_ = fit.rho
+        self.certificate_ = fit.certificate
+        self.n_iter_ = fit.certificate.iterations
         return self
 
     def _triplet_data(self, X: Any, triplets: Any, lazy: bool) -> tuple[Any, Any]:
@@ -198,13 +214,7 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
             X = validate_data(self, X, dtype=float)
             T = np.asarray(triplets)
             N = len(X)
-        if T.ndim != 2 or T.shape[1] != 3 or T.shape[0] == 0:
-            raise ValueError("triplets must be a non-empty (n, 3) integer array")
-        if not np.issubdtype(T.dtype, np.integer):
-            raise ValueError(f"triplet indices must be integers in [0, {N})")
-        lo, hi = (int(v) for v in _min_max(T))
-        if lo < 0 or hi >= N:
-            raise ValueError(f"triplet indices must be integers in [0, {N})")
+        check_triplet_indices(T, N)
         return X, T
 
     def _solve(self, P: Any, Q: Any):
@@ -226,11 +236,3 @@ class PSDBoostMetric(MahalanobisMixin, BaseEstimator):
             raise RuntimeError(f"PSDBoost solve ended with status {prob.status}")
         return M, rho, prob
 
-
-def _min_max(T) -> tuple[int, int]:
-    """Smallest and largest index (one small Dask computation for a Dask array)."""
-    if is_dask_array(T):
-        import dask
-
-        return dask.compute(T.min(), T.max())
-    return T.min(), T.max()

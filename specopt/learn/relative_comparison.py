@@ -38,6 +38,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..solvers.dual_cd import dual_cd
+from ..solvers.dual_cd.dask import dual_cd_dask
+from ..solvers.mg.dask_rows import is_dask_array
 from ._base import (
     COUNT,
     NONNEG,
@@ -50,10 +52,12 @@ from ._base import (
     fit_context,
     labelled_data,
     progress_callback,
+    reject_dask_nan,
     require_y,
     summary_lines,
     triplets_given,
 )
+from ._dask_fit import check_triplet_indices, triplet_z_rows
 
 __all__ = ["RelativeComparisonMetric", "draw_triplets"]
 
@@ -183,8 +187,34 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
     @fit_context()
     def fit_triplets(self, X, triplets) -> RelativeComparisonMetric:
         """Fit from ``X`` (N, d) and integer ``triplets`` (n, 3): x_i closer to x_j than x_k."""
+        if is_dask_array(X) or is_dask_array(triplets):
+            return self._fit_dask(X, triplets)
         X = validate_data(self, X)
         return self._fit(X, self._check_triplets(triplets, X.shape[0]))
+
+    def _fit_dask(self, X: Any, triplets: Any) -> RelativeComparisonMetric:
+        """``X`` or the triplets a Dask array: the rows ``z_t`` are formed per block on the
+        cluster and the QP is solved by :func:`specopt.solvers.dual_cd.dask.dual_cd_dask`
+        (every pass returns O(p^2) numbers; the certified gap is over all rows)."""
+        if is_dask_array(X):
+            if X.ndim != 2 or not np.issubdtype(np.dtype(X.dtype), np.number):
+                raise ValueError(f"X must be a numeric (N, d) array, got shape {X.shape}")
+            reject_dask_nan(X)
+            self.n_features_in_ = X.shape[1]
+        else:
+            X = validate_data(self, X)
+        T = triplets if is_dask_array(triplets) else np.asarray(triplets)
+        check_triplet_indices(T, X.shape[0])
+        A = self._A(X.shape[1])
+        Z = triplet_z_rows(X @ A, T)
+        AtA = A.T @ A
+        cb = progress_callback(self.verbose, "dual_cd", f"RelativeComparisonMetric on Dask: "
+                               f"{Z.shape[0]} triplets in {Z.numblocks[0]} blocks, "
+                               f"{Z.shape[1]} weights, C={self.C:g}", "step")
+        res = dual_cd_dask(AtA * AtA, Z, self.C, nonneg=True, tol=self.tol, ridge=self.ridge,
+                           max_passes=self.max_passes, callback=cb)
+        self.triplets_ = T
+        return self._store(res, A, cb, "data passes")
 
     def _fit(self, X: np.ndarray, T: np.ndarray) -> RelativeComparisonMetric:
         A = self._A(X.shape[1])
@@ -198,14 +228,19 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
                                "iter")
         res = dual_cd(L, Z, self.C, nonneg=True, tol=self.tol, max_passes=self.max_passes,
                       ridge=self.ridge, seed=seed, callback=cb)
+        return self._store(res, A, cb, "CD passes")
+
+    def _store(self, res: Any, A: np.ndarray, cb: Any, unit: str) -> RelativeComparisonMetric:
+        """The fitted attributes from a dual-CD result (summary printed, warning if the gap
+        did not reach ``tol``)."""
         finish_progress(cb, summary_lines(
             ("converged", res.converged), ("objective", f"{res.primal:.6g}"),
             ("bound", f"{res.dual:.6g}"), ("relative gap", f"{res.rel_gap:.3g}"),
-            ("CD passes", res.iterations)))
+            (unit, res.iterations)))
         if not res.converged:
             warnings.warn(f"dual coordinate descent stopped with relative gap {res.rel_gap:.2e} "
-                          f"> tol={self.tol:g} after {res.iterations} passes",
-                          ConvergenceWarning, stacklevel=2)
+                          f"> tol={self.tol:g} after {res.iterations} {unit}",
+                          ConvergenceWarning, stacklevel=3)
         self.w_ = res.w
         self.transform_matrix_ = A
         self.components_ = (A * np.sqrt(res.w)).T

@@ -84,8 +84,9 @@ def test_dask_psdboost_equals_in_memory_on_cluster(client, seed, C_scale):
     assert {r["worker"] for r in ran} == workers
     kinds = {str(r["key"]).split("-")[0].strip("('") for r in ran}
     # (the gathers of the difference rows are fused into the tasks that use them)
-    # margins, cut matrices (+ band rows fetched), final violation check (the cut master)
-    assert {"_blk_rows_matvec", "_blk_adjoint_take", "_blk_adjoint", "_blk_quad_values"} <= kinds
+    # margins (also the final violation check), cut matrices (+ band rows fetched): the cut
+    # master on the row operator directly
+    assert {"_blk_rows_matvec", "_blk_adjoint_take", "_blk_adjoint"} <= kinds
     # no task ever held an array with |S| rows (results recorded on the workers)
     shapes = [s for ws in client.run(
         lambda dask_worker: dask_worker.plugins["shape-recorder"].shapes).values() for s in ws]
@@ -159,3 +160,81 @@ def test_dask_x_with_nan_or_inf_is_named_before_the_solve(bad):
     with pytest.raises(ValueError, match="Input X contains NaN or infinity"):
         PSDBoostMetric().fit(da.from_array(X, chunks=(50, -1)),
                              triplets=da.from_array(T, chunks=(64, 3)))
+
+
+def test_dask_fit_builds_no_cvxpy_problem_and_prints_rounds(monkeypatch, capsys):
+    """Dask triplets go to the solver on the row operator directly: no cp.Problem, no cp.Variable
+    with |S| entries, no specopt.solve; verbose prints one CVXPY-style line per round whose last
+    objective / bound are the certificate's; the fit equals the in-memory one within its gap."""
+    import specopt.learn.psdboost as pb
+
+    X, T = _instance(3, N=80, D=5, extra=120)
+    mem = PSDBoostMetric(C=10, tol=1e-7).fit_triplets(X, T)
+
+    def refuse(*a, **k):
+        raise AssertionError("a CVXPY problem was built for Dask data")
+
+    sizes = []
+    orig_var = cp.Variable
+
+    def variable(shape=(), *a, **k):
+        sizes.append(int(np.prod(shape)))
+        return orig_var(shape, *a, **k)
+
+    monkeypatch.setattr(pb.cp, "Problem", refuse)
+    monkeypatch.setattr(pb, "solve", refuse)
+    monkeypatch.setattr(pb.cp, "Variable", variable)
+    est = PSDBoostMetric(C=10, tol=1e-7, verbose=True).fit(
+        X, triplets=da.from_array(T, chunks=(40, 3)))
+    assert sizes == []
+    cert = est.certificate_
+    assert cert.status == cp.OPTIMAL and cert.gap <= 1e-7 and cert.max_violation <= 1e-9
+    assert cert.extra["direct"] and cert.iterations >= 1
+    # same problem: each objective is within the other's certified gap
+    tol = (cert.gap + mem.certificate_.gap + 1e-9) * max(1.0, abs(cert.objective))
+    assert abs(cert.objective - mem.certificate_.objective) <= tol
+    assert abs(np.trace(est.mahalanobis_) - 1.0) <= 1e-9
+    assert np.linalg.eigvalsh(est.mahalanobis_).min() >= -1e-9
+    out = capsys.readouterr().out
+    assert "route matrix_generation: PSDBoostMetric on Dask" in out and "Summary" in out
+    rows = [ln.split() for ln in out.splitlines()
+            if ln.split() and ln.split()[0].isdigit() and len(ln.split()) == 6]
+    assert len(rows) == cert.iterations
+    assert [int(r[0]) for r in rows] == list(range(1, cert.iterations + 1))
+    assert float(rows[-1][2]) == pytest.approx(cert.bound, rel=1e-6)
+
+
+def test_dask_fit_refuses_options_it_cannot_use():
+    X, T = _instance(4, N=40, D=3, extra=20)
+    with pytest.raises(ValueError, match=r"\['master'\] do not apply"):
+        PSDBoostMetric(route_options={"master": "lp"}).fit(X, triplets=da.from_array(T))
+
+
+def test_dask_fit_stopped_by_a_cap_warns_and_keeps_a_feasible_point():
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, T = _instance(5, N=80, D=5, extra=120)
+    with pytest.warns(ConvergenceWarning, match="stopped"):
+        est = PSDBoostMetric(C=10, tol=1e-12, route_options={"max_iters": 1}).fit(
+            X, triplets=da.from_array(T, chunks=(40, 3)))
+    cert = est.certificate_
+    assert cert.status == cp.OPTIMAL_INACCURATE and cert.extra["solver_status"] == "max_iters"
+    assert cert.max_violation <= 1e-9 and cert.bound >= cert.objective
+    assert abs(np.trace(est.mahalanobis_) - 1.0) <= 1e-9
+
+
+def test_relative_comparison_on_the_cluster(client):
+    """RelativeComparisonMetric with Dask triplets on the LocalCluster: its passes run on the
+    workers (the persisted triples and points stay alive through the fit) and it equals the
+    in-memory fit within the certified gaps."""
+    from specopt.learn import RelativeComparisonMetric
+
+    X, T = _instance(6, N=100, D=4, extra=300)
+    mem = RelativeComparisonMetric(tol=1e-8).fit(X, triplets=T)
+    with distributed.get_task_stream(client) as ts:
+        est = RelativeComparisonMetric(tol=1e-6).fit(
+            da.from_array(X, chunks=(50, -1)), triplets=da.from_array(T, chunks=(100, 3)))
+    assert est.converged_
+    assert abs(est.objective_ - mem.objective_) <= est.gap_ + mem.gap_ + 1e-12
+    kinds = {str(r["key"]).split("-")[0].strip("('") for r in ts.data}
+    assert {"_blk_stats", "_blk_line"} <= kinds

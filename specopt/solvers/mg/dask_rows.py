@@ -54,6 +54,7 @@ __all__ = [
     "is_dask_array",
     "is_dask_backed",
     "row_quad_values",
+    "tree_sum",
     "triplet_rows",
 ]
 
@@ -224,7 +225,7 @@ def _gather_diff(T, data, a: int, b: int, dtype):
 # --------------------------------------------------------------------------------------------
 # Helpers on the client
 # --------------------------------------------------------------------------------------------
-def _tree_sum(tasks: list):
+def tree_sum(tasks: list):
     dask, _ = _dask()
     add = dask.delayed(_tree_add, pure=True)
     while len(tasks) > 1:
@@ -396,7 +397,7 @@ class DaskRowOperator:
                  for b, idx, wv in self._split(w, compress=True)]
         if not tasks:
             return np.zeros((self.n, self.n))
-        (H,) = self._dask.compute(_tree_sum(tasks))
+        (H,) = self._dask.compute(tree_sum(tasks))
         return 0.5 * (H + H.T)
 
     def adjoint_matvec(self, w: np.ndarray, X: np.ndarray) -> np.ndarray:
@@ -406,7 +407,7 @@ class DaskRowOperator:
                  for b, idx, wv in self._split(w, compress=True)]
         if not tasks:
             return np.zeros((self.n,) + X.shape[1:])
-        (Y,) = self._dask.compute(_tree_sum(tasks))
+        (Y,) = self._dask.compute(tree_sum(tasks))
         return Y
 
     def take_operator(self, rows: np.ndarray):
@@ -469,13 +470,13 @@ class DaskRowOperator:
 
     # ---- passes behind LazyRows ----------------------------------------------------------
     def rows_matvec(self, kind, arg, scale, vec, lo, hi) -> np.ndarray:
-        # the master asks for the same margins several times per round: remember the last few
+        # the master asks for the same margins several times per round: remember the last two
         key = (kind, lo, hi, *(np.asarray(a, dtype=float).tobytes() for a in (arg, scale, vec)))
         memo = self.__dict__.setdefault("_memo", {})
         if key in memo:
             return memo[key].copy()
         out = self._matvec_pass(kind, arg, scale, vec, lo, hi)
-        if len(memo) >= 4:
+        if len(memo) >= 2:  # (m floats each: the client's memory per row)
             memo.pop(next(iter(memo)))
         memo[key] = out
         return out.copy()
@@ -492,7 +493,7 @@ class DaskRowOperator:
                  for b, idx, wv in self._split(w)]
         if not tasks:
             return np.zeros(q)
-        (y,) = self._dask.compute(_tree_sum(tasks))
+        (y,) = self._dask.compute(tree_sum(tasks))
         return y
 
     def rows_take(self, kind, arg, scale, rows, q) -> np.ndarray:
