@@ -19,14 +19,7 @@ import scipy.sparse as sp
 
 from .._highs import add_csc_cols, add_empty_rows, highs_bounds, new_highs, run_highs
 from .._status import SolverStatus
-from ._block import (
-    _RANK_TOL,
-    Block,
-    _psd_block_master,
-    exact_trace,
-    iterate_factor,
-    next_subspace,
-)
+from ._block import Block, _psd_block_master, exact_trace, iterate_factor, next_subspace
 from ._bound import BestBound, _clip_duals, _top_eigs, bound_at
 from ._operators import svec_index
 from ._problem import MGOptions, SpectraplexLP
@@ -34,14 +27,6 @@ from ._result import MatrixGenerationResult, RoundLog
 from .dask_rows import initial_working_set  # no dask import unless Dask-backed
 
 __all__ = ["solve_psd"]
-
-#: The switch to the full space (:func:`_full_face`): the rank of X unchanged for this many
-#: rounds, a block of at least this fraction of n, n and the working rows at most these sizes
-#: (the interior point's step on the full block costs ``O(rows^2 n^2 + rows n^3)``).
-_FULL_STABLE = 3
-_FULL_FRACTION = 0.3
-_FULL_MAX_N = 150
-_FULL_MAX_ROWS_PER_N = 6
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,23 +206,6 @@ def _next_block(prob: SpectraplexLP, opts: MGOptions, blk: Block, lw, Vw, newv: 
                   float(prob.C.quad(Ubar)[0] @ thbar))
 
 
-def _full_face(prob: SpectraplexLP, opts: MGOptions, ranks: list[int], rows: _Rows,
-               k: int) -> bool:
-    """Whether the next master should be the full-space one (``P = I``: the rows' exact
-    optimum, whose duals make the pricing bound tight).
-
-    On high-rank solutions the block grows to a sizable fraction of n and the tail is many
-    rounds of small objective and bound steps (a rank-16 member of the D = 100 family: 20
-    rounds from gap 1e-2 to 1e-4); once the rank of X has stopped moving, one master over the
-    whole space on the identified rows replaces them."""
-    n = prob.n
-    if n > _FULL_MAX_N or k >= n or len(ranks) < _FULL_STABLE:
-        return False
-    stable = len(set(ranks[-_FULL_STABLE:])) == 1
-    big = 2 * (ranks[-1] + opts.columns_per_round) >= _FULL_FRACTION * n
-    return stable and big and int(rows.work.sum()) <= _FULL_MAX_ROWS_PER_N * n
-
-
 @dataclass(frozen=True, eq=False)
 class _Best:
     """The best master point so far as ``X = Q diag(s2) Q^T`` with its z and duals."""
@@ -260,8 +228,6 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
     rows = _start_rows(prob, opts, P, zcur)
     status = SolverStatus.MAX_ITERS
     it = 0
-    ranks: list[int] = []
-    full_done = False
     for it in range(1, opts.max_iters + 1):
         k = blk.P.shape[1]
         pt, ax, viol = _solve_round(prob, opts, blk, rows, zcur)
@@ -270,7 +236,6 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
             rows = _update_rows(rows, prob, opts, ax, pt, viol)
         y = _clip_duals(pt.y, prob.lb, prob.ub)
         lw, Vw, Q, s2 = iterate_factor(blk.P, pt.W, blk.Ubar, blk.thbar, pt.alpha, prob.trace)
-        ranks.append(int((s2 > _RANK_TOL * prob.trace).sum()))  # the rank X uses
         if pt.obj > top.obj:
             top = _Best(pt.obj, Q, s2, pt.z, y, pt.mu)
         best, vals, vecs, rc = _price(prob, opts, best, v0, y, pt.mu)
@@ -290,10 +255,6 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
         if not keep.any() and viol is None:
             status = SolverStatus.STALLED
             break  # (rows just joined the working set: the next master differs, go on)
-        if not full_done and _full_face(prob, opts, ranks, rows, k):
-            full_done = True
-            blk = Block(np.eye(prob.n))
-            continue
         blk = _next_block(prob, opts, blk, lw, Vw, vecs[:, keep], pt.alpha)
     return _psd_result(prob, log, top, best, status, it, blk.P.shape[1])
 
