@@ -214,7 +214,8 @@ def run_family_case(method: str, D: int, S: int, i: int, tol: float,
     t0, c0 = time.perf_counter(), time.process_time()
     prob = _build(method, P, Q, C)
     if method == "route":
-        specopt.solve(prob, route="matrix_generation", tol=tol, time_limit=route_time)
+        cap = {"time_limit": route_time} if np.isfinite(route_time) else {}
+        specopt.solve(prob, route="matrix_generation", tol=tol, **cap)
     elif method == "SCS":
         prob.solve(solver="SCS", eps_abs=1e-5, eps_rel=1e-5)
     else:
@@ -257,12 +258,13 @@ def _in_subprocess(call: str, cap: float, base: dict) -> dict:
 
 
 def run_family(D: int, S: int, n: int, scs: int, tol: float, cap: float, first: int = 0,
-               route_time: float = np.inf, save=None) -> list[dict]:
-    """Members ``first .. n-1`` of one size: the route on all, SCS on those below ``scs`` (same
-    run, interleaved instance by instance so that both see the same machine load). ``save`` is
-    called with the records after every case (a long run killed midway keeps its results)."""
+               route_time: float = np.inf, save=None, members=None) -> list[dict]:
+    """Members ``first .. n-1`` (or the listed ``members``) of one size: the route on all, SCS
+    on those below ``scs`` (same run, interleaved instance by instance so that both see the same
+    machine load). ``save`` is called with the records after every case (a long run killed
+    midway keeps its results)."""
     records = []
-    for i in range(first, n):
+    for i in (range(first, n) if members is None else members):
         methods = ["route", "SCS"] if i < scs else ["route"]
         for m in methods:
             base = {"method": m, "D": D, "S": S, "i": i, "spec": family_spec(i, S)}
@@ -293,6 +295,12 @@ def family_summary(records: list[dict]) -> list[dict]:
                    [r["first_call_overhead"] for r in route.values()
                     if r.get("first_call_overhead") is not None] or [np.nan])),
                "load": float(np.median([r.get("load_before", np.nan) for r in rs]))}
+        cpu = [sr["cpu"] / route[i]["cpu"] for i, sr in scs.items()
+               if sr.get("cpu") and route.get(i, {}).get("cpu")
+               and route[i].get("status") == "optimal"]
+        # CPU seconds: what the ratio would be on a quiet machine (wall times under load are not)
+        row["cpu_ratio_median"] = float(np.median(cpu)) if cpu else None
+        row["cpu_ratio_worst"] = min(cpu) if cpu else None
         ratios, lower, upper = [], [], []
         for i, sr in scs.items():
             ro = route.get(i)
@@ -352,8 +360,8 @@ def family_table(records: list[dict]) -> str:
             f"{ro.get('iterations', '-')} | {ro.get('rank', '-')} | {gap} | {scs_txt} | {ratio} |")
     lines += ["", "| D | \\|S\\| | instances (certified) | route median / worst [s] | "
               "SCS median [s] (instances) | SCS/route median | SCS/route worst | "
-              "first-call overhead [s] | load (1 min) |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "SCS/route CPU median, worst | first-call overhead [s] | load (1 min) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in family_summary(records):
         f = lambda v, fmt: "-" if v is None or v != v else format(v, fmt)  # noqa: E731
         lines.append(
@@ -363,6 +371,7 @@ def family_table(records: list[dict]) -> str:
             f"{f(r['ratio_median'], '.1f')}x | "
             f"{'< ' if r['worst_is_upper_bound'] else ''}{f(r['ratio_worst'], '.1f')}x"
             f"{' (route not certified)' if r['worst_is_upper_bound'] else ''} | "
+            f"{f(r.get('cpu_ratio_median'), '.1f')}x, {f(r.get('cpu_ratio_worst'), '.1f')}x | "
             f"{f(r['first_call_overhead'], '.2f')} | {f(r['load'], '.1f')} |")
     return "\n".join(lines)
 
@@ -503,6 +512,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--family", nargs="*", default=None, metavar="D:S:N[:NSCS]",
                     help="families: N instances of size D x |S| (SCS on the first NSCS, default N)")
     ap.add_argument("--first", type=int, default=0, help="first family member to run")
+    ap.add_argument("--members", default=None, metavar="I,J,...",
+                    help="run only these family members (e.g. the high-rank ones: 4,5,10,11)")
     ap.add_argument("--route-time", type=float, default=float("inf"),
                     help="time limit of the route per instance (uncertified runs are recorded)")
     ap.add_argument("--quick", action="store_true",
@@ -530,7 +541,9 @@ def main(argv: list[str] | None = None) -> None:
             parts = [int(x) for x in f.split(":")]
             D, S, n = parts[:3]
             done += run_family(D, S, n, parts[3] if len(parts) > 3 else n, args.tol, args.cap,
-                               args.first, args.route_time, save)
+                               args.first, args.route_time, save,
+                               None if args.members is None
+                               else [int(x) for x in args.members.split(",")])
         print(save([]))
         print(f"wrote {out}")
         return

@@ -40,3 +40,16 @@ def test_imports_point_down_and_never_reach_cvxpy():
             if mod.startswith(".") and not mod.startswith(".."):
                 target = mod[1:].split(".")[0]
                 assert target in LAYERS[:rank], f"{name} imports {target}, not below it"
+
+
+def test_master_solver_rule_both_sides():
+    """The PSD-block master goes to the interior point for blocks of at least 12 whose svec
+    size is at least a quarter of the rows, up to _IP_MAX_ROWS rows; Clarabel otherwise."""
+    from specopt.solvers.mg import _block
+
+    cap = _block._IP_MAX_ROWS
+    assert _block.use_interior_point(12, 2 * 12 * 13)
+    assert not _block.use_interior_point(11, 10)  # small block
+    assert not _block.use_interior_point(20, 2 * 20 * 21 + 1)  # rows dominate the block
+    assert _block.use_interior_point(40, cap)
+    assert not _block.use_interior_point(40, cap + 1)  # row-heavy master
