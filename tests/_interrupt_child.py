@@ -174,6 +174,11 @@ def usable(prob, var) -> None:
 
 
 def main() -> None:
+    import signal
+
+    # Python's handler even when this process inherited SIGINT ignored (a test run started in
+    # the background by a non-interactive shell): the test is about what specopt does with it
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     route = sys.argv[1]
     if route == "highs":
         from specopt.solvers._highs import run_highs

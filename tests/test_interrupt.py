@@ -20,6 +20,16 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_DELAY = 1.0
 
 
+@pytest.fixture(autouse=True)
+def _python_owns_sigint():
+    """Python's KeyboardInterrupt handler for SIGINT during each test, whatever the run inherited:
+    a test run started in the background by a non-interactive shell (``cmd &``, ``nohup``)
+    starts with SIGINT ignored, which Python then leaves alone and every child inherits."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _max_delay() -> float:
     """``MAX_DELAY`` scaled by how oversubscribed the cores are: the 1-minute load average, or at
     least the processes this run itself keeps busy (the pytest-xdist workers plus the child),
