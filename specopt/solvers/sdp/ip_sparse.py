@@ -442,170 +442,250 @@ def solve_sparse_sdp_ip(
     if direction_kind not in ("hkm", "nt"):
         raise ValueError(f"direction_kind must be 'hkm' or 'nt', got {direction_kind!r}")
     t0 = time.perf_counter()
-    n = C.shape[0]
     m = int(b.size)
-    rows = np.asarray(rows, dtype=np.int64)
-    ii = np.asarray(ii, dtype=np.int64)
-    jj = np.asarray(jj, dtype=np.int64)
-    vals = np.asarray(vals, dtype=float)
-    pf = padded_factors(*row_factors(rows, ii, jj, vals, m, n))
-
-    sp_ = _Space(n, centered, face)
-    k = sp_.k
+    sp_ = _Space(C.shape[0], centered, face)
+    ops = _RowOps(rows, ii, jj, vals, b, C.shape[0], sp_, trace_bound)
     Cr = sp_.reduce(_sym(np.asarray(C, dtype=float)))
-    has_t = trace_bound is not None
-    me = m + (1 if has_t else 0)
-    bb = np.r_[b, trace_bound] if has_t else np.asarray(b, dtype=float)
-
-    def A_sparse(Kfull: np.ndarray) -> np.ndarray:
-        return np.bincount(rows, weights=vals * Kfull[ii, jj], minlength=m)
-
-    def A_op(W: np.ndarray, s: float) -> np.ndarray:
-        out = A_sparse(sp_.lift(W))
-        return np.r_[out, np.trace(W) + s] if has_t else out
-
-    def At_op(yv: np.ndarray) -> np.ndarray:
-        ys = yv[:m]
-        c_ = ys[rows]
-        Mfull = sp.coo_array((0.5 * vals * c_, (ii, jj)), shape=(n, n)).toarray()
-        Mfull = Mfull + Mfull.T
-        out = sp_.reduce(Mfull)
-        if has_t:
-            out[np.diag_indices(k)] += yv[m]
-        return out
-
-    nb = 1.0 + float(np.linalg.norm(bb))
+    st = _cold_start(Cr, ops.bb, sp_.k, ops.has_t, start_scale)
+    if warm is not None and not ops.has_t:
+        st.X, st.Z, st.y = _warm_start(sp_, warm, ops.At_op, Cr, warm_shift, m)
+    nb = 1.0 + float(np.linalg.norm(ops.bb))
     nc = 1.0 + float(np.linalg.norm(Cr))
-    # infeasible start, SDPT3-like scaling
-    xi = max(10.0, math.sqrt(k), float(np.max(1.0 + np.abs(bb), initial=1.0)))
-    eta = max(10.0, math.sqrt(k), float(np.linalg.norm(Cr)) / math.sqrt(k) + 1.0)
-    X = (start_scale * xi) * np.eye(k)
-    Z = eta * np.eye(k)
-    s_t, z_t = (xi, eta) if has_t else (0.0, 0.0)  # trace slack and its dual
-    y = np.zeros(me)
-    if warm is not None and not has_t:
-        X, Z, y = _warm_start(sp_, warm, At_op, Cr, warm_shift, m)
-    nu = k + (1 if has_t else 0)
     hist: list[tuple[float, ...]] = []
-    best: tuple | None = None
-    best_err = math.inf
-    best_it = 0
-    short = False
-    converged = False
+    best, best_err, best_it = None, math.inf, 0
+    short = converged = False
     it = 0
-    err = math.inf
-    Lx = Lz = None
     for it in range(1, max_iters + 1):
-        rp = bb - A_op(X, s_t)
-        Rd = Cr - At_op(y) - Z
-        rd_t = (0.0 - y[m] - z_t) if has_t else 0.0
-        pobj = float(np.vdot(Cr, X))
-        dobj = float(bb @ y)
-        mu = (float(np.vdot(X, Z)) + s_t * z_t) / nu
-        gap = abs(pobj - dobj) / (1.0 + abs(pobj) + abs(dobj))
-        pinf = float(np.linalg.norm(rp)) / nb
-        dinf = math.sqrt(float(np.linalg.norm(Rd)) ** 2 + rd_t**2) / nc
-        err = max(gap, pinf, dinf)
-        hist.append((pobj, dobj, gap, pinf, dinf, mu))
-        if verbose or callback is not None:  # the caller's objective: scale * <C, K> + offset
-            shown = (objective_scale * pobj + objective_offset,
-                     objective_scale * dobj + objective_offset)
-        if verbose:
-            print(f"[sparse_ip] {it:3d} {shown[0]:+.9e} {shown[1]:+.9e} gap {gap:.1e} "
-                  f"pinf {pinf:.1e} dinf {dinf:.1e} mu {mu:.1e} "
-                  f"({time.perf_counter() - t0:.1f} s)")
-        if callback is not None:
-            callback(it, objective=shown[0], gap=gap, violation=pinf)
-        if not np.isfinite(err):
+        meas = _measure(ops, Cr, st, nb, nc)
+        hist.append(meas.row)
+        _report(it, meas, verbose, callback, objective_scale, objective_offset, t0)
+        if not np.isfinite(meas.err):
             break
-        if err < best_err:
-            best_err, best, best_it = err, (X, y, s_t, z_t), it
-        if err <= tol:
+        if meas.err < best_err:
+            best_err, best, best_it = meas.err, (st.X, st.y, st.s_t, st.z_t), it
+        if meas.err <= tol:
             converged = True
             break
         # no progress (accuracy lost near the boundary): neither the error nor mu improved over
         # 8 steps. Degenerate problems (no interior: swiss-roll SDEs) converge linearly but
         # steadily, so a few steps without a new best error are not a stall.
-        if it - best_it >= 8 and mu > 0.5 * hist[-9][5]:
+        if it - best_it >= 8 and meas.mu > 0.5 * hist[-9][5]:
             break
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             break
-        if Lx is None or Lz is None:
-            try:
-                Lz = np.linalg.cholesky(Z)
-                Lx = np.linalg.cholesky(X)
-            except np.linalg.LinAlgError:
-                break
-        Zi, info = sla.lapack.dpotri(Lz, lower=1)
-        if info != 0:
-            break
-        Zi = np.tril(Zi) + np.tril(Zi, -1).T
-        if direction_kind == "nt":
-            # W = L U D^-1/2 U^T L^T with L^T Z L = U D U^T (W Z W = X)
-            D, U = np.linalg.eigh(Lx.T @ Z @ Lx)
-            LU = Lx @ U
-            Wn = _sym((LU / np.sqrt(np.clip(D, 1e-300, None))) @ LU.T)
-            scaling = (Wn, Wn)
-        else:
-            scaling = (X, Zi)
-        # Schur complement (sparse rows) through the rank-one factors
-        M = schur_complement(pf, sp_.lift(scaling[0]), sp_.lift(scaling[1]), m)
-        if has_t:
-            Mt = np.empty((me, me))
-            Mt[:m, :m] = M
-            Mt[m, :m] = A_sparse(sp_.lift(_sym(scaling[1] @ scaling[0])))
-            Mt[:m, m] = 0.0
-            Mt[m, m] = float(np.vdot(scaling[0], scaling[1])) + s_t / z_t
-            M = Mt
-        dM = np.diag(M).copy()
-        M[np.diag_indices(me)] += 1e-13 * max(1.0, float(dM.max(initial=1.0)))
         try:
-            cM = sla.cho_factor(M, lower=True, overwrite_a=True, check_finite=False)
+            short = _step(st, ops, Cr, meas, direction_kind, 1e-3 * tol * nb, short)
         except np.linalg.LinAlgError:
             break
-
-        newton = _Newton(A_op, At_op, cM, X, Zi, Lx, Lz, Rd, rp, rd_t, s_t, z_t, has_t, m,
-                         1e-3 * tol * nb, scaling)
-        direction, steps = newton.direction, newton.steps
-        try:
-            dX, dy, dZ, dst, dzt = direction(0.0, None, 0.0)
-            ap, ad = steps(dX, dZ, dst, dzt, 1.0)
-            mu_aff = (float(np.vdot(X + ap * dX, Z + ad * dZ))
-                      + (s_t + ap * dst) * (z_t + ad * dzt)) / nu
-            sigma = min(1.0, (mu_aff / mu) ** 3)
-            if short:
-                sigma = max(sigma, 0.5)
-            corr = dX @ dZ @ Zi
-            dX, dy, dZ, dst, dzt = direction(sigma * mu, corr, dst * dzt)
-            ap, ad = steps(dX, dZ, dst, dzt)
-            if min(ap, ad) < 0.1:
-                alt = direction(max(sigma, 0.5) * mu, None, 0.0)
-                ap2, ad2 = steps(alt[0], alt[2], alt[3], alt[4])
-                if min(ap2, ad2) > min(ap, ad):
-                    (dX, dy, dZ, dst, dzt), ap, ad = alt, ap2, ad2
-        except np.linalg.LinAlgError:
+        if st.Lx is None or st.Lz is None:
             break
-        short = min(ap, ad) < 0.2
-        # the new iterate must be positive definite (Lanczos step lengths): backtrack if not
-        X, Lx, ap = _pd_update(X, dX, ap)
-        Z, Lz, ad = _pd_update(Z, dZ, ad)
-        if Lx is None or Lz is None:
-            break
-        y = y + ad * dy
-        if has_t:
-            s_t += ap * dst
-            z_t += ad * dzt
-    if best is None:
-        best = (X, y, s_t, z_t)
-    X, y, s_t, z_t = best
-    # factor of K: eigenvalues of X above rank_cut * tr
-    ev, U = np.linalg.eigh(X)
-    ev, U = ev[::-1], U[:, ::-1]  # largest first
-    tr = float(np.sum(np.clip(ev, 0, None)))
-    keep = ev > rank_cut * max(tr, 1e-300)
-    Y = sp_.lift_cols(U[:, keep] * np.sqrt(ev[keep]))
+    X, y, s_t, z_t = best if best is not None else (st.X, st.y, st.s_t, st.z_t)
     h = hist[best_it - 1] if best_it else hist[-1]
-    return SparseIPResult(Y=np.ascontiguousarray(Y), y=y[:m].copy(),
-                          mu=float(-y[m]) if has_t else 0.0, iterations=it,
+    return SparseIPResult(Y=_factor_of(X, sp_, rank_cut), y=y[:m].copy(),
+                          mu=float(-y[m]) if ops.has_t else 0.0, iterations=it,
                           converged=converged and best_it == it, primal_residual=h[3],
                           dual_residual=h[4], gap=h[2], history=hist)
+
+
+class _RowOps:
+    """The rows as operators on the reduced space: ``A_sparse`` on a full matrix, ``A_op``
+    (``A(lift W)``, plus ``tr W + s`` with a trace bound) and its adjoint ``At_op``; ``bb`` the
+    right-hand side (``b``, plus ``t``)."""
+
+    def __init__(self, rows, ii, jj, vals, b: np.ndarray, n: int, sp_: _Space,
+                 trace_bound: float | None) -> None:
+        m = int(b.size)
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.ii = np.asarray(ii, dtype=np.int64)
+        self.jj = np.asarray(jj, dtype=np.int64)
+        self.vals = np.asarray(vals, dtype=float)
+        self.m, self.n, self.sp_ = m, n, sp_
+        self.pf = padded_factors(*row_factors(self.rows, self.ii, self.jj, self.vals, m, n))
+        self.has_t = trace_bound is not None
+        self.me = m + (1 if self.has_t else 0)
+        self.bb = np.r_[b, trace_bound] if self.has_t else np.asarray(b, dtype=float)
+
+    def A_sparse(self, Kfull: np.ndarray) -> np.ndarray:
+        return np.bincount(self.rows, weights=self.vals * Kfull[self.ii, self.jj],
+                           minlength=self.m)
+
+    def A_op(self, W: np.ndarray, s: float) -> np.ndarray:
+        out = self.A_sparse(self.sp_.lift(W))
+        return np.r_[out, np.trace(W) + s] if self.has_t else out
+
+    def At_op(self, yv: np.ndarray) -> np.ndarray:
+        c_ = yv[:self.m][self.rows]
+        Mfull = sp.coo_array((0.5 * self.vals * c_, (self.ii, self.jj)),
+                             shape=(self.n, self.n)).toarray()
+        out = self.sp_.reduce(Mfull + Mfull.T)
+        if self.has_t:
+            out[np.diag_indices(self.sp_.k)] += yv[self.m]
+        return out
+
+
+@dataclass
+class _IPState:
+    """The iterate: ``X``, ``Z`` (reduced space) with their Cholesky factors, the multipliers
+    ``y`` and the trace slack ``s_t`` with its dual ``z_t``."""
+
+    X: np.ndarray
+    Z: np.ndarray
+    y: np.ndarray
+    s_t: float
+    z_t: float
+    Lx: np.ndarray | None = None
+    Lz: np.ndarray | None = None
+
+
+def _cold_start(Cr: np.ndarray, bb: np.ndarray, k: int, has_t: bool,
+                start_scale: float) -> _IPState:
+    """Infeasible start, SDPT3-like scaling: ``X = xi I``, ``Z = eta I``."""
+    xi = max(10.0, math.sqrt(k), float(np.max(1.0 + np.abs(bb), initial=1.0)))
+    eta = max(10.0, math.sqrt(k), float(np.linalg.norm(Cr)) / math.sqrt(k) + 1.0)
+    s_t, z_t = (xi, eta) if has_t else (0.0, 0.0)
+    return _IPState((start_scale * xi) * np.eye(k), eta * np.eye(k), np.zeros(bb.size), s_t, z_t)
+
+
+@dataclass(frozen=True)
+class _Measure:
+    """Residuals and objectives at one iterate; ``row`` is its history entry."""
+
+    rp: np.ndarray
+    Rd: np.ndarray
+    rd_t: float
+    pobj: float
+    dobj: float
+    gap: float
+    pinf: float
+    dinf: float
+    mu: float
+
+    @property
+    def err(self) -> float:
+        return max(self.gap, self.pinf, self.dinf)
+
+    @property
+    def row(self) -> tuple[float, ...]:
+        return (self.pobj, self.dobj, self.gap, self.pinf, self.dinf, self.mu)
+
+
+def _measure(ops: _RowOps, Cr: np.ndarray, st: _IPState, nb: float, nc: float) -> _Measure:
+    """``rp = b - A(X)``, ``Rd = C - A^T y - Z``, the relative gap and residuals, and ``mu``."""
+    rp = ops.bb - ops.A_op(st.X, st.s_t)
+    Rd = Cr - ops.At_op(st.y) - st.Z
+    rd_t = (0.0 - st.y[ops.m] - st.z_t) if ops.has_t else 0.0
+    pobj = float(np.vdot(Cr, st.X))
+    dobj = float(ops.bb @ st.y)
+    nu = st.X.shape[0] + (1 if ops.has_t else 0)
+    mu = (float(np.vdot(st.X, st.Z)) + st.s_t * st.z_t) / nu
+    gap = abs(pobj - dobj) / (1.0 + abs(pobj) + abs(dobj))
+    pinf = float(np.linalg.norm(rp)) / nb
+    dinf = math.sqrt(float(np.linalg.norm(Rd)) ** 2 + rd_t**2) / nc
+    return _Measure(rp, Rd, rd_t, pobj, dobj, gap, pinf, dinf, mu)
+
+
+def _report(it: int, meas: _Measure, verbose: bool, callback, scale: float, offset: float,
+            t0: float) -> None:
+    """A verbose line and the callback, in the caller's objective ``scale <C, K> + offset``."""
+    if not verbose and callback is None:
+        return
+    shown = (scale * meas.pobj + offset, scale * meas.dobj + offset)
+    if verbose:
+        print(f"[sparse_ip] {it:3d} {shown[0]:+.9e} {shown[1]:+.9e} gap {meas.gap:.1e} "
+              f"pinf {meas.pinf:.1e} dinf {meas.dinf:.1e} mu {meas.mu:.1e} "
+              f"({time.perf_counter() - t0:.1f} s)")
+    if callback is not None:
+        callback(it, objective=shown[0], gap=meas.gap, violation=meas.pinf)
+
+
+def _scaling(direction_kind: str, st: _IPState, Zi: np.ndarray):
+    """``(X, Z^-1)`` for HKM; ``(W, W)`` for NT, ``W = L U D^-1/2 U^T L^T`` with
+    ``L^T Z L = U D U^T`` (so ``W Z W = X``)."""
+    if direction_kind != "nt":
+        return st.X, Zi
+    D, U = np.linalg.eigh(st.Lx.T @ st.Z @ st.Lx)
+    LU = st.Lx @ U
+    Wn = _sym((LU / np.sqrt(np.clip(D, 1e-300, None))) @ LU.T)
+    return Wn, Wn
+
+
+def _schur_factor(ops: _RowOps, scaling, st: _IPState):
+    """Cholesky factor of the Schur complement ``M_rs = <A_r, left A_s right>`` (sparse rows,
+    through the rank-one factors), bordered by the trace row, with a tiny diagonal shift."""
+    left, right = scaling
+    M = schur_complement(ops.pf, ops.sp_.lift(left), ops.sp_.lift(right), ops.m)
+    if ops.has_t:
+        Mt = np.empty((ops.me, ops.me))
+        Mt[:ops.m, :ops.m] = M
+        Mt[ops.m, :ops.m] = ops.A_sparse(ops.sp_.lift(_sym(right @ left)))
+        Mt[:ops.m, ops.m] = 0.0
+        Mt[ops.m, ops.m] = float(np.vdot(left, right)) + st.s_t / st.z_t
+        M = Mt
+    dM = np.diag(M).copy()
+    M[np.diag_indices(ops.me)] += 1e-13 * max(1.0, float(dM.max(initial=1.0)))
+    return sla.cho_factor(M, lower=True, overwrite_a=True, check_finite=False)
+
+
+def _step(st: _IPState, ops: _RowOps, Cr: np.ndarray, meas: _Measure, direction_kind: str,
+          res_tol: float, short: bool) -> bool:
+    """One Mehrotra predictor-corrector step, in place; returns whether it was short. Raises
+    LinAlgError on a failed factorization (the caller stops); leaves ``st.Lx``/``st.Lz`` None
+    when the new iterate is not positive definite."""
+    if st.Lx is None or st.Lz is None:
+        st.Lz = np.linalg.cholesky(st.Z)
+        st.Lx = np.linalg.cholesky(st.X)
+    Zi, info = sla.lapack.dpotri(st.Lz, lower=1)
+    if info != 0:
+        raise np.linalg.LinAlgError("Z is not positive definite")
+    Zi = np.tril(Zi) + np.tril(Zi, -1).T
+    scaling = _scaling(direction_kind, st, Zi)
+    cM = _schur_factor(ops, scaling, st)
+    newton = _Newton(ops.A_op, ops.At_op, cM, st.X, Zi, st.Lx, st.Lz, meas.Rd, meas.rp,
+                     meas.rd_t, st.s_t, st.z_t, ops.has_t, ops.m, res_tol, scaling)
+    dX, dy, dZ, dst, dzt, ap, ad = _predictor_corrector(newton, st, Zi, meas.mu, short)
+    short = min(ap, ad) < 0.2
+    # the new iterate must be positive definite (Lanczos step lengths): backtrack if not
+    st.X, st.Lx, ap = _pd_update(st.X, dX, ap)
+    st.Z, st.Lz, ad = _pd_update(st.Z, dZ, ad)
+    if st.Lx is None or st.Lz is None:
+        return short  # the caller stops
+    st.y = st.y + ad * dy
+    if ops.has_t:
+        st.s_t += ap * dst
+        st.z_t += ad * dzt
+    return short
+
+
+def _predictor_corrector(newton: _Newton, st: _IPState, Zi: np.ndarray, mu: float,
+                         short: bool):
+    """Predictor (affine) step, ``sigma = (mu_aff / mu)^3`` (at least 0.5 after a short step),
+    corrector with the second-order term ``dX dZ Z^-1``; a pure centring step instead when it
+    goes further than a corrector shorter than 0.1. Returns the direction and step lengths."""
+    direction, steps = newton.direction, newton.steps
+    nu = st.X.shape[0] + (1 if newton.has_t else 0)
+    dX, dy, dZ, dst, dzt = direction(0.0, None, 0.0)
+    ap, ad = steps(dX, dZ, dst, dzt, 1.0)
+    mu_aff = (float(np.vdot(st.X + ap * dX, st.Z + ad * dZ))
+              + (st.s_t + ap * dst) * (st.z_t + ad * dzt)) / nu
+    sigma = min(1.0, (mu_aff / mu) ** 3)
+    if short:
+        sigma = max(sigma, 0.5)
+    corr = dX @ dZ @ Zi
+    dX, dy, dZ, dst, dzt = direction(sigma * mu, corr, dst * dzt)
+    ap, ad = steps(dX, dZ, dst, dzt)
+    if min(ap, ad) < 0.1:
+        alt = direction(max(sigma, 0.5) * mu, None, 0.0)
+        ap2, ad2 = steps(alt[0], alt[2], alt[3], alt[4])
+        if min(ap2, ad2) > min(ap, ad):
+            (dX, dy, dZ, dst, dzt), ap, ad = alt, ap2, ad2
+    return dX, dy, dZ, dst, dzt, ap, ad
+
+
+def _factor_of(X: np.ndarray, sp_: _Space, rank_cut: float) -> np.ndarray:
+    """``Y`` with ``K = Y Y^T``: the eigenvalues of ``X`` above ``rank_cut * tr``, largest
+    first, lifted to the full space."""
+    ev, U = np.linalg.eigh(X)
+    ev, U = ev[::-1], U[:, ::-1]
+    tr = float(np.sum(np.clip(ev, 0, None)))
+    keep = ev > rank_cut * max(tr, 1e-300)
+    return np.ascontiguousarray(sp_.lift_cols(U[:, keep] * np.sqrt(ev[keep])))
