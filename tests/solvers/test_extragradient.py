@@ -70,12 +70,14 @@ def test_box_projection_matches_cvxpy(seed, N, with_y):
     cons = [a >= 0, a <= C] + ([y @ a == 0] if with_y else [])
     cp.Problem(cp.Minimize(cp.sum_squares(a - v)), cons).solve(solver="CLARABEL", **TIGHT)
     p = project_box(v, C, y if with_y else None)
-    # p is feasible and at least as close to v as the interior-point answer (so it is the
-    # projection up to Clarabel's accuracy, which on N ~ 90 boxes is ~1e-7 - 1e-6)
+    # p is feasible and at least as close to v as the interior-point answer, and the distance
+    # between them is what Clarabel's own suboptimality allows: f = ||. - v||^2 is 2-strongly
+    # convex, so the exact projection p* has ||a - p*||^2 <= f(a) - f(p*) for feasible a
+    # (a fixed 1e-6 failed on seed 88, N 31: Clarabel 1.2e-6 off in one entry)
     assert np.all(p >= 0) and np.all(p <= C)
     f_p, f_cvx = np.sum((p - v) ** 2), np.sum((a.value - v) ** 2)
     assert f_p <= f_cvx + 1e-12 * max(1.0, f_cvx)
-    assert np.max(np.abs(p - a.value)) <= 1e-6
+    assert np.linalg.norm(p - a.value) <= np.sqrt(max(f_cvx - f_p, 0.0)) + 1e-7
     if with_y:
         assert abs(y @ p) <= 1e-10
 

@@ -134,120 +134,163 @@ def solve_small_sdp(
 
     ``Amats`` (me, k, k) symmetric, ``Al`` (me, nl) sparse or dense, ``Af`` (me, nf) dense.
     """
-    Al = sp.csr_array(Al)
-    AlT = sp.csr_array(Al.T)
-    me, k, _ = Amats.shape
-    nl, nf = Al.shape[1], Af.shape[1]
-    Aflat = Amats.reshape(me, k * k)
-    nb = 1.0 + np.linalg.norm(b)
-    nc = 1.0 + np.sqrt(np.linalg.norm(C) ** 2 + np.linalg.norm(cl) ** 2 + np.linalg.norm(cf) ** 2)
-    # infeasible start (SDPT3-like scaling)
-    anorm = np.maximum(np.linalg.norm(Aflat, axis=1),
-                       np.asarray(abs(Al).sum(axis=1)).ravel() if nl else 0.0)
-    xi = max(10.0, np.sqrt(k), float(np.max((1.0 + np.abs(b)) / (1.0 + anorm), initial=1.0)))
-    eta = max(10.0, np.sqrt(k), float(anorm.max(initial=1.0)), float(np.linalg.norm(C)))
-    X = xi * np.eye(k)
-    Z = eta * np.eye(k)
-    xl = np.full(nl, xi)
-    sl = np.full(nl, eta)
-    xf = np.zeros(nf)
-    y = np.zeros(me)
-    nu = k + nl
+    data = _SmallData(Amats, b, C, Al, cl, Af, cf)
+    st = _small_start(data)
     best_err, best, best_it = np.inf, None, 0
     short_steps = False
-
-    def A_op(Xm, xlv, xfv):
-        return Aflat @ Xm.ravel() + Al @ xlv + Af @ xfv
-
-    def At_op(yv):
-        return np.tensordot(yv, Amats, axes=1), AlT @ yv, Af.T @ yv
-
     for it in range(1, max_iters + 1):
-        rp = b - A_op(X, xl, xf)
-        Ay_s, Ay_l, Ay_f = At_op(y)
-        Rd = C - Ay_s - Z
-        rdl = cl - Ay_l - sl
-        rdf = cf - Ay_f
-        pobj = float(np.vdot(C, X) + cl @ xl + cf @ xf)
-        dobj = float(b @ y)
-        mu = (float(np.vdot(X, Z)) + float(xl @ sl)) / nu
-        gap = abs(pobj - dobj) / (1.0 + abs(pobj) + abs(dobj))
-        pinf = np.linalg.norm(rp) / nb
-        dinf = np.sqrt(np.linalg.norm(Rd) ** 2 + np.linalg.norm(rdl) ** 2
-                       + np.linalg.norm(rdf) ** 2) / nc
+        meas = _small_measure(data, st)
         if verbose:
-            print(f"[ip] {it:3d} {pobj:+.9e} {dobj:+.9e} gap {gap:.1e} pinf {pinf:.1e} "
-                  f"dinf {dinf:.1e} mu {mu:.1e}")
-        err = max(gap, pinf, dinf)
+            print(f"[ip] {it:3d} {meas.pobj:+.9e} {meas.dobj:+.9e} gap {meas.gap:.1e} "
+                  f"pinf {meas.pinf:.1e} dinf {meas.dinf:.1e} mu {meas.mu:.1e}")
+        err = max(meas.gap, meas.pinf, meas.dinf)
         if not np.isfinite(err):
             break
         if err < best_err:
-            best_err, best, best_it = err, (X, xl, xf, y, pobj, dobj, it), it
+            best_err, best_it = err, it
+            best = (st.X, st.xl, st.xf, st.y, meas.pobj, meas.dobj, it)
         if err <= tol:
             break
         if it - best_it >= 4 and best_err < 1e-5:  # accuracy lost near the boundary
             break
         try:
-            Lz = np.linalg.cholesky(Z)
+            short_steps = _small_step(data, st, meas, tol, short_steps, verbose)
         except np.linalg.LinAlgError:
             break
-        S = sla.solve_triangular(Lz, np.eye(k), lower=True, trans="T")  # L^-T: Z^-1 = S S^T
-        Zi = S @ S.T
-        # Schur complement M_ij = <A_i, X A_j Z^-1> + Al diag(xl/sl) Al^T
-        # with X = R R^T and Z^-1 = S S^T: M_ij = <S^T A_i R, S^T A_j R>, one SYRK
-        try:
-            R = np.linalg.cholesky(X)
-        except np.linalg.LinAlgError:
-            break
-        Bm = (S.T @ Amats @ R).reshape(me, k * k)
-        M = blas.dsyrk(1.0, Bm, lower=True)
-        M = np.tril(M) + np.tril(M, -1).T
-        d = xl / sl
-        if nl:
-            M += (Al @ sp.diags_array(d) @ AlT).toarray()
-        M[np.diag_indices(me)] += 1e-14 * max(1.0, float(np.abs(np.diag(M)).max()))
-        try:
-            cM = sla.cho_factor(M, lower=True, check_finite=False)
-        except np.linalg.LinAlgError:
-            break
-        nt = _NewtonSystem(cM, Amats, Aflat, Al, AlT, Af, X, Zi, xl, sl, Rd, rp, rdl, rdf,
-                           tol * nb, tol * nc)
-        # predictor
-        dX, dxl, dxf, dy, dZ, dsl = nt.direction(0.0, np.zeros((k, k)), np.zeros(nl))
-        try:
-            ap = min(1.0, _max_step(X, dX), _max_step_lp(xl, dxl))
-            ad = min(1.0, _max_step(Z, dZ), _max_step_lp(sl, dsl))
-        except np.linalg.LinAlgError:
-            break
-        mu_aff = (float(np.vdot(X + ap * dX, Z + ad * dZ))
-                  + float((xl + ap * dxl) @ (sl + ad * dsl))) / nu
-        sigma = min(1.0, (mu_aff / mu) ** 3)
-        if short_steps:
-            sigma = max(sigma, 0.5)  # recentre after blocked steps (else Mehrotra can stall)
-        # corrector (Mehrotra second-order term)
-        corr_s = dX @ dZ @ Zi
-        corr_l = dxl * dsl
-
-        try:
-            dX, dxl, dxf, dy, dZ, dsl = nt.direction(sigma * mu, corr_s, corr_l)
-            ap, ad = _steps(X, xl, Z, sl, dX, dxl, dZ, dsl)
-            if min(ap, ad) < 0.1:
-                # the second-order term can block the step: a plain centring step instead
-                alt = nt.direction(max(sigma, 0.5) * mu, np.zeros((k, k)), np.zeros(nl))
-                ap2, ad2 = _steps(X, xl, Z, sl, alt[0], alt[1], alt[4], alt[5])
-                if min(ap2, ad2) > min(ap, ad):
-                    (dX, dxl, dxf, dy, dZ, dsl), ap, ad = alt, ap2, ad2
-        except np.linalg.LinAlgError:
-            break
-        short_steps = min(ap, ad) < 0.2
-        if verbose:
-            print(f"      steps {ap:.2e} {ad:.2e} sigma {sigma:.2f}")
-        X = _sym(X + ap * dX)
-        xl = xl + ap * dxl
-        xf = xf + ap * dxf
-        y = y + ad * dy
-        Z = _sym(Z + ad * dZ)
-        sl = sl + ad * dsl
     if best is None or best_err > accept * max(tol, 1e-12):
         return None
     return SmallSDPSolution(*best)
+
+
+class _SmallData:
+    """The problem's data with the row operator ``A(X, xl, xf) = <A_i, X> + Al xl + Af xf``, its
+    adjoint, and the norms the residuals are measured against."""
+
+    def __init__(self, Amats, b, C, Al, cl, Af, cf) -> None:
+        self.Amats, self.b, self.C, self.cl, self.Af, self.cf = Amats, b, C, cl, Af, cf
+        self.Al = sp.csr_array(Al)
+        self.AlT = sp.csr_array(self.Al.T)
+        self.me, self.k, _ = Amats.shape
+        self.nl, self.nf = self.Al.shape[1], Af.shape[1]
+        self.Aflat = Amats.reshape(self.me, self.k * self.k)
+        self.nb = 1.0 + np.linalg.norm(b)
+        self.nc = 1.0 + np.sqrt(np.linalg.norm(C) ** 2 + np.linalg.norm(cl) ** 2
+                                + np.linalg.norm(cf) ** 2)
+
+    def A_op(self, Xm, xlv, xfv):
+        return self.Aflat @ Xm.ravel() + self.Al @ xlv + self.Af @ xfv
+
+    def At_op(self, yv):
+        return np.tensordot(yv, self.Amats, axes=1), self.AlT @ yv, self.Af.T @ yv
+
+
+@dataclass
+class _SmallState:
+    """The iterate: ``X`` PSD, ``xl >= 0``, ``xf`` free; dual ``y``, ``Z`` PSD, ``sl >= 0``."""
+
+    X: np.ndarray
+    Z: np.ndarray
+    xl: np.ndarray
+    sl: np.ndarray
+    xf: np.ndarray
+    y: np.ndarray
+
+
+def _small_start(d: _SmallData) -> _SmallState:
+    """Infeasible start (SDPT3-like scaling): ``X = xi I``, ``Z = eta I``, ``xl = xi``,
+    ``sl = eta``."""
+    anorm = np.maximum(np.linalg.norm(d.Aflat, axis=1),
+                       np.asarray(abs(d.Al).sum(axis=1)).ravel() if d.nl else 0.0)
+    xi = max(10.0, np.sqrt(d.k), float(np.max((1.0 + np.abs(d.b)) / (1.0 + anorm), initial=1.0)))
+    eta = max(10.0, np.sqrt(d.k), float(anorm.max(initial=1.0)), float(np.linalg.norm(d.C)))
+    return _SmallState(xi * np.eye(d.k), eta * np.eye(d.k), np.full(d.nl, xi),
+                       np.full(d.nl, eta), np.zeros(d.nf), np.zeros(d.me))
+
+
+@dataclass(frozen=True)
+class _SmallMeasure:
+    """Residuals (``rp``, ``Rd``, ``rdl``, ``rdf``), objectives, ``mu`` and relative errors."""
+
+    rp: np.ndarray
+    Rd: np.ndarray
+    rdl: np.ndarray
+    rdf: np.ndarray
+    pobj: float
+    dobj: float
+    mu: float
+    gap: float
+    pinf: float
+    dinf: float
+
+
+def _small_measure(d: _SmallData, st: _SmallState) -> _SmallMeasure:
+    rp = d.b - d.A_op(st.X, st.xl, st.xf)
+    Ay_s, Ay_l, Ay_f = d.At_op(st.y)
+    Rd = d.C - Ay_s - st.Z
+    rdl = d.cl - Ay_l - st.sl
+    rdf = d.cf - Ay_f
+    pobj = float(np.vdot(d.C, st.X) + d.cl @ st.xl + d.cf @ st.xf)
+    dobj = float(d.b @ st.y)
+    mu = (float(np.vdot(st.X, st.Z)) + float(st.xl @ st.sl)) / (d.k + d.nl)
+    gap = abs(pobj - dobj) / (1.0 + abs(pobj) + abs(dobj))
+    pinf = np.linalg.norm(rp) / d.nb
+    dinf = np.sqrt(np.linalg.norm(Rd) ** 2 + np.linalg.norm(rdl) ** 2
+                   + np.linalg.norm(rdf) ** 2) / d.nc
+    return _SmallMeasure(rp, Rd, rdl, rdf, pobj, dobj, mu, gap, pinf, dinf)
+
+
+def _small_schur(d: _SmallData, st: _SmallState):
+    """``(cho_factor(M), Z^-1)``: ``M_ij = <A_i, X A_j Z^-1> + Al diag(xl/sl) Al^T``; with
+    ``X = R R^T`` and ``Z^-1 = S S^T``, ``M_ij = <S^T A_i R, S^T A_j R>``, one SYRK. Raises
+    LinAlgError when ``X`` or ``Z`` is not positive definite."""
+    Lz = np.linalg.cholesky(st.Z)
+    S = sla.solve_triangular(Lz, np.eye(d.k), lower=True, trans="T")  # L^-T: Z^-1 = S S^T
+    Zi = S @ S.T
+    R = np.linalg.cholesky(st.X)
+    Bm = (S.T @ d.Amats @ R).reshape(d.me, d.k * d.k)
+    M = blas.dsyrk(1.0, Bm, lower=True)
+    M = np.tril(M) + np.tril(M, -1).T
+    if d.nl:
+        M += (d.Al @ sp.diags_array(st.xl / st.sl) @ d.AlT).toarray()
+    M[np.diag_indices(d.me)] += 1e-14 * max(1.0, float(np.abs(np.diag(M)).max()))
+    return sla.cho_factor(M, lower=True, check_finite=False), Zi
+
+
+def _small_step(d: _SmallData, st: _SmallState, meas: _SmallMeasure, tol: float,
+                short_steps: bool, verbose: bool) -> bool:
+    """One Mehrotra predictor-corrector step, in place; returns whether it was short. Raises
+    LinAlgError when a factorization or a step length fails (the caller stops)."""
+    k, nl, nu = d.k, d.nl, d.k + d.nl
+    X, Z, xl, sl = st.X, st.Z, st.xl, st.sl
+    cM, Zi = _small_schur(d, st)
+    nt = _NewtonSystem(cM, d.Amats, d.Aflat, d.Al, d.AlT, d.Af, X, Zi, xl, sl, meas.Rd,
+                       meas.rp, meas.rdl, meas.rdf, tol * d.nb, tol * d.nc)
+    # predictor
+    dX, dxl, dxf, dy, dZ, dsl = nt.direction(0.0, np.zeros((k, k)), np.zeros(nl))
+    ap = min(1.0, _max_step(X, dX), _max_step_lp(xl, dxl))
+    ad = min(1.0, _max_step(Z, dZ), _max_step_lp(sl, dsl))
+    mu_aff = (float(np.vdot(X + ap * dX, Z + ad * dZ))
+              + float((xl + ap * dxl) @ (sl + ad * dsl))) / nu
+    sigma = min(1.0, (mu_aff / meas.mu) ** 3)
+    if short_steps:
+        sigma = max(sigma, 0.5)  # recentre after blocked steps (else Mehrotra can stall)
+    # corrector (Mehrotra second-order term)
+    corr_s = dX @ dZ @ Zi
+    corr_l = dxl * dsl
+    dX, dxl, dxf, dy, dZ, dsl = nt.direction(sigma * meas.mu, corr_s, corr_l)
+    ap, ad = _steps(X, xl, Z, sl, dX, dxl, dZ, dsl)
+    if min(ap, ad) < 0.1:
+        # the second-order term can block the step: a plain centring step instead
+        alt = nt.direction(max(sigma, 0.5) * meas.mu, np.zeros((k, k)), np.zeros(nl))
+        ap2, ad2 = _steps(X, xl, Z, sl, alt[0], alt[1], alt[4], alt[5])
+        if min(ap2, ad2) > min(ap, ad):
+            (dX, dxl, dxf, dy, dZ, dsl), ap, ad = alt, ap2, ad2
+    if verbose:
+        print(f"      steps {ap:.2e} {ad:.2e} sigma {sigma:.2f}")
+    st.X = _sym(X + ap * dX)
+    st.xl = xl + ap * dxl
+    st.xf = st.xf + ap * dxf
+    st.y = st.y + ad * dy
+    st.Z = _sym(Z + ad * dZ)
+    st.sl = sl + ad * dsl
+    return min(ap, ad) < 0.2
