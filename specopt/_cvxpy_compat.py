@@ -320,7 +320,7 @@ def _clarabel_lmi(solver: Any, data: dict, verbose: bool, solver_opts: dict) -> 
     lmi_dims.zero = 0
     lmi_data = {_cps.A: form.G, _cps.B: form.h, _cps.C: form.q, ConicSolver.DIMS: lmi_dims}
     sol = _clarabel_plain(solver.solve_via_data(lmi_data, False, verbose, dict(solver_opts)))
-    return recover(form, sol.x, sol.s, sol.z, sol.status, solve_time=sol.solve_time,
+    return recover(form, sol.x, sol.z, sol.status, solve_time=sol.solve_time,
                    iterations=sol.iterations, r_prim=sol.r_prim, r_dual=sol.r_dual)
 
 

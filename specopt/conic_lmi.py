@@ -93,27 +93,25 @@ def lmi_form(A: Any, b: np.ndarray, c: np.ndarray, m_E: int, P: Any = None) -> L
     return LMIForm(G, h, q, float(b_C @ h), var_of_row, scale, b_C, c, m_E)
 
 
-def recover(form: LMIForm, v: np.ndarray | None, t: np.ndarray | None, w: np.ndarray | None,
-            status: str, exact_slack: bool = True, **info: Any) -> SimpleNamespace:
-    """The original program's solution from the LMI problem's ``(v, t)`` and its dual ``w``:
+def recover(form: LMIForm, v: np.ndarray | None, w: np.ndarray | None, status: str,
+            **info: Any) -> SimpleNamespace:
+    """The original program's solution from the LMI problem's primal ``v`` and dual ``w``:
     ``x = P'D^{-1}(w - b_C)``, ``z = (v, t)``, ``s = (0, w)``, in the fields a Clarabel solution
-    has (``x z s status obj_val obj_val_dual``, plus ``info``). With ``exact_slack`` the dual
-    slack is recomputed as ``t = h - G v`` (the dual equality then holds to rounding; the cone
-    membership carries the solver's error instead: on SDPLIB's control3 that moves the measured
-    dual residual from 1.5e-4 to below the gate's 1e-4)."""
+    has (``x z s status obj_val obj_val_dual``, plus ``info``). The dual slack is recomputed as
+    ``t = h - G v`` rather than taken from the solver, so the dual equality holds to rounding and
+    the cone membership carries the solver's error instead (on SDPLIB's control3 that moves the
+    measured dual residual from 1.5e-4 to below the gate's 1e-4)."""
     status = SWAPPED_STATUS.get(status, status)
     x = z = s = None
     pobj = dobj = float("nan")
-    if v is not None and t is not None and w is not None:
+    if v is not None and w is not None:
         w = np.asarray(w, dtype=float)
+        v = np.asarray(v, dtype=float)
         x = np.empty(form.scale.size)
         x[form.var_of_row] = (w - form.b_C) / form.scale
-        v = np.asarray(v, dtype=float)
-        if exact_slack:  # t from v, so that A'z + c = 0 holds to rounding
-            t = form.h - form.G @ v
-        z = np.concatenate([v, np.asarray(t, dtype=float)])
+        z = np.concatenate([v, form.h - form.G @ v])
         s = np.concatenate([np.zeros(form.m_E), w])
         pobj = float(form.c @ x)
-        dobj = -float(form.q @ np.asarray(v, dtype=float) + form.offset)
+        dobj = -float(form.q @ v + form.offset)
     return SimpleNamespace(x=x, z=z, s=s, status=status, obj_val=pobj, obj_val_dual=dobj,
                            **info)
