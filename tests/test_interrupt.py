@@ -60,6 +60,8 @@ ROUTES = ["conic-SCS", "conic-CLARABEL", "conic-CLARABEL-setup", "iterated_sdp-S
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize("route", ROUTES)
 def test_sigint_stops_the_solve_within_a_second(route):
+    if route.endswith("setup") and not sys.platform.startswith("linux"):
+        pytest.skip("the child-process check reads /proc (Linux)")
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     child = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "_interrupt_child.py"), route], cwd=ROOT,
