@@ -38,6 +38,14 @@ Checks (each recorded as ``checks[name] = Check(passed, measured, tolerance)``):
     The route's own convergence flag (``RouteResult.converged``) and, for iterated routes,
     whether every inner solve was accurate (``RouteResult.inner_accurate``, check
     ``inner_solves_accurate``).
+``farkas_on_problem`` / ``recession_on_problem``
+    For ``infeasible`` / ``unbounded`` from a route that hands over its proof (``RouteResult.
+    farkas`` / ``ray``): the proof re-derived on the user's constraints (``specopt.gate_claims``:
+    Farkas multipliers whose weighted constraint sum is a positive constant, to
+    ``gate_claims.FARKAS_RADIUS`` times the data's scale; a feasible point and a direction along
+    which every constraint holds to the feasibility tolerance and the objective improves
+    linearly). A claim whose proof fails here and that no conic probe confirms is downgraded to
+    ``infeasible_inaccurate`` / ``unbounded_inaccurate``.
 ``conic_probe``
     For ``infeasible`` (and ``unbounded`` from a specialized route): a feasibility solve
     (Clarabel, zero objective, the constraints plus the objective's domain) must agree. A wrong
@@ -63,6 +71,7 @@ from . import _cvxpy_compat as compat
 from ._values import constraint_scale, values_set
 from .backends import backend_status
 from .certificate import STATIONARY, relative_gap
+from .gate_claims import FARKAS_RADIUS, farkas_on_problem, ray_on_problem
 from .reductions.conic_size import dense_kkt_dimension
 
 if TYPE_CHECKING:
@@ -218,6 +227,23 @@ def feasibility_probe(problem: cp.Problem) -> str | None:
     return None
 
 
+_PROOFS = {cp.INFEASIBLE: ("farkas_on_problem", cp.INFEASIBLE_INACCURATE),
+           cp.UNBOUNDED: ("recession_on_problem", cp.UNBOUNDED_INACCURATE)}
+
+
+def _proof_held(status: str, checks: dict[str, Check], reasons: list[str]) -> str:
+    """An infeasible / unbounded claim whose proof failed on the user's problem, and that no
+    conic probe confirmed, becomes ``*_inaccurate``."""
+    name, weaker = _PROOFS.get(status, (None, None))
+    if name is None or name not in checks or checks[name].passed:
+        return status
+    probe = checks.get("conic_probe")
+    if probe is not None and probe.passed:
+        return status
+    reasons.append(f"{status} not proven on the problem ({describe(checks, [name])})")
+    return weaker
+
+
 class Verdict(NamedTuple):
     """What the gate decides about one route result.
 
@@ -267,6 +293,13 @@ def _claim_checks(problem: cp.Problem, result: RouteResult) -> dict[str, Check]:
     if result.status_check is not None:
         name, passed, measured, tolerance = result.status_check
         checks[name] = Check(bool(passed), measured, tolerance)
+    if result.status == cp.INFEASIBLE and result.farkas is not None:
+        proof = farkas_on_problem(problem, result.farkas)
+        if proof is not None:
+            checks["farkas_on_problem"] = Check(proof[0], proof[1], 1.0 / FARKAS_RADIUS)
+    if result.status == cp.UNBOUNDED and result.ray is not None:
+        ok, worst, _ = ray_on_problem(problem, *result.ray, feasibility_tol=FEASIBILITY_TOL)
+        checks["recession_on_problem"] = Check(ok, worst, FEASIBILITY_TOL)
     if result.status == cp.INFEASIBLE:
         verdict = feasibility_probe(problem)
         if verdict is not None:
@@ -298,6 +331,7 @@ def _decide(problem: cp.Problem, result: RouteResult, checks: dict[str, Check],
                            "(Clarabel) certifies that the constraints admit no point")
             status = cp.INFEASIBLE
             checks["conic_probe"] = Check(True, 1.0, 1.0)
+    status = _proof_held(status, checks, reasons)
     if status == cp.UNBOUNDED and not conic:
         # an unbounded claim needs a feasible set; cross-checked where the probe is cheap
         verdict = feasibility_probe(problem)

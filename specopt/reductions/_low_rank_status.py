@@ -13,8 +13,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..solvers.sdp import OPTIMAL, solve_low_rank_sdp
+from ..solvers.sdp._data import SymOp
 from ..solvers.sdp._kernels import adjoint_sparse
-from ._low_rank_duals import complement_basis
+from ._low_rank_duals import complement_basis, route_duals
 from ._low_rank_read import LRData
 from .base import RouteResult
 
@@ -59,6 +60,20 @@ def farkas_check(d: LRData, z: np.ndarray) -> tuple[bool, float, float]:
     return bool(ok), lam, btz
 
 
+def farkas_multipliers(d: LRData, z: np.ndarray, lam: float) -> dict[int, Any]:
+    """The Farkas vector ``z`` as multipliers of the user's constraints (CVXPY's convention,
+    ``gate_claims``): ``z`` on the rows, ``mu = max(0, -lambda_min(A^*(z)))`` on the trace
+    constraint when there is one, and the PSD multiplier ``A^*(z) + mu I`` (the centering
+    duals moving it onto ``1^perp``), so that their weighted constraint sum is the constant
+    ``-b^T z - mu t > 0`` (``route_duals`` with a zero objective, maximize)."""
+    zero = LRData(**{**d.__dict__, "C": SymOp(d.n), "sense": "max"})
+    mu = 0.0
+    if d.trace_con is not None:
+        nrm = float(np.linalg.norm(adjoint_sparse(d.A, z).toarray()))
+        mu = max(0.0, -lam) * nrm * (1.0 + 1e-9)
+    return route_duals(zero, z, mu)
+
+
 def ray_check(d: LRData, D: np.ndarray) -> tuple[bool, float, float]:
     """Whether the PSD matrix ``D`` is a recession direction along which the objective improves:
     ``(passed, ||A(D)||_inf / tr D, gain)``, ``gain = sgn <C, D> / (||C||_F tr D)`` (``sgn`` +1
@@ -97,6 +112,7 @@ def decide_status(d: LRData, res: Any, kw: dict, left: float | None,
             return RouteResult.no_point(
                 cp.INFEASIBLE, _sense(d), backend="low_rank_sdp", solve_time=res.solve_time,
                 history=res.history, status_check=("farkas", ok, btz, 0.0),
+                farkas=farkas_multipliers(d, z, lam),
                 extra={"farkas": z, "farkas_lambda_min": lam, "farkas_btz": btz,
                        "engine_status": res.status})
     if (d.trace_bound is not None or d.implied_trace_bound is not None
@@ -119,6 +135,7 @@ def decide_status(d: LRData, res: Any, kw: dict, left: float | None,
     return RouteResult.no_point(
         cp.UNBOUNDED, _sense(d), backend="low_rank_sdp", solve_time=res.solve_time,
         history=res.history, status_check=("recession_ray", ok, viol, RAY_TOL * 10),
+        ray=({d.K.id: res.Y @ res.Y.T}, {d.K.id: D}),
         extra={"ray": ray.Y, "ray_violation": viol, "ray_gain": gain,
                "primal_residual": res.primal_residual, "engine_status": res.status})
 

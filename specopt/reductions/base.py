@@ -75,7 +75,11 @@ class RouteResult:
     claim rests on was accurate), ``stationarity`` and ``dual_check`` (checks the route
     measured, ``(passed, measured, tolerance)``) and ``status_check`` (the proof of an
     infeasible / unbounded status: ``(name, passed, measured, tolerance)``); None where the
-    route has no such evidence. ``extra`` holds route-specific data for display only.
+    route has no such evidence. The objects of such a proof, which the gate re-derives on the
+    user's problem (``specopt.gate_claims``): ``farkas`` (an ``infeasible`` claim's multipliers
+    by constraint id, CVXPY's dual convention) and ``ray`` (an ``unbounded`` claim's feasible
+    point and improving direction, each by variable id). ``extra`` holds route-specific data
+    for display only.
     """
 
     status: str
@@ -95,6 +99,8 @@ class RouteResult:
     stationarity: CheckTriple | None = None
     dual_check: CheckTriple | None = None
     status_check: tuple[str, bool, float, float] | None = None
+    farkas: dict[int, Any] | None = None
+    ray: tuple[dict[int, Any], dict[int, Any]] | None = None
 
     @classmethod
     def no_point(cls, status: str, sense: int, backend: str = "", **fields: Any) -> RouteResult:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import cvxpy as cp
+import numpy as np
 
 from .._progress import user_history
 from ..solvers._status import SolverStatus
@@ -210,7 +211,7 @@ class LowRankSDPRoute(Route):
             return RouteResult.no_point(
                 status, -1 if d.sense == "max" else 1, backend="low_rank_sdp",
                 solve_time=res.solve_time, history=_history(res, out.trace, self.to_user(d)),
-                extra={"ray": res.ray, "engine_status": res.status})
+                ray=_ray_proof(d, res), extra={"ray": res.ray, "engine_status": res.status})
         out.trace.end_at(res, d.offset)  # the returned (polished / best) point ends the trace
         return RouteResult(
             status=status,
@@ -282,6 +283,15 @@ def _history(res: Any, trace: StepTrace, user: Callable[[float], float]) -> dict
     history = {f"engine_{k}": v for k, v in user_history(res.history, user).items()}
     history.update(trace.series)
     return history
+
+
+def _ray_proof(d: LRData, res: Any) -> tuple[dict, dict] | None:
+    """The engine's feasible point and recession direction ``v v^T`` for the gate
+    (``RouteResult.ray``), or None without them."""
+    if res.ray is None or res.Y is None:
+        return None
+    v = np.asarray(res.ray, dtype=float).reshape(d.n, -1)
+    return {d.K.id: res.Y @ res.Y.T}, {d.K.id: v @ v.T}
 
 
 def _face(d: LRData, flag: Any) -> Any:

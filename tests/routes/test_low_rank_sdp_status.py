@@ -42,6 +42,8 @@ def test_infeasible_rows_get_a_checked_farkas_vector(pair, value, seed):
     assert prob.status == cp.INFEASIBLE
     cert = specopt.certificate(prob)
     assert cert.checks["farkas"].passed
+    # and re-derived by the gate on the user's constraints (specopt.gate_claims)
+    assert cert.checks["farkas_on_problem"].passed
     assert all(v.value is None for v in prob.variables())  # a status, never values
     # the certificate itself: A^*(z) PSD (to rounding) and b^T z < 0 on the route's data
     d = recognize_low_rank_sdp(prob)
@@ -74,6 +76,7 @@ def test_unbounded_with_a_checked_recession_direction(seed):
     assert prob.status == cp.UNBOUNDED
     cert = specopt.certificate(prob)
     assert cert.checks["recession_ray"].passed
+    assert cert.checks["recession_on_problem"].passed
     Yr = cert.extra["ray"]
     d = recognize_low_rank_sdp(prob)
     ok, viol, gain = ray_check(d, Yr @ Yr.T)
