@@ -13,7 +13,9 @@ matrix, 40% observed, as ``minimize tr K`` with ``K[i, p + j] == M_ij`` on the o
 ``engine`` (``specopt.solve(route="low_rank_sdp")``, tol 1e-5: status after the gate; the
 first call in the process, numba's start-up included), ``engine_warm`` (the same after one small
 solve of the family in the process: the start-up paid),
-``clarabel`` (CVXPY, defaults; skipped above ``--clarabel-max-n``: dense KKT of side n(n+1)/2),
+``conic`` (``specopt.solve(route="conic")``: what ``auto`` runs when it does not pick the engine,
+Clarabel on the given or the LMI form of ``specopt.conic_lmi`` by ``_cvxpy_compat``'s rule, SCS
+above Clarabel's size, the gate's retries), ``auto`` (the default route), ``clarabel`` (CVXPY, defaults; skipped above ``--clarabel-max-n``: dense KKT of side n(n+1)/2),
 ``scs`` (CVXPY, ``eps = 1e-5``). Time is the solve call, CVXPY's compile included. Prints the
 table (per family and n: median / worst over seeds) and writes JSON with the load average.
 """
@@ -80,6 +82,17 @@ def model(family: str, n: int, seed: int):
     raise ValueError(f"unknown family {family}")
 
 
+def _route_of(prob) -> str | None:
+    """The route specopt ran (its certificate), or None."""
+    import specopt
+
+    try:
+        cert = specopt.certificate(prob)
+        return f"{cert.route}:{cert.backend}"
+    except Exception:
+        return None
+
+
 def child(family: str, n: int, seed: int, backend: str) -> None:
     import cvxpy as cp
 
@@ -91,6 +104,10 @@ def child(family: str, n: int, seed: int, backend: str) -> None:
     t0 = time.perf_counter()
     if backend in ("engine", "engine_warm"):
         specopt.solve(prob, route="low_rank_sdp")
+    elif backend == "conic":  # what auto would run instead: the conic route (Clarabel's LMI form)
+        specopt.solve(prob, route="conic")
+    elif backend == "auto":
+        specopt.solve(prob)
     elif backend == "clarabel":
         prob.solve(solver=cp.CLARABEL)
     elif backend == "scs":
@@ -98,6 +115,8 @@ def child(family: str, n: int, seed: int, backend: str) -> None:
     else:
         raise ValueError(backend)
     out = {"time": time.perf_counter() - t0, "status": prob.status, "value": prob.value}
+    if backend in ("auto", "conic", "engine", "engine_warm"):
+        out["route"] = _route_of(prob)
     print(json.dumps(out, default=float))
 
 
@@ -140,6 +159,10 @@ def main() -> None:
     for fam in args.families:
         for n in args.sizes:
             line = {"family": fam, "n": n}
+            picks = {r.get("route") for r in rows if r["family"] == fam and r["n"] == n
+                     and r["backend"] == "auto"} - {None}
+            if picks:
+                line["auto picks"] = "/".join(sorted(picks))
             for b in args.backends:
                 ts = [r["time"] for r in rows if r["family"] == fam and r["n"] == n
                       and r["backend"] == b and r.get("status") == "optimal"]
@@ -150,7 +173,8 @@ def main() -> None:
             table.append(line)
     write_json(args.out, rows, {"cap_s": args.cap, "load_start": load0,
                                 "load_end": os.getloadavg()})
-    print(markdown_table(table, ["family", "n", *args.backends]))
+    cols = ["family", "n", *(["auto picks"] if "auto" in args.backends else []), *args.backends]
+    print(markdown_table(table, cols))
     print(f"\ntimes (s, median / worst over seeds, status optimal only); load {load0[0]:.1f} -> "
           f"{os.getloadavg()[0]:.1f}")
 
