@@ -20,17 +20,32 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..._interrupt import call_interruptibly
-from ..sdp.ip_small import solve_small_sdp
+from ..sdp.ip_small import SmallStart, solve_small_sdp
 from ._operators import _pairs, svec_index
 from ._result import MasterInfeasible, UnboundedProblem
 
-__all__ = ["Block", "exact_trace", "iterate_factor", "next_subspace", "use_interior_point"]
+__all__ = ["Block", "MasterStart", "exact_trace", "iterate_factor", "next_subspace",
+           "use_interior_point"]
 
 _SQRT2 = np.sqrt(2.0)
 _RANK_TOL = 1e-5  # eigenvalues of W below this (times t) go to the aggregate, not the block
 
 
-def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k):
+@dataclass(frozen=True, eq=False)
+class MasterStart:
+    """A guess of the master's solution for a warm start (e.g. the previous round's point in
+    the new block): ``W`` (k, k), ``alpha``, ``z`` (the master's LP variables), ``y`` (its
+    max-sense row duals), ``mu`` (the trace dual)."""
+
+    W: np.ndarray
+    alpha: float
+    z: np.ndarray
+    y: np.ndarray
+    mu: float
+
+
+def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
+                      start: MasterStart | None = None):
     r"""Solve the restricted master over ``X = P W P^T + alpha Xbar`` (module docstring).
 
     The row-space interior point wins once the PSD block is not small next to the rows
@@ -42,7 +57,9 @@ def _psd_block_master(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq,
     """
     args = (Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k)
     if use_interior_point(k, Bs.shape[0]):
-        res = _psd_block_master_ip(*args)
+        res = _psd_block_master_ip(*args, start=start) if start is not None else None
+        if res is None:  # (a warm start that does not converge: the cold one)
+            res = _psd_block_master_ip(*args)
         if res is not None:
             return res
     return _psd_block_master_clarabel(*args)
@@ -170,14 +187,18 @@ def _ip_nonneg_columns(b, Gk, abar, cbar, trace_eq, c, nonneg, sgn, box, zlb, zu
 
 
 def _psd_block_master_ip(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k,
-                         acc=1e-9):
+                         acc=1e-9, start: MasterStart | None = None):
     r"""The master of :func:`_psd_block_master` by the row-space interior point
     (:func:`~specopt.solvers.sdp.ip_small.solve_small_sdp`, standard form of :func:`_ip_form`);
     ``None`` if it does not converge. Row duals are mapped back to the max-sense multipliers
     ``y_r = d OPT / d(bound)`` (= minus the standard-form dual of the row's first equation).
+    ``start``: warm start from a guess (:func:`_ip_start` maps it to the standard form).
     """
     form = _ip_form(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_eq, k)
-    sol = solve_small_sdp(*form.sdp, tol=acc)
+    guess = None
+    if start is not None:
+        guess = _ip_start(form, start, Bs, abar, G, lb, ub, zlb, zub, t, trace_eq)
+    sol = solve_small_sdp(*form.sdp, tol=acc, start=guess)
     if sol is None:
         return None
     I, J, scale = svec_index(k)
@@ -193,6 +214,49 @@ def _psd_block_master_ip(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_
     mu = -float(sol.y[nr])
     obj = float(cobj @ (W[I, J] * scale)) + alpha * (cbar or 0.0) + float(c @ z)
     return obj, W, max(alpha, 0.0), z, y, mu
+
+
+def _ip_start(form: _IPForm, g: MasterStart, Bs, abar, G, lb, ub, zlb, zub, t,
+              trace_eq) -> SmallStart:
+    """The guess ``g`` in the standard form of :func:`_ip_form` (columns in the order of
+    :func:`_ip_nonneg_columns`). Primal: ``alpha``, the trace slack, the shifted parts of
+    ``z`` and the row slacks from the activities. Dual: minus ``y`` on the rows, ``-mu`` on
+    the trace row; the duals of the box and two-sided rows (which touch only nonnegative
+    columns) as large as keeps both columns' dual slacks nonnegative, ``min(0, slack)``."""
+    Amats, b, C, Al, cl, Af, cf = form.sdp
+    rows, nr, me = form.rows, form.rows.size, b.size
+    W, z = g.W, np.asarray(g.z, dtype=float)
+    alpha = max(float(g.alpha), 0.0) if abar is not None else 0.0
+    I, J, scale = svec_index(W.shape[0])
+    act = Bs[rows] @ (W[I, J] * scale) + G[rows] @ z
+    if abar is not None:
+        act = act + alpha * abar[rows]
+    lbz, ubz = np.isfinite(zlb), np.isfinite(zub)
+    box = lbz & ubz & (zlb != zub)
+    lbr, ubr = lb[rows], ub[rows]
+    eq = np.isfinite(lbr) & np.isfinite(ubr) & (lbr == ubr)
+    two = np.isfinite(lbr) & np.isfinite(ubr) & ~eq
+    up = np.isfinite(ubr) & ~np.isfinite(lbr)
+    ri = np.flatnonzero(~eq)
+    s1 = np.where(up[ri], ubr[ri] - act[ri], act[ri] - lbr[ri])
+    parts = ([[alpha]] if abar is not None else []) + (
+        [] if trace_eq else [[t - np.trace(W) - alpha]])
+    parts += [form.sgn * (z - form.z0)[form.nonneg], (zub - z)[box], s1,
+              (ubr - act)[ri[two[ri]]]]
+    xl = np.concatenate([np.asarray(x, dtype=float) for x in parts])
+    y = np.zeros(me)
+    y[:nr] = -np.asarray(g.y, dtype=float)
+    y[nr] = -g.mu
+    # the auxiliary rows (two-sided, then boxes) each pair two nonnegative columns: the first
+    # column's dual slack without them, capped at 0, keeps both nonnegative
+    sl0 = cl - sp.csr_array(Al).T @ y
+    aux = np.arange(nr + 1, me)
+    if aux.size:
+        Alc = sp.csc_array(sp.csr_array(Al)[aux].T)  # (nl, aux)
+        first = np.array([Alc.indices[Alc.indptr[j]:Alc.indptr[j + 1]].min()
+                          for j in range(aux.size)])
+        y[aux] = np.minimum(0.0, sl0[first])
+    return SmallStart(W, xl, z[form.fj], y)
 
 
 # --------------------------------------------------------------------------------------------

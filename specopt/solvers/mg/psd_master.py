@@ -19,7 +19,8 @@ import scipy.sparse as sp
 
 from .._highs import add_csc_cols, add_empty_rows, highs_bounds, new_highs, run_highs
 from .._status import SolverStatus
-from ._block import Block, _psd_block_master, exact_trace, iterate_factor, next_subspace
+from ._block import (Block, MasterStart, _psd_block_master, exact_trace, iterate_factor,
+                     next_subspace)
 from ._bound import BestBound, _clip_duals, _top_eigs, bound_at
 from ._operators import svec_index
 from ._problem import MGOptions, SpectraplexLP
@@ -113,7 +114,8 @@ def _update_rows(rows: _Rows, prob: SpectraplexLP, opts: MGOptions, ax: np.ndarr
 
 
 def _master_on_rows(prob: SpectraplexLP, blk: Block, coef: _Coef, work: np.ndarray,
-                    priv: np.ndarray, zcur: np.ndarray, resolve: bool = True):
+                    priv: np.ndarray, zcur: np.ndarray, resolve: bool = True,
+                    start: MasterStart | None = None):
     """The PSD-block master on the rows in ``work``, exact for all rows.
 
     LP variables private to a row outside the working set (one nonzero in G, in that row) are
@@ -122,6 +124,8 @@ def _master_on_rows(prob: SpectraplexLP, blk: Block, coef: _Coef, work: np.ndarr
     multipliers are zero on the rows left out). With ``resolve=False`` the first solve is
     returned with the mask of the violated rows outside the set (second item; None when none is
     violated, i.e. the result is exact); the caller adds them to the set for the next round.
+    ``start``: a warm start over all rows and LP variables (:class:`~._block.MasterStart`);
+    a re-solve starts from the solve before it.
     """
     G, c, lb, ub = prob.G, prob.c, prob.lb, prob.ub
     k = blk.P.shape[1]
@@ -131,10 +135,12 @@ def _master_on_rows(prob: SpectraplexLP, blk: Block, coef: _Coef, work: np.ndarr
         free = (priv < 0) | work[np.maximum(priv, 0)]
         Gr = sp.csr_array(G[rows])
         const = float(c[~free] @ zcur[~free])
+        sub = None if start is None else MasterStart(start.W, start.alpha, start.z[free],
+                                                     start.y[rows], start.mu)
         obj, W, alpha, zf, yr, mu = _psd_block_master(
             coef.B[1:][rows], coef.B[0], blk.abar[rows] if blk.abar is not None else None,
             blk.cbar, sp.csr_array(Gr[:, np.flatnonzero(free)]), c[free], lb[rows], ub[rows],
-            prob.zlb[free], prob.zub[free], prob.trace, prob.trace_eq, k,
+            prob.zlb[free], prob.zub[free], prob.trace, prob.trace_eq, k, start=sub,
         )
         z = zcur.copy()
         z[free] = zf
@@ -151,23 +157,26 @@ def _master_on_rows(prob: SpectraplexLP, blk: Block, coef: _Coef, work: np.ndarr
         if not resolve:
             return pt, viol
         work |= viol
+        start = MasterStart(W, alpha, z, y, mu)
 
 
 def _solve_round(prob: SpectraplexLP, opts: MGOptions, blk: Block, rows: _Rows,
-                 zcur: np.ndarray):
-    """One master solve (tight: looser ones early on were measured to cost rounds at the end);
-    returns ``(point, A(X), violated rows outside the working set or None)``."""
+                 zcur: np.ndarray, start: MasterStart | None = None):
+    """One master solve (tight: looser ones early on were measured to cost rounds at the end),
+    warm-started from ``start``; returns ``(point, A(X), violated rows outside the working
+    set or None)``."""
     I, J, scale = svec_index(blk.P.shape[1])
     coef = _Coef(prob.full.quad_pairs(blk.P) * scale, I, J, scale)
     pt, viol = _master_on_rows(prob, blk, coef, rows.work, rows.priv, zcur,
-                               resolve=opts.resolve_rows)
+                               resolve=opts.resolve_rows, start=start)
     ax = coef.activity(pt.W, pt.alpha, blk.abar)
     if viol is not None:
         # one solve on the working set: X is kept, the LP variables re-optimized for it
         # (exactly feasible, so its value is a valid lower bound); the violated rows join
         z_pol, _ = _polish_z(ax, prob)
         if z_pol is None:  # no feasible z for this X: fall back to the exact master
-            pt, _ = _master_on_rows(prob, blk, coef, rows.work | viol, rows.priv, zcur)
+            pt, _ = _master_on_rows(prob, blk, coef, rows.work | viol, rows.priv, zcur,
+                                    start=MasterStart(pt.W, pt.alpha, pt.z, pt.y, pt.mu))
             ax = coef.activity(pt.W, pt.alpha, blk.abar)
             viol = None
         else:
@@ -193,6 +202,18 @@ def _price(prob: SpectraplexLP, opts: MGOptions, best: BestBound, v0, y: np.ndar
     vecs = np.linalg.qr(np.hstack([Um, vecs]))[0]
     rc = full.quad(vecs).T @ np.append(1.0, -y) - mu
     return best, np.append(vm[0], vals), vecs, rc
+
+
+def warm_start(blk: Block, Q: np.ndarray, s2: np.ndarray, pt, trace: float,
+               trace_eq: bool) -> MasterStart:
+    """The point ``X = Q diag(s2) Q^T`` (with its LP variables and duals ``pt``) as a start of
+    the master over the next block: ``W = P^T X P``, the rest of the trace on the aggregate
+    (exact when ``P`` holds the directions of ``X`` that the block keeps)."""
+    F = blk.P.T @ Q
+    W = (F * s2) @ F.T
+    tot = trace if trace_eq else float(s2.sum())
+    alpha = max(tot - float(np.trace(W)), 0.0) if blk.Ubar is not None else 0.0
+    return MasterStart(W, alpha, pt.z, pt.y, pt.mu)
 
 
 def _next_block(prob: SpectraplexLP, opts: MGOptions, blk: Block, lw, Vw, newv: np.ndarray,
@@ -228,9 +249,10 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
     rows = _start_rows(prob, opts, P, zcur)
     status = SolverStatus.MAX_ITERS
     it = 0
+    start = None
     for it in range(1, opts.max_iters + 1):
         k = blk.P.shape[1]
-        pt, ax, viol = _solve_round(prob, opts, blk, rows, zcur)
+        pt, ax, viol = _solve_round(prob, opts, blk, rows, zcur, start)
         zcur = pt.z
         if rows.select:
             rows = _update_rows(rows, prob, opts, ax, pt, viol)
@@ -256,6 +278,8 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
             status = SolverStatus.STALLED
             break  # (rows just joined the working set: the next master differs, go on)
         blk = _next_block(prob, opts, blk, lw, Vw, vecs[:, keep], pt.alpha)
+        if opts.warm_start:
+            start = warm_start(blk, Q, s2, pt, prob.trace, prob.trace_eq)
     return _psd_result(prob, log, top, best, status, it, blk.P.shape[1])
 
 

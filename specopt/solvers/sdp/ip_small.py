@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 from .ip_sparse import max_psd_step
 
-__all__ = ["SmallSDPSolution", "solve_small_sdp"]
+__all__ = ["SmallSDPSolution", "SmallStart", "solve_small_sdp"]
 
 
 @dataclass
@@ -41,6 +41,19 @@ class SmallSDPSolution:
     primal: float
     dual: float
     iterations: int
+
+
+@dataclass(frozen=True)
+class SmallStart:
+    """A guess of a primal-dual pair for a warm start: ``X`` (k, k), ``xl`` (nl,), ``xf`` (nf,),
+    ``y`` (me,), e.g. the solution of a nearby problem. Need not be feasible or interior:
+    :func:`_small_start_warm` moves it into the interior (the duals ``Z``, ``sl`` are those
+    of ``y``)."""
+
+    X: np.ndarray
+    xl: np.ndarray
+    xf: np.ndarray
+    y: np.ndarray
 
 
 def _sym(M: np.ndarray) -> np.ndarray:
@@ -124,18 +137,20 @@ def solve_small_sdp(
     tol: float = 1e-9,
     max_iters: int = 80,
     accept: float = 100.0,
+    start: SmallStart | None = None,
     verbose: bool = False,
 ) -> SmallSDPSolution | None:
     """Solve the standard-form SDP of the module docstring; ``None`` when it does not converge.
 
     Stops at relative gap, primal and dual residuals all <= ``tol``; when accuracy is lost
     before that (no progress for 4 iterations), the best iterate is returned if it is within
-    ``accept * tol``.
+    ``accept * tol``. ``start``: a warm start (:class:`SmallStart`, e.g. the solution of a
+    nearby problem) instead of the standard cold start.
 
     ``Amats`` (me, k, k) symmetric, ``Al`` (me, nl) sparse or dense, ``Af`` (me, nf) dense.
     """
     data = _SmallData(Amats, b, C, Al, cl, Af, cf)
-    st = _small_start(data)
+    st = _small_start(data) if start is None else _small_start_warm(data, start)
     best_err, best, best_it = np.inf, None, 0
     short_steps = False
     for it in range(1, max_iters + 1):
@@ -205,6 +220,34 @@ def _small_start(d: _SmallData) -> _SmallState:
     eta = max(10.0, np.sqrt(d.k), float(anorm.max(initial=1.0)), float(np.linalg.norm(d.C)))
     return _SmallState(xi * np.eye(d.k), eta * np.eye(d.k), np.full(d.nl, xi),
                        np.full(d.nl, eta), np.zeros(d.nf), np.zeros(d.me))
+
+
+#: The warm start's shift into the interior (:func:`_small_start_warm`), relative to the size
+#: of the guess: eigenvalues of ``X`` and ``Z`` (and entries of ``xl``, ``sl``) are raised to at
+#: least this fraction of the largest.
+WARM_SHIFT = 1e-2
+
+
+def _small_start_warm(d: _SmallData, g: SmallStart, shift: float | None = None) -> _SmallState:
+    """Warm start from a guess ``(X, xl, xf, y)``: ``Z = C - A^T y``, ``sl = cl - Al^T y``; the
+    eigenvalues of ``X`` and ``Z`` and the entries of ``xl`` and ``sl`` are raised to at least
+    ``shift`` times the largest eigenvalue / entry of their pair of blocks (``X, xl`` and
+    ``Z, sl``), so the start is interior and its complementarity ``mu`` is about ``shift``
+    times the products of the sizes. The residuals this leaves (violated rows, directions with
+    a negative reduced cost) are what the infeasible method removes."""
+    shift = WARM_SHIFT if shift is None else shift
+    if (g.X.shape != (d.k, d.k) or g.xl.shape != (d.nl,) or g.xf.shape != (d.nf,)
+            or g.y.shape != (d.me,)):
+        raise ValueError("warm start: X, xl, xf, y do not match the problem's dimensions")
+    Z = d.C - np.tensordot(g.y, d.Amats, axes=1)
+    sl = d.cl - d.AlT @ g.y
+    lx, Vx = np.linalg.eigh(_sym(g.X))
+    lz, Vz = np.linalg.eigh(_sym(Z))
+    px = shift * max(lx.max(initial=0.0), g.xl.max(initial=0.0), 1e-8)
+    pz = shift * max(lz.max(initial=0.0), sl.max(initial=0.0), 1e-8)
+    return _SmallState((Vx * np.maximum(lx, px)) @ Vx.T, (Vz * np.maximum(lz, pz)) @ Vz.T,
+                       np.maximum(g.xl, px), np.maximum(sl, pz), g.xf.astype(float),
+                       g.y.astype(float))
 
 
 @dataclass(frozen=True)
