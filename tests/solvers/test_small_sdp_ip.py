@@ -274,3 +274,46 @@ def test_warm_started_master_matches_the_clarabel_master(seed, k, m, p, with_bar
         return
     assert abs(got[0] - ref[0]) <= 1e-7 * (1 + abs(ref[0]))
     assert _master_dual_value(args2, got[4]) <= got[0] + 1e-6 * (1 + abs(got[0]))
+
+
+def _factored_sdp(seed, k, m, terms):
+    """A hinge-type SDP (PSDBoost's master in standard form) whose rows are sums of ``terms``
+    signed rank-one matrices, plus a trace row: ``min -rho + C sum xi`` s.t. ``<A_i, X> - rho +
+    xi_i - s_i = 0``, ``tr X = 1``; returns the dense data and the factors."""
+    rng = np.random.default_rng(seed)
+    V = rng.normal(size=(m * terms, k)) * rng.uniform(0.2, 3.0, k)
+    F = sp.csr_array((rng.choice([-1.0, 1.0, 0.5], m * terms),
+                      (np.repeat(np.arange(m), terms), np.arange(m * terms))), shape=(m, m * terms))
+    A = np.einsum("il,lj,lk->ijk", F.toarray(), V, V)
+    A = np.concatenate([A, np.eye(k)[None]])
+    Vs = np.vstack([V, np.eye(k)])
+    Fs = sp.vstack([sp.hstack([F, sp.csr_array((m, k))]),
+                    sp.hstack([sp.csr_array((1, m * terms)), sp.csr_array(np.ones((1, k)))])])
+    Al = sp.vstack([sp.hstack([sp.eye_array(m), -sp.eye_array(m)]), sp.csr_array((1, 2 * m))])
+    cl = np.r_[np.full(m, 2.0 / m), np.zeros(m)]
+    Af = np.r_[-np.ones(m), 0.0][:, None]
+    b = np.r_[np.zeros(m), 1.0]
+    return (A, b, np.zeros((k, k)), Al, cl, Af, np.array([-1.0])), (Vs, sp.csr_array(Fs))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), k=st.integers(12, 20), m=st.integers(20, 60),
+       terms=st.integers(1, 3))
+def test_factored_schur_complement_gives_the_dense_answer(seed, k, m, terms):
+    data, factors = _factored_sdp(seed, k, m, terms)
+    dense = solve_small_sdp(*data, tol=1e-9)
+    fac = solve_small_sdp(*data, tol=1e-9, factors=factors)
+    assert dense is not None and fac is not None
+    assert abs(fac.primal - dense.primal) <= 1e-7 * (1 + abs(dense.primal))
+    ref, rtol = _clarabel_value(*data)
+    assert abs(fac.primal - ref) <= rtol * (1 + abs(ref))
+    A, b, C, Al, cl, Af, cf = data
+    res = np.einsum("ijk,jk->i", A, fac.X) + Al @ fac.xl + Af @ fac.xf - b
+    assert np.linalg.norm(res) <= 1e-7 * (1 + np.linalg.norm(b))
+    assert np.linalg.eigvalsh(C - np.tensordot(fac.y, A, axes=1))[0] >= -1e-7
+
+
+def test_factors_of_the_wrong_shape_are_refused():
+    data, (V, F) = _factored_sdp(0, 12, 20, 2)
+    with pytest.raises(ValueError, match="factors"):
+        solve_small_sdp(*data, factors=(V[:, :5], F))

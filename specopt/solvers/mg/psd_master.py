@@ -19,10 +19,16 @@ import scipy.sparse as sp
 
 from .._highs import add_csc_cols, add_empty_rows, highs_bounds, new_highs, run_highs
 from .._status import SolverStatus
-from ._block import (Block, MasterStart, _psd_block_master, exact_trace, iterate_factor,
-                     next_subspace)
+from ._block import (
+    Block,
+    MasterStart,
+    _psd_block_master,
+    exact_trace,
+    iterate_factor,
+    next_subspace,
+)
 from ._bound import BestBound, _clip_duals, _top_eigs, bound_at
-from ._operators import svec_index
+from ._operators import FactoredOperator, svec_index
 from ._problem import MGOptions, SpectraplexLP
 from ._result import MatrixGenerationResult, RoundLog
 from .dask_rows import initial_working_set  # no dask import unless Dask-backed
@@ -33,12 +39,16 @@ __all__ = ["solve_psd"]
 @dataclass(frozen=True, eq=False)
 class _Coef:
     """The block's svec coefficients: ``B[0]`` of the objective, ``B[1:]`` of the rows (a
-    ``LazyRows`` for Dask-backed rows), and the svec index ``(I, J, scale)``."""
+    ``LazyRows`` for Dask-backed rows), and the svec index ``(I, J, scale)``; for rows
+    ``A_r = sum_l M[r, l] v_l v_l^T`` (:class:`~._operators.FactoredOperator`) also ``V P``
+    and ``M``."""
 
     B: np.ndarray
     I: np.ndarray
     J: np.ndarray
     scale: np.ndarray
+    VP: np.ndarray | None = None  # factored rows (FactoredOperator): V P and M
+    M: sp.csr_array | None = None
 
     def activity(self, W: np.ndarray, alpha: float, abar: np.ndarray | None) -> np.ndarray:
         """``A(P W P^T + alpha Xbar)``."""
@@ -48,6 +58,18 @@ class _Coef:
     def value(self, W: np.ndarray) -> float:
         """``<C, P W P^T>``."""
         return float(self.B[0] @ (W[self.I, self.J] * self.scale))
+
+    def factors(self, rows: np.ndarray):
+        """The rows ``rows`` as rank-one terms in the block, ``(V P, F)`` with ``P^T A_r P =
+        sum_l F[r, l] (P^T v_l)(P^T v_l)^T`` (only the terms they use), or None when the rows
+        are not factored."""
+        if self.VP is None:
+            return None
+        Fr = sp.csr_array(self.M[rows])
+        used = np.zeros(Fr.shape[1], dtype=bool)
+        used[Fr.indices] = True
+        cols = np.flatnonzero(used)
+        return self.VP[cols], sp.csr_array(Fr[:, cols])
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,6 +83,7 @@ class _Point:
     z: np.ndarray
     y: np.ndarray
     mu: float
+    ip_steps: int | None = None  # steps of the interior point (None: solved by Clarabel)
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,6 +153,7 @@ def _master_on_rows(prob: SpectraplexLP, blk: Block, coef: _Coef, work: np.ndarr
     G, c, lb, ub = prob.G, prob.c, prob.lb, prob.ub
     k = blk.P.shape[1]
     work = work.copy()
+    info: dict = {}
     while True:
         rows = np.flatnonzero(work)
         free = (priv < 0) | work[np.maximum(priv, 0)]
@@ -141,12 +165,13 @@ def _master_on_rows(prob: SpectraplexLP, blk: Block, coef: _Coef, work: np.ndarr
             coef.B[1:][rows], coef.B[0], blk.abar[rows] if blk.abar is not None else None,
             blk.cbar, sp.csr_array(Gr[:, np.flatnonzero(free)]), c[free], lb[rows], ub[rows],
             prob.zlb[free], prob.zub[free], prob.trace, prob.trace_eq, k, start=sub,
+            factors=coef.factors(rows), info=info,
         )
         z = zcur.copy()
         z[free] = zf
         y = np.zeros(prob.m)
         y[rows] = yr
-        pt = _Point(obj + const, W, alpha, z, y, mu)
+        pt = _Point(obj + const, W, alpha, z, y, mu, info["ip_steps"])
         if work.all():
             return pt, None
         act = coef.activity(W, alpha, blk.abar) + G @ z
@@ -166,7 +191,9 @@ def _solve_round(prob: SpectraplexLP, opts: MGOptions, blk: Block, rows: _Rows,
     warm-started from ``start``; returns ``(point, A(X), violated rows outside the working
     set or None)``."""
     I, J, scale = svec_index(blk.P.shape[1])
-    coef = _Coef(prob.full.quad_pairs(blk.P) * scale, I, J, scale)
+    fac = isinstance(prob.A, FactoredOperator)
+    coef = _Coef(prob.full.quad_pairs(blk.P) * scale, I, J, scale,
+                 prob.A.V @ blk.P if fac else None, prob.A.M if fac else None)
     pt, viol = _master_on_rows(prob, blk, coef, rows.work, rows.priv, zcur,
                                resolve=opts.resolve_rows, start=start)
     ax = coef.activity(pt.W, pt.alpha, blk.abar)
@@ -202,6 +229,10 @@ def _price(prob: SpectraplexLP, opts: MGOptions, best: BestBound, v0, y: np.ndar
     vecs = np.linalg.qr(np.hstack([Um, vecs]))[0]
     rc = full.quad(vecs).T @ np.append(1.0, -y) - mu
     return best, np.append(vm[0], vals), vecs, rc
+
+
+#: The next master is warm-started only if this one took at most this many interior-point steps.
+WARM_AFTER_STEPS = 40
 
 
 def warm_start(blk: Block, Q: np.ndarray, s2: np.ndarray, pt, trace: float,
@@ -278,7 +309,11 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
             status = SolverStatus.STALLED
             break  # (rows just joined the working set: the next master differs, go on)
         blk = _next_block(prob, opts, blk, lw, Vw, vecs[:, keep], pt.alpha)
-        if opts.warm_start:
+        # warm start after an interior-point master of moderate difficulty: after Clarabel (a
+        # vertex-like point) or a long solve (the master is still changing a lot) the warm start
+        # was measured to fail (35 wasted steps, then cold)
+        start = None
+        if opts.warm_start and pt.ip_steps is not None and pt.ip_steps <= WARM_AFTER_STEPS:
             start = warm_start(blk, Q, s2, pt, prob.trace, prob.trace_eq)
     return _psd_result(prob, log, top, best, status, it, blk.P.shape[1])
 

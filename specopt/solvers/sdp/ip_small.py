@@ -13,9 +13,13 @@ Made for the restricted masters of matrix generation, where k is tens and the ro
 thousands: the Newton step is solved through the Schur complement in *row* space,
 ``M_ij = <A_i, X A_j Z^{-1}>`` (HKM direction) plus ``Al diag(xl / sl) Al^T``, bordered by the
 free columns, so a step costs ``O(me k^3 + me^2 k^2 + me^3)`` dense BLAS work instead of a sparse
-factorization with a dense ``k(k+1)/2`` scaling block. Mehrotra predictor-corrector; stops at
-relative gap and residuals <= tol. It returns ``None`` when it does not converge (the caller has
-a general conic solver to fall back on, which also decides infeasibility and unboundedness).
+factorization with a dense ``k(k+1)/2`` scaling block. Rows given as sums of rank-one terms,
+``A_i = sum_l F_il v_l v_l^T`` (``factors``; PSDBoost's rows have two), form the Schur
+complement as ``F ((V X V^T) o (V Z^-1 V^T)) F^T`` in ``O(nv^2 k)`` (``nv`` terms) instead.
+A warm start (``start``) begins from a guessed pair moved into the interior. Mehrotra
+predictor-corrector; stops at relative gap and residuals <= tol. It returns ``None`` when it
+does not converge (the caller has a general conic solver to fall back on, which also decides
+infeasibility and unboundedness).
 """
 
 from __future__ import annotations
@@ -138,6 +142,7 @@ def solve_small_sdp(
     max_iters: int = 80,
     accept: float = 100.0,
     start: SmallStart | None = None,
+    factors: tuple[np.ndarray, sp.spmatrix] | None = None,
     verbose: bool = False,
 ) -> SmallSDPSolution | None:
     """Solve the standard-form SDP of the module docstring; ``None`` when it does not converge.
@@ -145,11 +150,13 @@ def solve_small_sdp(
     Stops at relative gap, primal and dual residuals all <= ``tol``; when accuracy is lost
     before that (no progress for 4 iterations), the best iterate is returned if it is within
     ``accept * tol``. ``start``: a warm start (:class:`SmallStart`, e.g. the solution of a
-    nearby problem) instead of the standard cold start.
+    nearby problem) instead of the standard cold start. ``factors``: ``(V, F)`` with ``V``
+    (nv, k) and ``F`` (me, nv) sparse such that ``A_i = sum_l F[i, l] v_l v_l^T`` (the same
+    matrices as ``Amats``); the Schur complement is then formed from them when that is cheaper.
 
     ``Amats`` (me, k, k) symmetric, ``Al`` (me, nl) sparse or dense, ``Af`` (me, nf) dense.
     """
-    data = _SmallData(Amats, b, C, Al, cl, Af, cf)
+    data = _SmallData(Amats, b, C, Al, cl, Af, cf, factors)
     st = _small_start(data) if start is None else _small_start_warm(data, start)
     best_err, best, best_it = np.inf, None, 0
     short_steps = False
@@ -181,11 +188,19 @@ class _SmallData:
     """The problem's data with the row operator ``A(X, xl, xf) = <A_i, X> + Al xl + Af xf``, its
     adjoint, and the norms the residuals are measured against."""
 
-    def __init__(self, Amats, b, C, Al, cl, Af, cf) -> None:
+    def __init__(self, Amats, b, C, Al, cl, Af, cf, factors=None) -> None:
         self.Amats, self.b, self.C, self.cl, self.Af, self.cf = Amats, b, C, cl, Af, cf
         self.Al = sp.csr_array(Al)
         self.AlT = sp.csr_array(self.Al.T)
         self.me, self.k, _ = Amats.shape
+        self.V = self.F = None
+        if factors is not None:
+            V, F = np.asarray(factors[0], dtype=float), sp.csr_array(factors[1])
+            if V.shape[1:] != (self.k,) or F.shape != (self.me, V.shape[0]):
+                raise ValueError("factors: V must be (nv, k) and F (me, nv)")
+            # the factored Schur complement costs ~2 nv^2 k, the dense one me^2 k^2 + 2 me k^3
+            if 2 * V.shape[0] ** 2 < self.me ** 2 * self.k + 2 * self.me * self.k ** 2:
+                self.V, self.F = V, F
         self.nl, self.nf = self.Al.shape[1], Af.shape[1]
         self.Aflat = Amats.reshape(self.me, self.k * self.k)
         self.nb = 1.0 + np.linalg.norm(b)
@@ -290,9 +305,14 @@ def _small_schur(d: _SmallData, st: _SmallState):
     S = sla.solve_triangular(Lz, np.eye(d.k), lower=True, trans="T")  # L^-T: Z^-1 = S S^T
     Zi = S @ S.T
     R = np.linalg.cholesky(st.X)
-    Bm = (S.T @ d.Amats @ R).reshape(d.me, d.k * d.k)
-    M = blas.dsyrk(1.0, Bm, lower=True)
-    M = np.tril(M) + np.tril(M, -1).T
+    if d.V is not None:
+        # A_i = sum_l F_il v_l v_l^T: M_ij = sum_{l,l'} F_il F_jl' (v_l^T X v_l')(v_l'^T Z^-1 v_l)
+        VR, VS = d.V @ R, d.V @ S
+        H = (VR @ VR.T) * (VS @ VS.T)
+        M = np.asarray(d.F @ np.asarray(d.F @ H).T)
+    else:  # only the lower triangle is formed (and read by the Cholesky factorization)
+        Bm = (S.T @ d.Amats @ R).reshape(d.me, d.k * d.k)
+        M = blas.dsyrk(1.0, Bm.T, trans=1, lower=True)  # (Bm^T in Fortran order: no copy)
     if d.nl:
         M += (d.Al @ sp.diags_array(st.xl / st.sl) @ d.AlT).toarray()
     M[np.diag_indices(d.me)] += 1e-14 * max(1.0, float(np.abs(np.diag(M)).max()))
