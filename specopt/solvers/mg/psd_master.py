@@ -233,6 +233,8 @@ def _price(prob: SpectraplexLP, opts: MGOptions, best: BestBound, v0, y: np.ndar
 
 #: The next master is warm-started only if this one took at most this many interior-point steps.
 WARM_AFTER_STEPS = 40
+#: ... and only if at most this fraction of its rows join the working set.
+WARM_MAX_JOINED = 0.5
 
 
 def warm_start(blk: Block, Q: np.ndarray, s2: np.ndarray, pt, trace: float,
@@ -285,8 +287,11 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
         k = blk.P.shape[1]
         pt, ax, viol = _solve_round(prob, opts, blk, rows, zcur, start)
         zcur = pt.z
+        n_before, n_joined = int(rows.work.sum()), 0
         if rows.select:
+            old_work = rows.work
             rows = _update_rows(rows, prob, opts, ax, pt, viol)
+            n_joined = int((rows.work & ~old_work).sum())
         y = _clip_duals(pt.y, prob.lb, prob.ub)
         lw, Vw, Q, s2 = iterate_factor(blk.P, pt.W, blk.Ubar, blk.thbar, pt.alpha, prob.trace)
         if pt.obj > top.obj:
@@ -309,11 +314,12 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
             status = SolverStatus.STALLED
             break  # (rows just joined the working set: the next master differs, go on)
         blk = _next_block(prob, opts, blk, lw, Vw, vecs[:, keep], pt.alpha)
-        # warm start after an interior-point master of moderate difficulty: after Clarabel (a
-        # vertex-like point) or a long solve (the master is still changing a lot) the warm start
-        # was measured to fail (35 wasted steps, then cold)
+        # warm start after an interior-point master of moderate difficulty, unless many rows
+        # join: after Clarabel (a vertex-like point), a long solve or a working set that grew
+        # 5x (189 -> 928 rows) the warm start was measured to fail (35 wasted steps, then cold)
         start = None
-        if opts.warm_start and pt.ip_steps is not None and pt.ip_steps <= WARM_AFTER_STEPS:
+        if (opts.warm_start and pt.ip_steps is not None and pt.ip_steps <= WARM_AFTER_STEPS
+                and n_joined <= WARM_MAX_JOINED * n_before):
             start = warm_start(blk, Q, s2, pt, prob.trace, prob.trace_eq)
     return _psd_result(prob, log, top, best, status, it, blk.P.shape[1])
 
