@@ -317,3 +317,17 @@ def test_factors_of_the_wrong_shape_are_refused():
     data, (V, F) = _factored_sdp(0, 12, 20, 2)
     with pytest.raises(ValueError, match="factors"):
         solve_small_sdp(*data, factors=(V[:, :5], F))
+
+
+def test_warm_start_with_a_free_row_in_the_master():
+    """A row with no finite side is left out of the standard form: the guess's duals are
+    mapped by row, not by position."""
+    Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub = _random_master(0, 4, 8, 3, True)
+    lb, ub = lb.copy(), ub.copy()
+    lb[2], ub[2] = -np.inf, np.inf
+    args = (Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, 1.0, True, 4)
+    ref = MG._psd_block_master_clarabel(*args)
+    obj, W, alpha, z, y, mu = ref
+    got = MG._psd_block_master_ip(*args, start=MG.MasterStart(W, alpha, z, y, mu))
+    assert got is not None and abs(got[0] - ref[0]) <= 1e-7 * (1 + abs(ref[0]))
+    assert got[4][2] == 0.0

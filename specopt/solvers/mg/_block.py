@@ -284,7 +284,7 @@ def _ip_start(form: _IPForm, g: MasterStart, Bs, abar, G, lb, ub, zlb, zub, t,
               (ubr - act)[ri[two[ri]]]]
     xl = np.concatenate([np.asarray(x, dtype=float) for x in parts])
     y = np.zeros(me)
-    y[:nr] = -np.asarray(g.y, dtype=float)
+    y[:nr] = -np.asarray(g.y, dtype=float)[rows]
     y[nr] = -g.mu
     # the auxiliary rows (two-sided, then boxes) each pair two nonnegative columns: the first
     # column's dual slack without them, capped at 0, keeps both nonnegative
