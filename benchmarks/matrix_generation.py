@@ -337,8 +337,9 @@ def family_summary(records: list[dict]) -> list[dict]:
 
 def family_table(records: list[dict]) -> str:
     lines = ["| D | \\|S\\| | i | C | classes | noise | scales | triplets | means dim | "
-             "route [s] | rounds | rank | gap | SCS [s] | SCS / route |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "route [s] | rounds | rank | gap | SCS [s] | SCS / route | route / SCS CPU [s] | "
+             "SCS/route CPU | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     by = {}
     for r in records:
         by.setdefault((r["D"], r["S"], r["i"]), {})[r["method"]] = r
@@ -353,11 +354,18 @@ def family_table(records: list[dict]) -> str:
         if ratio != "-" and ro.get("status") != "optimal":
             ratio = f"< {ratio} (route not certified)"
         gap = f"{ro['gap']:.1e}" if ro.get("gap") is not None else "-"
+        rc, scc = ro.get("cpu"), (sc or {}).get("cpu")
+        cpu_txt = f"{rc:.1f} / {scc:.1f}" if rc and scc else (f"{rc:.1f} / -" if rc else "-")
+        cpu_ratio = f"{scc / rc:.1f}x" if rc and scc and ro.get("status") == "optimal" else "-"
+        loads = [x.get(k) for x in (ro, sc or {}) for k in ("load_before", "load_after")
+                 if x.get(k) is not None]
+        load_txt = f"{min(loads):.0f}-{max(loads):.0f}" if loads else "-"
         lines.append(
             f"| {D} | {S} | {i} | {sp['C']:g} | {sp['classes']} | {sp['noise']:g} | "
             f"{sp['scales']} | {sp['triplets']} | {sp['informative'] or 'all'} | "
             f"{f'{rt:.1f}' if rt is not None else ro.get('status', '-')} | "
-            f"{ro.get('iterations', '-')} | {ro.get('rank', '-')} | {gap} | {scs_txt} | {ratio} |")
+            f"{ro.get('iterations', '-')} | {ro.get('rank', '-')} | {gap} | {scs_txt} | {ratio} | "
+            f"{cpu_txt} | {cpu_ratio} | {load_txt} |")
     lines += ["", "| D | \\|S\\| | instances (certified) | route median / worst [s] | "
               "SCS median [s] (instances) | SCS/route median | SCS/route worst | "
               "SCS/route CPU median, worst | first-call overhead [s] | load (1 min) |",

@@ -59,7 +59,7 @@ from .registry import register_route
 _ROUTE_OPTS = (
     "tol", "max_iters", "time_limit", "master", "max_rank", "columns_per_round", "smoothing",
     "prune_after", "max_columns", "dense_threshold", "row_selection", "row_band", "resolve_rows",
-    "cuts",
+    "warm_start", "cuts",
 )
 
 #: ``route="auto"`` picks matrix generation when ``n >= PAYS_OFF_MIN_N``, there are at least

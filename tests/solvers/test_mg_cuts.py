@@ -192,3 +192,54 @@ def test_dispatch_threshold_and_bad_option(monkeypatch):
     assert "cuts" not in res3.history
     with pytest.raises(ValueError, match="cuts must be"):
         solve_spectraplex_lp(A, None, G, c, lb, ub, zlb, zub, master="psd", cuts="yes")
+
+
+def _hinge_reference(G, c, lb, ub, zlb, zub):
+    """The definition of a hinge row, column by column in plain Python."""
+    m, p = G.shape
+    Gc = sp.csc_array(G)
+    slack_of = {}
+    for j in range(p):
+        nz = Gc.indices[Gc.indptr[j]:Gc.indptr[j + 1]]
+        vals = Gc.data[Gc.indptr[j]:Gc.indptr[j + 1]]
+        if not (nz.size == 1 and vals[0] != 0 and zlb[j] == 0 and zub[j] == np.inf and c[j] < 0):
+            continue
+        r, g = int(nz[0]), vals[0]
+        side_ok = (np.isfinite(lb[r]) and ub[r] == np.inf) if g > 0 else (
+            np.isfinite(ub[r]) and lb[r] == -np.inf)
+        if side_ok:
+            slack_of.setdefault(r, []).append(j)
+    hinge = {r: js[0] for r, js in slack_of.items() if len(js) == 1}
+    return sorted(hinge), [hinge[r] for r in sorted(hinge)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), m=st.integers(1, 12), p=st.integers(1, 14))
+def test_hinge_structure_matches_its_definition(seed, m, p):
+    rng = np.random.default_rng(seed)
+    G = sp.random_array((m, p), density=0.3, rng=rng, format="csr")
+    G.data = np.sign(rng.normal(size=G.data.size)) * (G.data + 0.1)
+    single = rng.integers(0, m, p)  # columns with one entry: possible slacks
+    one = rng.random(p) < 0.6
+    G = sp.lil_array(G)
+    for j in np.flatnonzero(one):
+        G[:, [j]] = 0
+        G[single[j], j] = rng.choice([-1.0, 0.5, 2.0])
+    G = sp.csr_array(G)
+    c = rng.choice([-1.0, -0.2, 0.0, 1.0], p)
+    zlb = rng.choice([0.0, -np.inf, -1.0], p, p=[0.7, 0.2, 0.1])
+    zub = rng.choice([np.inf, 1.0], p, p=[0.85, 0.15])
+    kind = rng.integers(0, 3, m)
+    lb = np.where(kind == 1, -np.inf, rng.normal(size=m))
+    ub = np.where(kind == 0, np.inf, np.where(kind == 1, rng.normal(size=m), lb + 1.0))
+    rows, cols = _hinge_reference(G, c, lb, ub, zlb, zub)
+    hs = mg_cuts.hinge_structure(G, c, lb, ub, zlb, zub)
+    if not rows:
+        assert hs is None
+        return
+    assert hs.rows.tolist() == rows and hs.cols.tolist() == cols
+    assert hs.explicit.tolist() == sorted(set(range(m)) - set(rows))
+    assert hs.shared.tolist() == sorted(set(range(p)) - set(cols))
+    g = G.toarray()[hs.rows, hs.cols]
+    assert np.allclose(hs.gabs, np.abs(g)) and np.array_equal(hs.sign, np.sign(g))
+    assert np.allclose(hs.weight, -c[hs.cols] / np.abs(g))

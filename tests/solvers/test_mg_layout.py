@@ -53,3 +53,10 @@ def test_master_solver_rule_both_sides():
     assert not _block.use_interior_point(20, 2 * 20 * 21 + 1)  # rows dominate the block
     assert _block.use_interior_point(40, cap)
     assert not _block.use_interior_point(40, cap + 1)  # row-heavy master
+    # rows given by rank-one terms: the cheaper factored Schur complement allows more rows
+    capf = _block._IP_MAX_ROWS_FACTORED
+    assert capf > cap
+    assert _block.use_interior_point(40, cap + 1, factored=True)
+    assert _block.use_interior_point(40, capf, factored=True)
+    assert not _block.use_interior_point(40, capf + 1, factored=True)
+    assert not _block.use_interior_point(11, 10, factored=True)

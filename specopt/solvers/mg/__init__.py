@@ -107,6 +107,7 @@ def solve_spectraplex_lp(
     row_selection: int = 500,
     row_band: float = 1e-2,
     resolve_rows: bool = False,
+    warm_start: bool = True,
     verbose: bool = False,
     callback: Callable[..., None] | None = None,
     cuts: str | bool = "auto",
@@ -138,6 +139,8 @@ def solve_spectraplex_lp(
         violated rows join the working set for the next round and the LP variables are
         re-optimized for the master's ``X`` (``_polish_z``), so the value used for the gap is
         that of an exactly feasible point (falls back to the exact master if none exists).
+    warm_start : start the interior-point PSD-block master of each round from the previous
+        round's point in the new block (shifted into the interior) instead of a cold start.
     cuts : hinge rows (a slack private to the row, in ``[0, inf)``, with negative cost) in the
         1-slack cutting-plane master of :mod:`specopt.solvers.mg.cuts` (PSD master only):
         "auto" (default) from ``cuts.CUT_MIN_ROWS`` hinge rows on or for Dask-backed data,
@@ -155,7 +158,7 @@ def solve_spectraplex_lp(
         columns_per_round=columns_per_round, smoothing=smoothing, prune_after=prune_after,
         max_columns=max_columns, dense=prob.n <= dense_threshold, init_columns=init_columns,
         big_m=big_m, max_rank=max_rank, row_selection=row_selection, row_band=row_band,
-        resolve_rows=resolve_rows, verbose=verbose, callback=callback,
+        resolve_rows=resolve_rows, warm_start=warm_start, verbose=verbose, callback=callback,
     )
     if master == "psd" and cuts:
         res = _cut_master(prob, opts, RoundLog(t0, offset, callback, ("cuts",)), cuts)

@@ -118,5 +118,6 @@ class MGOptions:
     row_selection: int = 500
     row_band: float = 1e-2
     resolve_rows: bool = False
+    warm_start: bool = True
     verbose: bool = False
     callback: Callable[..., None] | None = None

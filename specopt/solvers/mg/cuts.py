@@ -101,8 +101,7 @@ def hinge_structure(G, c, lb, ub, zlb, zub) -> HingeRows | None:
     ok = np.where(g > 0, np.isfinite(lb[r]) & np.isposinf(ub[r]),
                   np.isfinite(ub[r]) & np.isneginf(lb[r])) & (g != 0)
     cand, r, g = cand[ok], r[ok], g[ok]
-    uniq, counts = np.unique(r, return_counts=True)
-    single = np.isin(r, uniq[counts == 1])
+    single = np.bincount(r, minlength=m)[r] == 1  # rows with exactly one slack
     cand, r, g = cand[single], r[single], g[single]
     if r.size == 0:
         return None
@@ -110,8 +109,11 @@ def hinge_structure(G, c, lb, ub, zlb, zub) -> HingeRows | None:
     cand, r, g = cand[order], r[order], g[order]
     s = np.sign(g)
     b = np.where(s > 0, lb[r], -ub[r])
-    shared = np.setdiff1d(np.arange(p), cand)
-    explicit = np.setdiff1d(np.arange(m), r)
+    keep_col = np.ones(p, dtype=bool)
+    keep_col[cand] = False
+    keep_row = np.ones(m, dtype=bool)
+    keep_row[r] = False
+    shared, explicit = np.flatnonzero(keep_col), np.flatnonzero(keep_row)
     return HingeRows(rows=r, cols=cand, sign=s, b=b, weight=-c[cand] / np.abs(g),
                      gabs=np.abs(g), shared=shared, explicit=explicit)
 

@@ -19,9 +19,16 @@ import scipy.sparse as sp
 
 from .._highs import add_csc_cols, add_empty_rows, highs_bounds, new_highs, run_highs
 from .._status import SolverStatus
-from ._block import Block, _psd_block_master, exact_trace, iterate_factor, next_subspace
+from ._block import (
+    Block,
+    MasterStart,
+    _psd_block_master,
+    exact_trace,
+    iterate_factor,
+    next_subspace,
+)
 from ._bound import BestBound, _clip_duals, _top_eigs, bound_at
-from ._operators import svec_index
+from ._operators import FactoredOperator, svec_index
 from ._problem import MGOptions, SpectraplexLP
 from ._result import MatrixGenerationResult, RoundLog
 from .dask_rows import initial_working_set  # no dask import unless Dask-backed
@@ -32,12 +39,16 @@ __all__ = ["solve_psd"]
 @dataclass(frozen=True, eq=False)
 class _Coef:
     """The block's svec coefficients: ``B[0]`` of the objective, ``B[1:]`` of the rows (a
-    ``LazyRows`` for Dask-backed rows), and the svec index ``(I, J, scale)``."""
+    ``LazyRows`` for Dask-backed rows), and the svec index ``(I, J, scale)``; for rows
+    ``A_r = sum_l M[r, l] v_l v_l^T`` (:class:`~._operators.FactoredOperator`) also ``V P``
+    and ``M``."""
 
     B: np.ndarray
     I: np.ndarray
     J: np.ndarray
     scale: np.ndarray
+    VP: np.ndarray | None = None  # factored rows (FactoredOperator): V P and M
+    M: sp.csr_array | None = None
 
     def activity(self, W: np.ndarray, alpha: float, abar: np.ndarray | None) -> np.ndarray:
         """``A(P W P^T + alpha Xbar)``."""
@@ -47,6 +58,18 @@ class _Coef:
     def value(self, W: np.ndarray) -> float:
         """``<C, P W P^T>``."""
         return float(self.B[0] @ (W[self.I, self.J] * self.scale))
+
+    def factors(self, rows: np.ndarray):
+        """The rows ``rows`` as rank-one terms in the block, ``(V P, F)`` with ``P^T A_r P =
+        sum_l F[r, l] (P^T v_l)(P^T v_l)^T`` (only the terms they use), or None when the rows
+        are not factored."""
+        if self.VP is None:
+            return None
+        Fr = sp.csr_array(self.M[rows])
+        used = np.zeros(Fr.shape[1], dtype=bool)
+        used[Fr.indices] = True
+        cols = np.flatnonzero(used)
+        return self.VP[cols], sp.csr_array(Fr[:, cols])
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,6 +83,7 @@ class _Point:
     z: np.ndarray
     y: np.ndarray
     mu: float
+    ip_steps: int | None = None  # steps of the interior point (None: solved by Clarabel)
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +137,8 @@ def _update_rows(rows: _Rows, prob: SpectraplexLP, opts: MGOptions, ax: np.ndarr
 
 
 def _master_on_rows(prob: SpectraplexLP, blk: Block, coef: _Coef, work: np.ndarray,
-                    priv: np.ndarray, zcur: np.ndarray, resolve: bool = True):
+                    priv: np.ndarray, zcur: np.ndarray, resolve: bool = True,
+                    start: MasterStart | None = None):
     """The PSD-block master on the rows in ``work``, exact for all rows.
 
     LP variables private to a row outside the working set (one nonzero in G, in that row) are
@@ -122,25 +147,31 @@ def _master_on_rows(prob: SpectraplexLP, blk: Block, coef: _Coef, work: np.ndarr
     multipliers are zero on the rows left out). With ``resolve=False`` the first solve is
     returned with the mask of the violated rows outside the set (second item; None when none is
     violated, i.e. the result is exact); the caller adds them to the set for the next round.
+    ``start``: a warm start over all rows and LP variables (:class:`~._block.MasterStart`);
+    a re-solve starts from the solve before it.
     """
     G, c, lb, ub = prob.G, prob.c, prob.lb, prob.ub
     k = blk.P.shape[1]
     work = work.copy()
+    info: dict = {}
     while True:
         rows = np.flatnonzero(work)
         free = (priv < 0) | work[np.maximum(priv, 0)]
         Gr = sp.csr_array(G[rows])
         const = float(c[~free] @ zcur[~free])
+        sub = None if start is None else MasterStart(start.W, start.alpha, start.z[free],
+                                                     start.y[rows], start.mu)
         obj, W, alpha, zf, yr, mu = _psd_block_master(
             coef.B[1:][rows], coef.B[0], blk.abar[rows] if blk.abar is not None else None,
             blk.cbar, sp.csr_array(Gr[:, np.flatnonzero(free)]), c[free], lb[rows], ub[rows],
-            prob.zlb[free], prob.zub[free], prob.trace, prob.trace_eq, k,
+            prob.zlb[free], prob.zub[free], prob.trace, prob.trace_eq, k, start=sub,
+            factors=coef.factors(rows), info=info,
         )
         z = zcur.copy()
         z[free] = zf
         y = np.zeros(prob.m)
         y[rows] = yr
-        pt = _Point(obj + const, W, alpha, z, y, mu)
+        pt = _Point(obj + const, W, alpha, z, y, mu, info["ip_steps"])
         if work.all():
             return pt, None
         act = coef.activity(W, alpha, blk.abar) + G @ z
@@ -151,23 +182,28 @@ def _master_on_rows(prob: SpectraplexLP, blk: Block, coef: _Coef, work: np.ndarr
         if not resolve:
             return pt, viol
         work |= viol
+        start = MasterStart(W, alpha, z, y, mu)
 
 
 def _solve_round(prob: SpectraplexLP, opts: MGOptions, blk: Block, rows: _Rows,
-                 zcur: np.ndarray):
-    """One master solve (tight: looser ones early on were measured to cost rounds at the end);
-    returns ``(point, A(X), violated rows outside the working set or None)``."""
+                 zcur: np.ndarray, start: MasterStart | None = None):
+    """One master solve (tight: looser ones early on were measured to cost rounds at the end),
+    warm-started from ``start``; returns ``(point, A(X), violated rows outside the working
+    set or None)``."""
     I, J, scale = svec_index(blk.P.shape[1])
-    coef = _Coef(prob.full.quad_pairs(blk.P) * scale, I, J, scale)
+    fac = isinstance(prob.A, FactoredOperator)
+    coef = _Coef(prob.full.quad_pairs(blk.P) * scale, I, J, scale,
+                 prob.A.V @ blk.P if fac else None, prob.A.M if fac else None)
     pt, viol = _master_on_rows(prob, blk, coef, rows.work, rows.priv, zcur,
-                               resolve=opts.resolve_rows)
+                               resolve=opts.resolve_rows, start=start)
     ax = coef.activity(pt.W, pt.alpha, blk.abar)
     if viol is not None:
         # one solve on the working set: X is kept, the LP variables re-optimized for it
         # (exactly feasible, so its value is a valid lower bound); the violated rows join
         z_pol, _ = _polish_z(ax, prob)
         if z_pol is None:  # no feasible z for this X: fall back to the exact master
-            pt, _ = _master_on_rows(prob, blk, coef, rows.work | viol, rows.priv, zcur)
+            pt, _ = _master_on_rows(prob, blk, coef, rows.work | viol, rows.priv, zcur,
+                                    start=MasterStart(pt.W, pt.alpha, pt.z, pt.y, pt.mu))
             ax = coef.activity(pt.W, pt.alpha, blk.abar)
             viol = None
         else:
@@ -193,6 +229,24 @@ def _price(prob: SpectraplexLP, opts: MGOptions, best: BestBound, v0, y: np.ndar
     vecs = np.linalg.qr(np.hstack([Um, vecs]))[0]
     rc = full.quad(vecs).T @ np.append(1.0, -y) - mu
     return best, np.append(vm[0], vals), vecs, rc
+
+
+#: The next master is warm-started only if this one took at most this many interior-point steps.
+WARM_AFTER_STEPS = 40
+#: ... and only if at most this fraction of its rows join the working set.
+WARM_MAX_JOINED = 0.5
+
+
+def warm_start(blk: Block, Q: np.ndarray, s2: np.ndarray, pt, trace: float,
+               trace_eq: bool) -> MasterStart:
+    """The point ``X = Q diag(s2) Q^T`` (with its LP variables and duals ``pt``) as a start of
+    the master over the next block: ``W = P^T X P``, the rest of the trace on the aggregate
+    (exact when ``P`` holds the directions of ``X`` that the block keeps)."""
+    F = blk.P.T @ Q
+    W = (F * s2) @ F.T
+    tot = trace if trace_eq else float(s2.sum())
+    alpha = max(tot - float(np.trace(W)), 0.0) if blk.Ubar is not None else 0.0
+    return MasterStart(W, alpha, pt.z, pt.y, pt.mu)
 
 
 def _next_block(prob: SpectraplexLP, opts: MGOptions, blk: Block, lw, Vw, newv: np.ndarray,
@@ -228,12 +282,16 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
     rows = _start_rows(prob, opts, P, zcur)
     status = SolverStatus.MAX_ITERS
     it = 0
+    start = None
     for it in range(1, opts.max_iters + 1):
         k = blk.P.shape[1]
-        pt, ax, viol = _solve_round(prob, opts, blk, rows, zcur)
+        pt, ax, viol = _solve_round(prob, opts, blk, rows, zcur, start)
         zcur = pt.z
+        n_before, n_joined = int(rows.work.sum()), 0
         if rows.select:
+            old_work = rows.work
             rows = _update_rows(rows, prob, opts, ax, pt, viol)
+            n_joined = int((rows.work & ~old_work).sum())
         y = _clip_duals(pt.y, prob.lb, prob.ub)
         lw, Vw, Q, s2 = iterate_factor(blk.P, pt.W, blk.Ubar, blk.thbar, pt.alpha, prob.trace)
         if pt.obj > top.obj:
@@ -256,6 +314,13 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
             status = SolverStatus.STALLED
             break  # (rows just joined the working set: the next master differs, go on)
         blk = _next_block(prob, opts, blk, lw, Vw, vecs[:, keep], pt.alpha)
+        # warm start after an interior-point master of moderate difficulty, unless many rows
+        # join: after Clarabel (a vertex-like point), a long solve or a working set that grew
+        # 5x (189 -> 928 rows) the warm start was measured to fail (35 wasted steps, then cold)
+        start = None
+        if (opts.warm_start and pt.ip_steps is not None and pt.ip_steps <= WARM_AFTER_STEPS
+                and n_joined <= WARM_MAX_JOINED * n_before):
+            start = warm_start(blk, Q, s2, pt, prob.trace, prob.trace_eq)
     return _psd_result(prob, log, top, best, status, it, blk.P.shape[1])
 
 

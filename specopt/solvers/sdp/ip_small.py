@@ -13,9 +13,13 @@ Made for the restricted masters of matrix generation, where k is tens and the ro
 thousands: the Newton step is solved through the Schur complement in *row* space,
 ``M_ij = <A_i, X A_j Z^{-1}>`` (HKM direction) plus ``Al diag(xl / sl) Al^T``, bordered by the
 free columns, so a step costs ``O(me k^3 + me^2 k^2 + me^3)`` dense BLAS work instead of a sparse
-factorization with a dense ``k(k+1)/2`` scaling block. Mehrotra predictor-corrector; stops at
-relative gap and residuals <= tol. It returns ``None`` when it does not converge (the caller has
-a general conic solver to fall back on, which also decides infeasibility and unboundedness).
+factorization with a dense ``k(k+1)/2`` scaling block. Rows given as sums of rank-one terms,
+``A_i = sum_l F_il v_l v_l^T`` (``factors``; PSDBoost's rows have two), form the Schur
+complement as ``F ((V X V^T) o (V Z^-1 V^T)) F^T`` in ``O(nv^2 k)`` (``nv`` terms) instead.
+A warm start (``start``) begins from a guessed pair moved into the interior. Mehrotra
+predictor-corrector; stops at relative gap and residuals <= tol. It returns ``None`` when it
+does not converge (the caller has a general conic solver to fall back on, which also decides
+infeasibility and unboundedness).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import scipy.sparse as sp
 
 from .ip_sparse import max_psd_step
 
-__all__ = ["SmallSDPSolution", "solve_small_sdp"]
+__all__ = ["SmallSDPSolution", "SmallStart", "solve_small_sdp"]
 
 
 @dataclass
@@ -41,6 +45,19 @@ class SmallSDPSolution:
     primal: float
     dual: float
     iterations: int
+
+
+@dataclass(frozen=True)
+class SmallStart:
+    """A guess of a primal-dual pair for a warm start: ``X`` (k, k), ``xl`` (nl,), ``xf`` (nf,),
+    ``y`` (me,), e.g. the solution of a nearby problem. Need not be feasible or interior:
+    :func:`_small_start_warm` moves it into the interior (the duals ``Z``, ``sl`` are those
+    of ``y``)."""
+
+    X: np.ndarray
+    xl: np.ndarray
+    xf: np.ndarray
+    y: np.ndarray
 
 
 def _sym(M: np.ndarray) -> np.ndarray:
@@ -124,18 +141,23 @@ def solve_small_sdp(
     tol: float = 1e-9,
     max_iters: int = 80,
     accept: float = 100.0,
+    start: SmallStart | None = None,
+    factors: tuple[np.ndarray, sp.spmatrix] | None = None,
     verbose: bool = False,
 ) -> SmallSDPSolution | None:
     """Solve the standard-form SDP of the module docstring; ``None`` when it does not converge.
 
     Stops at relative gap, primal and dual residuals all <= ``tol``; when accuracy is lost
     before that (no progress for 4 iterations), the best iterate is returned if it is within
-    ``accept * tol``.
+    ``accept * tol``. ``start``: a warm start (:class:`SmallStart`, e.g. the solution of a
+    nearby problem) instead of the standard cold start. ``factors``: ``(V, F)`` with ``V``
+    (nv, k) and ``F`` (me, nv) sparse such that ``A_i = sum_l F[i, l] v_l v_l^T`` (the same
+    matrices as ``Amats``); the Schur complement is then formed from them when that is cheaper.
 
     ``Amats`` (me, k, k) symmetric, ``Al`` (me, nl) sparse or dense, ``Af`` (me, nf) dense.
     """
-    data = _SmallData(Amats, b, C, Al, cl, Af, cf)
-    st = _small_start(data)
+    data = _SmallData(Amats, b, C, Al, cl, Af, cf, factors)
+    st = _small_start(data) if start is None else _small_start_warm(data, start)
     best_err, best, best_it = np.inf, None, 0
     short_steps = False
     for it in range(1, max_iters + 1):
@@ -166,11 +188,19 @@ class _SmallData:
     """The problem's data with the row operator ``A(X, xl, xf) = <A_i, X> + Al xl + Af xf``, its
     adjoint, and the norms the residuals are measured against."""
 
-    def __init__(self, Amats, b, C, Al, cl, Af, cf) -> None:
+    def __init__(self, Amats, b, C, Al, cl, Af, cf, factors=None) -> None:
         self.Amats, self.b, self.C, self.cl, self.Af, self.cf = Amats, b, C, cl, Af, cf
         self.Al = sp.csr_array(Al)
         self.AlT = sp.csr_array(self.Al.T)
         self.me, self.k, _ = Amats.shape
+        self.V = self.F = None
+        if factors is not None:
+            V, F = np.asarray(factors[0], dtype=float), sp.csr_array(factors[1])
+            if V.shape[1:] != (self.k,) or F.shape != (self.me, V.shape[0]):
+                raise ValueError("factors: V must be (nv, k) and F (me, nv)")
+            # the factored Schur complement costs ~2 nv^2 k, the dense one me^2 k^2 + 2 me k^3
+            if 2 * V.shape[0] ** 2 < self.me ** 2 * self.k + 2 * self.me * self.k ** 2:
+                self.V, self.F = V, F
         self.nl, self.nf = self.Al.shape[1], Af.shape[1]
         self.Aflat = Amats.reshape(self.me, self.k * self.k)
         self.nb = 1.0 + np.linalg.norm(b)
@@ -205,6 +235,34 @@ def _small_start(d: _SmallData) -> _SmallState:
     eta = max(10.0, np.sqrt(d.k), float(anorm.max(initial=1.0)), float(np.linalg.norm(d.C)))
     return _SmallState(xi * np.eye(d.k), eta * np.eye(d.k), np.full(d.nl, xi),
                        np.full(d.nl, eta), np.zeros(d.nf), np.zeros(d.me))
+
+
+#: The warm start's shift into the interior (:func:`_small_start_warm`), relative to the size
+#: of the guess: eigenvalues of ``X`` and ``Z`` (and entries of ``xl``, ``sl``) are raised to at
+#: least this fraction of the largest.
+WARM_SHIFT = 1e-2
+
+
+def _small_start_warm(d: _SmallData, g: SmallStart, shift: float | None = None) -> _SmallState:
+    """Warm start from a guess ``(X, xl, xf, y)``: ``Z = C - A^T y``, ``sl = cl - Al^T y``; the
+    eigenvalues of ``X`` and ``Z`` and the entries of ``xl`` and ``sl`` are raised to at least
+    ``shift`` times the largest eigenvalue / entry of their pair of blocks (``X, xl`` and
+    ``Z, sl``), so the start is interior and its complementarity ``mu`` is about ``shift``
+    times the products of the sizes. The residuals this leaves (violated rows, directions with
+    a negative reduced cost) are what the infeasible method removes."""
+    shift = WARM_SHIFT if shift is None else shift
+    if (g.X.shape != (d.k, d.k) or g.xl.shape != (d.nl,) or g.xf.shape != (d.nf,)
+            or g.y.shape != (d.me,)):
+        raise ValueError("warm start: X, xl, xf, y do not match the problem's dimensions")
+    Z = d.C - np.tensordot(g.y, d.Amats, axes=1)
+    sl = d.cl - d.AlT @ g.y
+    lx, Vx = np.linalg.eigh(_sym(g.X))
+    lz, Vz = np.linalg.eigh(_sym(Z))
+    px = shift * max(lx.max(initial=0.0), g.xl.max(initial=0.0), 1e-8)
+    pz = shift * max(lz.max(initial=0.0), sl.max(initial=0.0), 1e-8)
+    return _SmallState((Vx * np.maximum(lx, px)) @ Vx.T, (Vz * np.maximum(lz, pz)) @ Vz.T,
+                       np.maximum(g.xl, px), np.maximum(sl, pz), g.xf.astype(float),
+                       g.y.astype(float))
 
 
 @dataclass(frozen=True)
@@ -247,9 +305,14 @@ def _small_schur(d: _SmallData, st: _SmallState):
     S = sla.solve_triangular(Lz, np.eye(d.k), lower=True, trans="T")  # L^-T: Z^-1 = S S^T
     Zi = S @ S.T
     R = np.linalg.cholesky(st.X)
-    Bm = (S.T @ d.Amats @ R).reshape(d.me, d.k * d.k)
-    M = blas.dsyrk(1.0, Bm, lower=True)
-    M = np.tril(M) + np.tril(M, -1).T
+    if d.V is not None:
+        # A_i = sum_l F_il v_l v_l^T: M_ij = sum_{l,l'} F_il F_jl' (v_l^T X v_l')(v_l'^T Z^-1 v_l)
+        VR, VS = d.V @ R, d.V @ S
+        H = (VR @ VR.T) * (VS @ VS.T)
+        M = np.asarray(d.F @ np.asarray(d.F @ H).T)
+    else:  # only the lower triangle is formed (and read by the Cholesky factorization)
+        Bm = (S.T @ d.Amats @ R).reshape(d.me, d.k * d.k)
+        M = blas.dsyrk(1.0, Bm.T, trans=1, lower=True)  # (Bm^T in Fortran order: no copy)
     if d.nl:
         M += (d.Al @ sp.diags_array(st.xl / st.sl) @ d.AlT).toarray()
     M[np.diag_indices(d.me)] += 1e-14 * max(1.0, float(np.abs(np.diag(M)).max()))
