@@ -65,7 +65,7 @@ class EngineSteps:
     previous step (``method``, as ``low_rank_mm``); ``results`` keeps every engine result."""
 
     def __init__(self, surr: Any, d0: Any, d1: Any, *, tol: float = 1e-6,
-                 method: str = "auto", **opts: Any) -> None:
+                 method: str = "auto", warm_ip: bool = True, **opts: Any) -> None:
         n = d0.n
         self.surr, self.d0, self.n = surr, d0, n
         self.C0 = d0.C.to_dense()
@@ -73,6 +73,7 @@ class EngineSteps:
         self.user_id = next(uid for uid, fv in surr.var_map.items() if fv.id == d0.K.id)
         self.tol = float(tol)
         self.method = mm_step_method(method, n, d0.A.m)
+        self.warm_ip = bool(warm_ip)
         # factored iterations per step after an uncertified interior point / warm: as
         # low_rank_mm
         opts.setdefault("max_iters", 5 if self.method == "ip" else 40)
@@ -85,13 +86,19 @@ class EngineSteps:
     def __call__(self, Bs: list[np.ndarray]) -> dict[str, Any]:
         d0, surr = self.d0, self.surr
         B = 0.5 * (Bs[0] + Bs[0].T)
-        warm = self.method == "bm" and self.Y is not None
+        # warm-started from the previous step: the factored method always; the interior point
+        # too (``ip_warm``: the previous (K, y) shifted into the interior, its cold start when
+        # that point does not certify) where there is no trace bound (its warm start covers
+        # the rows' multipliers only)
+        warm = self.Y is not None and (
+            self.method == "bm" or (self.warm_ip and d0.trace_bound is None))
         res = solve_low_rank_sdp(
             SymOp(self.n, dense=self.C0 + self.s * B), d0.A, d0.b, sense=d0.sense,
             centered=d0.centered, trace_bound=d0.trace_bound,
             implied_trace_bound=d0.implied_trace_bound, Y0=self.Y if warm else None,
             y0=self.y if warm else None, sigma0=min(self.sigma, 1e2) if warm else None,
-            tol=self.tol, method=self.method, **self.opts)
+            tol=self.tol, method=self.method, ip_warm=warm and self.method == "ip",
+            **self.opts)
         self.Y, self.y, self.sigma = res.Y, res.y, res.sigma
         self.results.append(res)
         Kv = res.Y @ res.Y.T
