@@ -207,10 +207,11 @@ class HybridRefiner:
     only to ``loose_tol`` is reported ``optimal_inaccurate``, so no claim rests on it). When the
     stationarity measure between two points certified to ``loose_tol`` falls to ``tol`` (10
     ``loose_tol``: the loose steps cannot resolve less) or after ``HYBRID_MAX_LOOSE`` steps,
-    phase 1: engine steps at ``tight_tol``. An engine step of phase 1 that does not certify switches every following step
-    to the conic backend (phase 2; Clarabel with its retries and polish), whose near-degenerate
-    sets (swiss-roll and spiral kNN graphs) the interior point does not close. The claim needs
-    the last two steps certified, whichever phase solved them."""
+    phase 1: engine steps at ``tight_tol``. An engine step of phase 1 that does not certify
+    switches every following step to the conic backend (phase 2; Clarabel with its retries and
+    polish), which certifies near-degenerate sets (swiss-roll and spiral kNN graphs) where the
+    interior point stalls. The claim needs the last two steps certified, whichever phase solved
+    them."""
 
     def __init__(self, runner: StepRunner, loose_tol: float, tight_tol: float) -> None:
         self.runner, self.loose_tol, self.tight_tol = runner, float(loose_tol), float(tight_tol)
