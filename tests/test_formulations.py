@@ -1132,6 +1132,7 @@ def test_hybrid_steps_certify_and_agree_with_conic_steps(monkeypatch):
     assert vals["auto"] == pytest.approx(vals["conic"], rel=1e-3), vals
 
 
+@pytest.mark.slow
 def test_hybrid_steps_hand_over_to_clarabel_when_the_engine_does_not_certify(monkeypatch):
     """Certified engine steps that do not certify (injected): the steps go to Clarabel, which
     certifies; same stationary value as the engine-certified run."""
