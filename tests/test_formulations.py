@@ -11,6 +11,8 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import specopt
 from specopt import (
@@ -1165,3 +1167,71 @@ def test_hybrid_steps_capped_are_not_claimed(monkeypatch):
     cert = specopt.certificate(prob)
     assert cert.status != specopt.STATIONARY
     assert cert.extra["stop_reason"] == "max_iters"
+
+
+def _rigid_ring(n: int = 24):
+    """``min mve_cost(K, 1)`` on a ring with first and second neighbours: rigid, the only
+    feasible K is the planar circle, whose two top eigenvalues are tied."""
+    t = 2 * np.pi * np.arange(n) / n
+    X = np.c_[np.cos(t), np.sin(t)]
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    K = cp.Variable((n, n), symmetric=True)
+    rows = [K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i in range(n)
+            for j in ((i + 1) % n, (i + 2) % n)]
+    return cp.Problem(cp.Minimize(mve_cost(K, 1)), [K >> 0, cp.sum(K) == 0, *rows])
+
+
+def test_hybrid_steps_at_tied_eigenvalues():
+    """Tied top eigenvalues (rigid ring, N = 24: hybrid steps by default): the tie check's
+    solves are certified (an engine solve that does not certify is re-solved on Clarabel, not
+    passed through), and the value is the conic path's (0: lambda_1 = lambda_2)."""
+    vals = {}
+    for inner in ("auto", "conic"):
+        prob = _rigid_ring()
+        vals[inner] = specopt.solve(prob, inner=inner, init="relaxation")
+        cert = specopt.certificate(prob)
+        assert cert.status == specopt.STATIONARY, (inner, cert.gate_reasons)
+        assert cert.extra["stationarity_detail"]["tied_dims"] == [2]
+    assert vals["auto"] == pytest.approx(vals["conic"], abs=1e-4)
+    assert vals["auto"] == pytest.approx(0.0, abs=1e-4)
+
+
+@pytest.mark.slow
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 10_000), kind=st.sampled_from(["mve", "issue_alpha"]))
+def test_hybrid_steps_agree_with_clarabel_on_random_helices(seed, kind):
+    """Random noisy helices (N = 16, hybrid steps forced from 16): both inner paths end
+    stationary_point at the same value from the same start."""
+    import specopt.reductions.iterated_sdp as itr
+    import specopt.reductions.low_rank_sdp as lrr
+
+    n = 16
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.uniform(0, 3 * np.pi, n))
+    X = np.c_[np.cos(t), np.sin(t), 0.3 * t] + 0.05 * rng.standard_normal((n, 3))
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    edges = {(i, i + 1) for i in range(n - 1)}
+    for i in range(n):
+        for j in np.argsort(D[i])[1:4]:
+            edges.add((min(i, int(j)), max(i, int(j))))
+
+    def make():
+        K = cp.Variable((n, n), symmetric=True)
+        rows = [K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i, j in sorted(edges)]
+        if kind == "mve":
+            return cp.Problem(cp.Minimize(mve_cost(K, 2)), [K >> 0, cp.sum(K) == 0, *rows])
+        alpha = np.r_[-2.0, -1.0, np.ones(n - 2)]
+        return cp.Problem(cp.Minimize(linear_spectral(K, alpha)),
+                          [K >> 0, K @ np.ones(n) == 0, *rows])
+
+    saved = (itr.ITERATED_ENGINE_MIN_N, lrr.ITERATED_MIN_N)
+    itr.ITERATED_ENGINE_MIN_N = lrr.ITERATED_MIN_N = n
+    try:
+        vals = {}
+        for inner in ("auto", "conic"):
+            prob = make()
+            vals[inner] = specopt.solve(prob, inner=inner, init="relaxation")
+            assert specopt.certificate(prob).status == specopt.STATIONARY, inner
+    finally:
+        itr.ITERATED_ENGINE_MIN_N, lrr.ITERATED_MIN_N = saved
+    assert vals["auto"] == pytest.approx(vals["conic"], rel=1e-3), vals

@@ -58,6 +58,8 @@ class StepStats:
     polished: int = 0
     tie_solves: int = 0
     tie_time: float = 0.0
+    #: engine steps re-solved on the conic backend (hybrid steps)
+    replaced: int = 0
     #: the statuses of the solves a stationarity claim rests on
     check_statuses: list[str] = field(default_factory=list)
 
@@ -258,9 +260,9 @@ class HybridRefiner:
             if point.get("loose_ok") and prev_point is not None and prev_point.get("loose_ok"):
                 self._tighten()
             return True
-        # one more step certifies the pair; an engine step that failed has just handed the
-        # steps to the conic backend; a conic step that failed (after its polish) ends the run
-        return cur_ok or "low_rank" in point
+        # one more step certifies the pair (a failed engine step was re-solved on the conic
+        # backend); a conic step that failed after its polish ends the run
+        return cur_ok
 
 
 class StepRunner:
@@ -351,7 +353,15 @@ class StepRunner:
 
     def __call__(self, Bs: list[np.ndarray]) -> dict[str, Any]:
         if self.engine is not None:
-            return self._engine_step(Bs)
+            point = self._engine_step(Bs)
+            if self.engine is not None:
+                return point
+            # a certified-phase engine step that did not certify handed the steps to the conic
+            # backend: this step is re-solved there rather than passed through (its status
+            # leaves the record: no claim rests on it; the solve count keeps it)
+            self.stats.statuses.pop()
+            self.stats.inaccurate -= 1
+            self.stats.replaced += 1
         step = self.step_problem(Bs)
         kw = dict(self.solver_opts)
         if self.carry_scale and self.stats.scale is not None:

@@ -400,6 +400,7 @@ def _extra(out: MMOutcome, sign: int) -> dict[str, Any]:
         "subproblem_solves": stats.solves,
         "inaccurate_subproblems": stats.inaccurate,
         "polished_subproblems": stats.polished,
+        "engine_steps_resolved_on_conic": stats.replaced,
         "tie_check_solves": stats.tie_solves,
         "tie_check_time": stats.tie_time,
         "dpp": out.runner.dpp,
