@@ -877,13 +877,15 @@ N_U = 10
 
 
 def _knn_rows(K, seed=2, k=3):
-    """Squared-distance rows of a kNN graph of a noisy 3-D helix (plus the chain, connected)."""
+    """Squared-distance rows of a kNN graph of a noisy 3-D helix (plus the chain, connected),
+    as many points as K has rows."""
+    n = K.shape[0]
     rng = np.random.default_rng(seed)
-    t = np.sort(rng.uniform(0, 3 * np.pi, N_U))
-    X = np.c_[np.cos(t), np.sin(t), 0.3 * t] + 0.05 * rng.standard_normal((N_U, 3))
+    t = np.sort(rng.uniform(0, 3 * np.pi, n))
+    X = np.c_[np.cos(t), np.sin(t), 0.3 * t] + 0.05 * rng.standard_normal((n, 3))
     D = ((X[:, None] - X[None]) ** 2).sum(-1)
-    edges = {(i, i + 1) for i in range(N_U - 1)}
-    for i in range(N_U):
+    edges = {(i, i + 1) for i in range(n - 1)}
+    for i in range(n):
         for j in np.argsort(D[i])[1:k + 1]:
             edges.add((min(i, j), max(i, j)))
     rows = [K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i, j in sorted(edges)]
@@ -1206,18 +1208,10 @@ def test_hybrid_steps_agree_with_clarabel_on_random_helices(seed, kind):
     import specopt.reductions.low_rank_sdp as lrr
 
     n = 16
-    rng = np.random.default_rng(seed)
-    t = np.sort(rng.uniform(0, 3 * np.pi, n))
-    X = np.c_[np.cos(t), np.sin(t), 0.3 * t] + 0.05 * rng.standard_normal((n, 3))
-    D = ((X[:, None] - X[None]) ** 2).sum(-1)
-    edges = {(i, i + 1) for i in range(n - 1)}
-    for i in range(n):
-        for j in np.argsort(D[i])[1:4]:
-            edges.add((min(i, int(j)), max(i, int(j))))
 
     def make():
         K = cp.Variable((n, n), symmetric=True)
-        rows = [K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i, j in sorted(edges)]
+        rows = _knn_rows(K, seed=seed)[0]
         if kind == "mve":
             return cp.Problem(cp.Minimize(mve_cost(K, 2)), [K >> 0, cp.sum(K) == 0, *rows])
         alpha = np.r_[-2.0, -1.0, np.ones(n - 2)]
