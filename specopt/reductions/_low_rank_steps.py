@@ -26,8 +26,9 @@ def substitute_parameters(expr: Any, values: dict[int, Any]) -> Any:
 def low_rank_subproblem(surr: Any, *, required: bool, min_n: int | None = None,
                         **opts: Any) -> EngineSteps | None:
     """``run(B) -> point`` solving the iterated-SDP route's linearized step with the low-rank
-    engine (each step the cold interior point in its size range, else the factored method
-    warm-started from the previous step: ``method``, as :func:`low_rank_mm`); None when it does
+    engine (each step warm-started from the previous one: the interior point in its size range,
+    without a trace bound, else the factored method: ``method``, as :func:`low_rank_mm`); None
+    when it does
     not apply or, without ``required``, when ``n < min_n`` (or ``min_n`` is None); with
     ``required``, a :class:`RouteMismatch` saying why it does not apply.
 
@@ -60,9 +61,11 @@ def _linear_problem(surr: Any, B: np.ndarray) -> cp.Problem:
 
 class EngineSteps:
     """``steps(Bs) -> point``: the linearized step at ``B = Bs[0]`` on the engine, with
-    ``C(B) = C_0 + s B`` (``d0``: the data at ``B = 0``, ``d1`` at ``B = I``). Each step the
-    cold interior point in its size range, else the factored method warm-started from the
-    previous step (``method``, as ``low_rank_mm``); ``results`` keeps every engine result."""
+    ``C(B) = C_0 + s B`` (``d0``: the data at ``B = 0``, ``d1`` at ``B = I``). Each step is
+    warm-started from the previous one (the interior point with ``warm_ip`` where there is no
+    trace bound, falling back to its cold start when that point does not certify; the factored
+    method always); ``tol`` and ``opts`` may be changed between steps (the hybrid steps of the
+    route do); ``results`` keeps every engine result."""
 
     def __init__(self, surr: Any, d0: Any, d1: Any, *, tol: float = 1e-6,
                  method: str = "auto", warm_ip: bool = True, **opts: Any) -> None:
