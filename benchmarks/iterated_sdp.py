@@ -124,13 +124,14 @@ def run_one(kind: str, family: str, n: int) -> dict:
 
     warnings.simplefilter("ignore")
     prob = model(kind, points(family, n))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     value = specopt.solve(prob)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     cert = specopt.certificate(prob)
     ex = cert.extra
     return {"model": kind, "family": family, "N": n, "status": cert.status, "value": value,
-            "time": elapsed, "backend": cert.backend, "stop_reason": ex.get("stop_reason"),
+            "time": elapsed, "cpu": cpu, "backend": cert.backend,
+            "stop_reason": ex.get("stop_reason"), "hybrid_phases": ex.get("hybrid_phases"),
             "solves": ex.get("subproblem_solves"), "tie_solves": ex.get("tie_check_solves"),
             "tie_time": ex.get("tie_check_time"), "stationarity": ex.get("stationarity"),
             "gate": cert.gate_reasons, "load": os.getloadavg()[0]}
@@ -204,12 +205,15 @@ def summary(rows: list[dict]) -> list[dict]:
     for kind, n in keys:
         rs = [r for r in rows if r["model"] == kind and r["N"] == n]
         times = [r["time"] for r in rs if "error" not in r]
+        cpus = [r["cpu"] for r in rs if "error" not in r and "cpu" in r]
         stat = sum(r.get("status") == "stationary_point" for r in rs)
         tie = [r["tie_time"] / r["time"] for r in rs if r.get("tie_time") is not None
                and r.get("time")]
         out.append({"model": kind, "N": n, "instances": len(rs), "stationary": stat,
                     "median s": statistics.median(times) if times else None,
                     "worst s": max(times) if len(times) == len(rs) and times else "cap",
+                    "CPU median s": statistics.median(cpus) if cpus else None,
+                    "CPU worst s": max(cpus) if len(cpus) == len(rs) and cpus else "cap",
                     "tie share (worst)": max(tie) if tie else None,
                     "load": statistics.median(r["load"] for r in rs if "load" in r)
                     if any("load" in r for r in rs) else None})
@@ -270,7 +274,8 @@ def main() -> None:
     table = summary([r for r in rows if not str(r["model"]).startswith("Minimum")])
     if table:
         print(markdown_table(table, ["model", "N", "instances", "stationary", "median s",
-                                     "worst s", "tie share (worst)", "load"]))
+                                     "worst s", "CPU median s", "CPU worst s",
+                                     "tie share (worst)", "load"]))
     if a.mve:
         print(markdown_table(mve_summary(rows), ["model", "N", "instances", "stationary",
                                                  "wall median / worst s", "CPU median / worst s",

@@ -11,6 +11,8 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import specopt
 from specopt import (
@@ -875,13 +877,15 @@ N_U = 10
 
 
 def _knn_rows(K, seed=2, k=3):
-    """Squared-distance rows of a kNN graph of a noisy 3-D helix (plus the chain, connected)."""
+    """Squared-distance rows of a kNN graph of a noisy 3-D helix (plus the chain, connected),
+    as many points as K has rows."""
+    n = K.shape[0]
     rng = np.random.default_rng(seed)
-    t = np.sort(rng.uniform(0, 3 * np.pi, N_U))
-    X = np.c_[np.cos(t), np.sin(t), 0.3 * t] + 0.05 * rng.standard_normal((N_U, 3))
+    t = np.sort(rng.uniform(0, 3 * np.pi, n))
+    X = np.c_[np.cos(t), np.sin(t), 0.3 * t] + 0.05 * rng.standard_normal((n, 3))
     D = ((X[:, None] - X[None]) ** 2).sum(-1)
-    edges = {(i, i + 1) for i in range(N_U - 1)}
-    for i in range(N_U):
+    edges = {(i, i + 1) for i in range(n - 1)}
+    for i in range(n):
         for j in np.argsort(D[i])[1:k + 1]:
             edges.add((min(i, j), max(i, j)))
     rows = [K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i, j in sorted(edges)]
@@ -1058,3 +1062,170 @@ def test_clarabel_failure_hands_the_steps_to_the_engine(monkeypatch):
     assert cert.backend == "low_rank_sdp" and cert.status == specopt.STATIONARY
     assert cert.extra["backend_fallbacks"][0]["to"] == "low_rank_sdp"
     assert value == pytest.approx(ref, rel=1e-3)
+
+
+def _spiral_knn_model(kind: str, n: int, k: int = 4):
+    """A user-written model on the kNN graph (plus the chain) of a 2-turn planar spiral, whose
+    distance rows leave the feasible set without an interior (Clarabel's NumericalError)."""
+    from specopt.learn.embedding import make_spiral
+
+    X = make_spiral(n, turns=2.0)
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    edges = {(i, i + 1) for i in range(n - 1)}
+    for i in range(n):
+        for j in np.argsort(D[i])[1:k + 1]:
+            edges.add((min(i, int(j)), max(i, int(j))))
+    K = cp.Variable((n, n), symmetric=True)
+    cons = [K >> 0, cp.sum(K) == 0, *[K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j]
+                                      for i, j in sorted(edges)]]
+    if kind == "eigengap":
+        return cp.Problem(cp.Maximize(eigengap(K, 2)), cons)
+    return cp.Problem(cp.Minimize(mve_cost(K, 2)), cons)
+
+
+def test_eigengap_on_spiral_retries_clarabel_and_certifies():
+    """The issue's eigengap on a 15-point spiral: Clarabel fails at its default regularization
+    (the SCS fallback ran > 120 s); the retry with a larger static regularization certifies it,
+    and a run where that regularization is given from the start reaches the same value."""
+    prob = _spiral_knn_model("eigengap", 15)
+    value = specopt.solve(prob)
+    cert = specopt.certificate(prob)
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    assert cert.backend == "CLARABEL"
+    assert cert.extra["backend_retry_options"].get("static_regularization_constant", 0) > 1e-8
+    ref = _spiral_knn_model("eigengap", 15)
+    ref_value = specopt.solve(ref, static_regularization_constant=1e-7)
+    assert specopt.certificate(ref).status == specopt.STATIONARY
+    assert value == pytest.approx(ref_value, rel=1e-5)
+
+
+def _hybrid_from(monkeypatch, n: int) -> None:
+    """The hybrid steps from ``n`` on (small, fast instances)."""
+    import specopt.reductions.iterated_sdp as itr
+    import specopt.reductions.low_rank_sdp as lrr
+
+    monkeypatch.setattr(itr, "ITERATED_ENGINE_MIN_N", n)
+    monkeypatch.setattr(lrr, "ITERATED_MIN_N", n)
+
+
+N_H = 16
+
+
+def test_hybrid_steps_certify_and_agree_with_conic_steps(monkeypatch):
+    """Hybrid steps (no solver=, from N = 24; here from N_H): loose engine steps, then
+    certified ones; the claim rests on certified steps only, and the stationary value is the
+    conic (Clarabel every step) one."""
+    _hybrid_from(monkeypatch, N_H)
+    vals = {}
+    for inner in ("auto", "conic"):
+        prob = _spiral_knn_model("mve", N_H)
+        vals[inner] = specopt.solve(prob, inner=inner, init="relaxation")
+        cert = specopt.certificate(prob)
+        assert cert.status == specopt.STATIONARY, (inner, cert.gate_reasons)
+        ex = cert.extra
+        assert ex["subproblem_status"] == cp.OPTIMAL
+        if inner == "auto":
+            phases = ex["hybrid_phases"]
+            assert phases[0] == 0 and phases == sorted(phases), phases
+            # loose steps never count as certified
+            statuses = ex["subproblem_statuses"][:len(phases)]  # engine steps come first
+            assert all(st != cp.OPTIMAL for st, ph in zip(statuses, phases, strict=True)
+                       if ph == 0)
+        else:
+            assert ex["hybrid_phases"] is None and cert.backend == "CLARABEL"
+    assert vals["auto"] == pytest.approx(vals["conic"], rel=1e-3), vals
+
+
+@pytest.mark.slow
+def test_hybrid_steps_hand_over_to_clarabel_when_the_engine_does_not_certify(monkeypatch):
+    """Certified engine steps that do not certify (injected): the steps go to Clarabel, which
+    certifies; same stationary value as the engine-certified run."""
+    from specopt.reductions import _iterated_steps as its
+
+    _hybrid_from(monkeypatch, N_H)
+    ref = specopt.solve(_spiral_knn_model("mve", N_H), init="relaxation")
+    original = its.HybridRefiner.engine_step
+
+    def failing(self, point):
+        if self.phase == 1:
+            point["status"] = cp.OPTIMAL_INACCURATE
+        original(self, point)
+
+    monkeypatch.setattr(its.HybridRefiner, "engine_step", failing)
+    prob = _spiral_knn_model("mve", N_H)
+    value = specopt.solve(prob, init="relaxation")
+    cert = specopt.certificate(prob)
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    assert cert.backend == "CLARABEL"
+    assert cert.extra["backend_fallbacks"][-1]["from"] == "low_rank_sdp"
+    assert value == pytest.approx(ref, rel=1e-3)
+
+
+def test_hybrid_steps_capped_are_not_claimed(monkeypatch):
+    """A run capped before two certified steps is not stationary_point."""
+    _hybrid_from(monkeypatch, N_H)
+    prob = _spiral_knn_model("mve", N_H)
+    specopt.solve(prob, max_iters=2)
+    cert = specopt.certificate(prob)
+    assert cert.status != specopt.STATIONARY
+    assert cert.extra["stop_reason"] == "max_iters"
+
+
+def _rigid_ring(n: int = 24):
+    """``min mve_cost(K, 1)`` on a ring with first and second neighbours: rigid, the only
+    feasible K is the planar circle, whose two top eigenvalues are tied."""
+    t = 2 * np.pi * np.arange(n) / n
+    X = np.c_[np.cos(t), np.sin(t)]
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    K = cp.Variable((n, n), symmetric=True)
+    rows = [K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i in range(n)
+            for j in ((i + 1) % n, (i + 2) % n)]
+    return cp.Problem(cp.Minimize(mve_cost(K, 1)), [K >> 0, cp.sum(K) == 0, *rows])
+
+
+def test_hybrid_steps_at_tied_eigenvalues():
+    """Tied top eigenvalues (rigid ring, N = 24: hybrid steps by default): the tie check's
+    solves are certified (an engine solve that does not certify is re-solved on Clarabel, not
+    passed through), and the value is the conic path's (0: lambda_1 = lambda_2)."""
+    vals = {}
+    for inner in ("auto", "conic"):
+        prob = _rigid_ring()
+        vals[inner] = specopt.solve(prob, inner=inner, init="relaxation")
+        cert = specopt.certificate(prob)
+        assert cert.status == specopt.STATIONARY, (inner, cert.gate_reasons)
+        assert cert.extra["stationarity_detail"]["tied_dims"] == [2]
+    assert vals["auto"] == pytest.approx(vals["conic"], abs=1e-4)
+    assert vals["auto"] == pytest.approx(0.0, abs=1e-4)
+
+
+@pytest.mark.slow
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 10_000), kind=st.sampled_from(["mve", "issue_alpha"]))
+def test_hybrid_steps_agree_with_clarabel_on_random_helices(seed, kind):
+    """Random noisy helices (N = 16, hybrid steps forced from 16): both inner paths end
+    stationary_point at the same value from the same start."""
+    import specopt.reductions.iterated_sdp as itr
+    import specopt.reductions.low_rank_sdp as lrr
+
+    n = 16
+
+    def make():
+        K = cp.Variable((n, n), symmetric=True)
+        rows = _knn_rows(K, seed=seed)[0]
+        if kind == "mve":
+            return cp.Problem(cp.Minimize(mve_cost(K, 2)), [K >> 0, cp.sum(K) == 0, *rows])
+        alpha = np.r_[-2.0, -1.0, np.ones(n - 2)]
+        return cp.Problem(cp.Minimize(linear_spectral(K, alpha)),
+                          [K >> 0, K @ np.ones(n) == 0, *rows])
+
+    saved = (itr.ITERATED_ENGINE_MIN_N, lrr.ITERATED_MIN_N)
+    itr.ITERATED_ENGINE_MIN_N = lrr.ITERATED_MIN_N = n
+    try:
+        vals = {}
+        for inner in ("auto", "conic"):
+            prob = make()
+            vals[inner] = specopt.solve(prob, inner=inner, init="relaxation")
+            assert specopt.certificate(prob).status == specopt.STATIONARY, inner
+    finally:
+        itr.ITERATED_ENGINE_MIN_N, lrr.ITERATED_MIN_N = saved
+    assert vals["auto"] == pytest.approx(vals["conic"], rel=1e-3), vals

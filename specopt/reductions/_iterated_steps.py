@@ -40,6 +40,8 @@ class BackendState:
 
     backend: str
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    #: options added to the backend's after a retry succeeded (kept for the following steps)
+    retry_opts: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -56,12 +58,40 @@ class StepStats:
     polished: int = 0
     tie_solves: int = 0
     tie_time: float = 0.0
+    #: engine steps re-solved on the conic backend (hybrid steps)
+    replaced: int = 0
     #: the statuses of the solves a stationarity claim rests on
     check_statuses: list[str] = field(default_factory=list)
 
 
 _GOOD = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE, cp.INFEASIBLE, cp.UNBOUNDED)
 _FALLBACK_OPTS = {"SCS": {"eps_abs": SCS_EPS, "eps_rel": SCS_EPS, "max_iters": 20000}}
+#: A Clarabel step that fails (NumericalError on feasible sets without an interior: 2-turn
+#: spiral kNN graphs, rigid rows) is retried with a larger static regularization of its KKT
+#: system (default 1e-8) before any other backend: ``max eigengap(K, 2)`` on the 15-point spiral
+#: (``sum(K) == 0``): default Clarabel fails on the first step, the SCS fallback runs > 120 s;
+#: 1e-7: 2 steps, 2.0 s, ``stationary_point``. Once a retry succeeds its options stay on.
+_CLARABEL_RETRIES = ({"static_regularization_constant": 1e-7},
+                     {"static_regularization_constant": 1e-6})
+
+
+def _retry(prob: cp.Problem, state: BackendState, kw: dict, verbose: bool) -> bool:
+    """Retry a failed step on the same backend with the settings of ``_CLARABEL_RETRIES``; True
+    (and the settings kept in ``state.retry_opts``) when one ends with a verdict."""
+    if state.backend != "CLARABEL":
+        return False
+    for extra in _CLARABEL_RETRIES:
+        if all(state.retry_opts.get(k, 0) >= v for k, v in extra.items()):
+            continue  # no stronger than what already failed
+        try:
+            compat.solve_in_place(prob, state.backend, warm_start=True, verbose=verbose,
+                                  **{**kw, **extra})
+        except SolverError:
+            continue
+        if prob.status in _GOOD:
+            state.retry_opts.update(extra)
+            return True
+    return False
 
 
 def _solve_with_fallback(prob: cp.Problem, state: BackendState, kw: dict, verbose: bool,
@@ -72,6 +102,8 @@ def _solve_with_fallback(prob: cp.Problem, state: BackendState, kw: dict, verbos
     interruptible by Ctrl-C (worker thread, see ``specopt._interrupt``). Returns the compile
     seconds of the successful solve. With ``others=False`` a failure raises at once."""
     first = state.backend
+    kw = {**kw, **state.retry_opts}
+    compile_time = 0.0
     try:
         compile_time = compat.solve_in_place(prob, first, warm_start=True, verbose=verbose, **kw)
         if prob.status in _GOOD:
@@ -79,6 +111,8 @@ def _solve_with_fallback(prob: cp.Problem, state: BackendState, kw: dict, verbos
         why = f"status {prob.status}"
     except SolverError as exc:
         why = str(exc).splitlines()[0] if str(exc) else "solver error"
+    if _retry(prob, state, kw, verbose):
+        return compile_time
     if not others:
         raise SolverError(f"{first}: {why}")
     tried = [f"{first}: {why}"]
@@ -104,6 +138,10 @@ def _solve_with_fallback(prob: cp.Problem, state: BackendState, kw: dict, verbos
 #: defaults are 1e-8; "AlmostSolved" stalls at a gap of ~2e-8 on unscaled distance rows, and
 #: 1e-7 stalls too on some), SCS warm-started from its point with this many times its cap.
 _CLARABEL_POLISH = {"tol_gap_abs": 1e-6, "tol_gap_rel": 1e-6, "tol_feas": 1e-6}
+#: ... and with a larger static regularization when that is still inaccurate (the relaxation
+#: step of the 30-point swiss roll with non-shrink rows: "AlmostSolved" at default settings and
+#: at 1e-6 tolerances, solved in 12 iterations with 1e-7)
+_CLARABEL_POLISH_REG = {"static_regularization_constant": 1e-7}
 _SCS_POLISH_ITERS = 4
 
 
@@ -130,17 +168,101 @@ def _polish(prob: cp.Problem, state: BackendState, kw: dict) -> bool:
     solved to the backend's (polish) tolerance. The inaccurate point stays when it is not."""
     backend = state.backend
     if backend == "CLARABEL":
-        opts = {**kw, **_CLARABEL_POLISH}
+        base = {**kw, **state.retry_opts}
+        tries = [{**base, **_CLARABEL_POLISH}, {**base, **_CLARABEL_POLISH_REG},
+                 {**base, **_CLARABEL_POLISH, **_CLARABEL_POLISH_REG}]
     elif backend == "SCS":
         opts = dict(kw)
         opts["max_iters"] = _SCS_POLISH_ITERS * int(kw.get("max_iters", 20000))
+        tries = [opts]
     else:
         return False
-    try:
-        compat.solve_in_place(prob, backend, warm_start=True, verbose=False, **opts)
-    except SolverError:
-        return False
-    return prob.status == cp.OPTIMAL
+    seen = []
+    for opts in tries:
+        if opts in seen:
+            continue
+        seen.append(opts)
+        try:
+            compat.solve_in_place(prob, backend, warm_start=True, verbose=False, **opts)
+        except SolverError:
+            continue
+        if prob.status == cp.OPTIMAL:
+            return True
+    return False
+
+
+#: Hybrid steps (:class:`HybridRefiner`): the engine's tolerance for the early, inexact steps,
+#: and how many of them at most before the certified phase.
+HYBRID_LOOSE_TOL = 1e-4
+HYBRID_MAX_LOOSE = 15
+#: ... and for the certified ones (unless ``inner_tol`` is given): 10x below the stationarity
+#: tolerance these steps back (1e-4). At 1e-6 the interior point stalls at gaps of 2e-6 to
+#: 1e-5 on spiral / swiss-roll kNN sets (N = 30-45) and the steps went to Clarabel.
+HYBRID_TIGHT_TOL = 1e-5
+
+
+class HybridRefiner:
+    """Inexact MM on the SDP engine with certified last steps (the ``refine`` hook of
+    :func:`specopt.solvers.iterated_sdp.iterated_sdp`).
+
+    Phase 0: engine steps at ``loose_tol`` (warm-started interior points; a point certified
+    only to ``loose_tol`` is reported ``optimal_inaccurate``, so no claim rests on it). When the
+    stationarity measure between two points certified to ``loose_tol`` falls to ``tol`` (10
+    ``loose_tol``: the loose steps cannot resolve less) or after ``HYBRID_MAX_LOOSE`` steps,
+    phase 1: engine steps at ``tight_tol``. An engine step of phase 1 that does not certify
+    switches every following step to the conic backend (phase 2; Clarabel with its retries and
+    polish), which certifies near-degenerate sets (swiss-roll and spiral kNN graphs) where the
+    interior point stalls. The claim needs the last two steps certified, whichever phase solved
+    them."""
+
+    def __init__(self, runner: StepRunner, loose_tol: float, tight_tol: float) -> None:
+        self.runner, self.loose_tol, self.tight_tol = runner, float(loose_tol), float(tight_tol)
+        self.tol = 10.0 * self.loose_tol
+        self.phase = 0
+        self.loose_steps = 0
+        self.phases: list[int] = []
+        #: the factored method's iterations after an uncertified interior point, phase 1 on
+        #: (none in phase 0: 0.5-1.3 s per loose step on the 30-point spiral, for a point that
+        #: only supplies the next linearization)
+        self.bm_iters: int | None = None
+
+    def engine_step(self, point: dict[str, Any]) -> None:
+        """Book an engine step; phase 0 points are marked inaccurate, a phase 1 step that does
+        not certify hands the next steps to the conic backend."""
+        self.phases.append(self.phase)
+        if self.phase == 0:
+            res = point["low_rank"]
+            point["loose_ok"] = point["status"] == cp.OPTIMAL or (
+                res.gap is not None and max(res.gap, res.primal_residual) <= self.tol)
+            point["status"] = cp.OPTIMAL_INACCURATE  # certified to loose_tol at best
+            self.loose_steps += 1
+            if self.loose_steps >= HYBRID_MAX_LOOSE:
+                self._tighten()
+        elif point["status"] != cp.OPTIMAL:
+            self.phase = 2
+            self.runner.to_conic("engine step not certified to inner_tol")
+
+    def _tighten(self) -> None:
+        self.phase = 1
+        engine = self.runner.engine
+        engine.tol = self.tight_tol
+        engine.opts["max_iters"] = self.bm_iters
+
+    def __call__(self, prev_point: Any, point: Any) -> bool:
+        """Called when the measure is small: True (go on) while the two points are not both
+        certified and a more accurate phase is left."""
+        cur_ok = point.get("status") == cp.OPTIMAL
+        if cur_ok and prev_point is not None and prev_point.get("status") == cp.OPTIMAL:
+            return False
+        if self.phase == 0:
+            # a small measure between points whose gap or residual is above ``tol`` says
+            # nothing (the majorizer was built at a point off the feasible set): go on loose
+            if point.get("loose_ok") and prev_point is not None and prev_point.get("loose_ok"):
+                self._tighten()
+            return True
+        # one more step certifies the pair (a failed engine step was re-solved on the conic
+        # backend); a conic step that failed after its polish ends the run
+        return cur_ok
 
 
 class StepRunner:
@@ -159,6 +281,8 @@ class StepRunner:
         self.state = BackendState(backend)
         self.stats = StepStats()
         self.engine: Any = None
+        self.conic_backend = backend
+        self.refiner: HybridRefiner | None = None
 
     @property
     def backend(self) -> str:
@@ -168,6 +292,27 @@ class StepRunner:
         """Every following step on the SDP engine (``low_rank_subproblem``'s ``run``)."""
         self.engine = run
         self.state.backend = "low_rank_sdp"
+
+    def use_hybrid(self, run: Any, loose_tol: float = HYBRID_LOOSE_TOL,
+                   tight_tol: float | None = None) -> None:
+        """Inexact early steps on the SDP engine, certified last steps (see
+        :class:`HybridRefiner`): the engine at ``loose_tol`` until :meth:`refine` is called,
+        then the engine at ``inner_tol``, then (after an engine step that does not certify) the
+        conic backend."""
+        self.use_engine(run)
+        self.refiner = HybridRefiner(self, loose_tol,
+                                     self.inner_tol if tight_tol is None else tight_tol)
+        self.refiner.bm_iters = run.opts.get("max_iters")
+        run.tol = loose_tol
+        if run.method == "ip":  # a loose step is the interior point's answer as it ends
+            run.opts["max_iters"] = 0
+
+    def to_conic(self, reason: str) -> None:
+        """Every following step on the conic backend (``self.conic_backend``)."""
+        self.engine = None
+        self.state.fallbacks.append({"from": "low_rank_sdp", "to": self.conic_backend,
+                                     "reason": reason})
+        self.state.backend = self.conic_backend
 
     def step_problem(self, Bs: list[np.ndarray]) -> cp.Problem:
         surr, prob = self.surr, self.surr.problem
@@ -195,9 +340,12 @@ class StepRunner:
         return compile_time
 
     def _engine_step(self, Bs: list[np.ndarray]) -> dict[str, Any]:
-        point = self.engine(Bs)
+        engine, ref = self.engine, self.refiner
+        point = engine(Bs)
         self.stats.solves += 1
         self.stats.solve += point["low_rank"].solve_time
+        if ref is not None:
+            ref.engine_step(point)
         self.stats.statuses.append(point["status"])
         if point["status"] != cp.OPTIMAL:  # step not certified to inner_tol
             self.stats.inaccurate += 1
@@ -205,7 +353,15 @@ class StepRunner:
 
     def __call__(self, Bs: list[np.ndarray]) -> dict[str, Any]:
         if self.engine is not None:
-            return self._engine_step(Bs)
+            point = self._engine_step(Bs)
+            if self.engine is not None:
+                return point
+            # a certified-phase engine step that did not certify handed the steps to the conic
+            # backend: this step is re-solved there rather than passed through (its status
+            # leaves the record: no claim rests on it; the solve count keeps it)
+            self.stats.statuses.pop()
+            self.stats.inaccurate -= 1
+            self.stats.replaced += 1
         step = self.step_problem(Bs)
         kw = dict(self.solver_opts)
         if self.carry_scale and self.stats.scale is not None:

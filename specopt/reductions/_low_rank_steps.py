@@ -26,8 +26,9 @@ def substitute_parameters(expr: Any, values: dict[int, Any]) -> Any:
 def low_rank_subproblem(surr: Any, *, required: bool, min_n: int | None = None,
                         **opts: Any) -> EngineSteps | None:
     """``run(B) -> point`` solving the iterated-SDP route's linearized step with the low-rank
-    engine (each step the cold interior point in its size range, else the factored method
-    warm-started from the previous step: ``method``, as :func:`low_rank_mm`); None when it does
+    engine (each step warm-started from the previous one: the interior point in its size range,
+    without a trace bound, else the factored method: ``method``, as :func:`low_rank_mm`); None
+    when it does
     not apply or, without ``required``, when ``n < min_n`` (or ``min_n`` is None); with
     ``required``, a :class:`RouteMismatch` saying why it does not apply.
 
@@ -60,12 +61,14 @@ def _linear_problem(surr: Any, B: np.ndarray) -> cp.Problem:
 
 class EngineSteps:
     """``steps(Bs) -> point``: the linearized step at ``B = Bs[0]`` on the engine, with
-    ``C(B) = C_0 + s B`` (``d0``: the data at ``B = 0``, ``d1`` at ``B = I``). Each step the
-    cold interior point in its size range, else the factored method warm-started from the
-    previous step (``method``, as ``low_rank_mm``); ``results`` keeps every engine result."""
+    ``C(B) = C_0 + s B`` (``d0``: the data at ``B = 0``, ``d1`` at ``B = I``). Each step is
+    warm-started from the previous one (the interior point with ``warm_ip`` where there is no
+    trace bound, falling back to its cold start when that point does not certify; the factored
+    method always); ``tol`` and ``opts`` may be changed between steps (the hybrid steps of the
+    route do); ``results`` keeps every engine result."""
 
     def __init__(self, surr: Any, d0: Any, d1: Any, *, tol: float = 1e-6,
-                 method: str = "auto", **opts: Any) -> None:
+                 method: str = "auto", warm_ip: bool = True, **opts: Any) -> None:
         n = d0.n
         self.surr, self.d0, self.n = surr, d0, n
         self.C0 = d0.C.to_dense()
@@ -73,6 +76,7 @@ class EngineSteps:
         self.user_id = next(uid for uid, fv in surr.var_map.items() if fv.id == d0.K.id)
         self.tol = float(tol)
         self.method = mm_step_method(method, n, d0.A.m)
+        self.warm_ip = bool(warm_ip)
         # factored iterations per step after an uncertified interior point / warm: as
         # low_rank_mm
         opts.setdefault("max_iters", 5 if self.method == "ip" else 40)
@@ -85,13 +89,19 @@ class EngineSteps:
     def __call__(self, Bs: list[np.ndarray]) -> dict[str, Any]:
         d0, surr = self.d0, self.surr
         B = 0.5 * (Bs[0] + Bs[0].T)
-        warm = self.method == "bm" and self.Y is not None
+        # warm-started from the previous step: the factored method always; the interior point
+        # too (``ip_warm``: the previous (K, y) shifted into the interior, its cold start when
+        # that point does not certify) where there is no trace bound (its warm start covers
+        # the rows' multipliers only)
+        warm = self.Y is not None and (
+            self.method == "bm" or (self.warm_ip and d0.trace_bound is None))
         res = solve_low_rank_sdp(
             SymOp(self.n, dense=self.C0 + self.s * B), d0.A, d0.b, sense=d0.sense,
             centered=d0.centered, trace_bound=d0.trace_bound,
             implied_trace_bound=d0.implied_trace_bound, Y0=self.Y if warm else None,
             y0=self.y if warm else None, sigma0=min(self.sigma, 1e2) if warm else None,
-            tol=self.tol, method=self.method, **self.opts)
+            tol=self.tol, method=self.method, ip_warm=warm and self.method == "ip",
+            **self.opts)
         self.Y, self.y, self.sigma = res.Y, res.y, res.sigma
         self.results.append(res)
         Kv = res.Y @ res.Y.T

@@ -50,6 +50,7 @@ from ._iterated_stationarity import (
     stationarity_check,
 )
 from ._iterated_steps import (
+    HYBRID_TIGHT_TOL,
     SCS_EPS,
     StepRunner,
     SubproblemInfeasible,
@@ -70,12 +71,14 @@ _INITS = ("auto", "value", "relaxation", "trace", "random")
 #: is ``max(10 * tol, STATIONARITY_TOL)``, relative to ``1 + |F(K*)|``).
 STATIONARITY_TOL = 1e-6
 
-#: With ``inner="auto"`` and no ``solver=``, the steps run on the SDP engine from
-#: ``max(low_rank_sdp.ITERATED_MIN_N, ITERATED_ENGINE_MIN_N)`` on (an MVE subproblem's dense KKT
-#: estimate n(n+1)/2 passes ITERATED_CLARABEL_MAX_DENSE_DIM at n = 63); below, Clarabel
-#: certifies the kNN families whose engine steps stall (swiss roll, S-curve, spiral at N = 30:
-#: Clarabel 6-39 s stationary_point, the engine > 40 s and uncertified, load 15).
-ITERATED_ENGINE_MIN_N = 63
+#: With ``inner="auto"`` and no ``solver=``, from ``low_rank_sdp.ITERATED_MIN_N`` (24) on, where
+#: the subproblem has the engine's form, the steps are hybrid (``_iterated_steps.HybridRefiner``):
+#: inexact warm-started engine steps, then certified ones, on the engine or, where its interior
+#: point stalls (swiss roll, S-curve, spiral kNN graphs at N = 30-60), on Clarabel. Before, the
+#: engine ran every step to ``inner_tol`` from n = 63 (those families: > 40 s, uncertified) and
+#: Clarabel every step below (N = 45: 1.1-1.6 s CPU per step, 10-30 steps). The route's own
+#: floor (with the engine's ``ITERATED_MIN_N``): below, Clarabel alone (N = 15: 0.2-2 s).
+ITERATED_ENGINE_MIN_N = 24
 #: Safety cap on MM steps: the stop is by the stationarity measure; hitting the cap is reported
 #: (``stop_reason="max_iters"``, not certified).
 MAX_ITERS = 500
@@ -147,13 +150,17 @@ def step_runner(surr: Surrogate, solver: str | None, cfg: MMSettings) -> StepRun
                         inner_tol=cfg.inner_tol, inner_method=cfg.inner_method)
     if inner not in ("auto", "conic", "low_rank"):
         raise ValueError(f"inner must be 'auto', 'conic' or 'low_rank', got {inner!r}")
-    if inner != "conic" and solver is None or inner == "low_rank":
-        lr_run = low_rank_subproblem(
-            surr, required=inner == "low_rank", tol=cfg.inner_tol, method=cfg.inner_method,
-            min_n=None if lrr.ITERATED_MIN_N is None
-            else max(lrr.ITERATED_MIN_N, ITERATED_ENGINE_MIN_N))
-        if lr_run is not None:
-            runner.use_engine(lr_run)  # every step on the engine
+    if inner == "low_rank":
+        runner.use_engine(low_rank_subproblem(surr, required=True, tol=cfg.inner_tol,
+                                              method=cfg.inner_method))  # every step
+    elif inner == "auto" and solver is None:
+        lr_run = low_rank_subproblem(surr, required=False, tol=cfg.inner_tol,
+                                     method=cfg.inner_method,
+                                     min_n=None if lrr.ITERATED_MIN_N is None
+                                     else max(lrr.ITERATED_MIN_N, ITERATED_ENGINE_MIN_N))
+        if lr_run is not None:  # inexact engine steps, certified last steps
+            runner.use_hybrid(lr_run, tight_tol=cfg.inner_tol if "inner_tol" in cfg.user_keys
+                              else max(cfg.inner_tol, HYBRID_TIGHT_TOL))
     return runner
 
 
@@ -326,7 +333,7 @@ def _iterate(surr: Surrogate, runner: StepRunner, K0: list[np.ndarray], p0: Any,
     betas = [nd.beta for nd in surr.nodes]
     res = iterated_sdp(runner, lambda p: p["objective"], K0, betas, get_K=lambda p: p["K"],
                        max_iters=max_iters, callback=callback, stationarity_tol=stat_tol,
-                       first_point=p0, **loop)
+                       first_point=p0, refine=runner.refiner, **loop)
     results = [res]
     used = res.iterations
     seed = loop.get("seed", 0)
@@ -338,7 +345,7 @@ def _iterate(surr: Surrogate, runner: StepRunner, K0: list[np.ndarray], p0: Any,
         res = iterated_sdp(runner, lambda p: p["objective"], stat["descent"]["K"], betas,
                            get_K=lambda p: p["K"], max_iters=max_iters - used,
                            callback=callback, stationarity_tol=stat_tol,
-                           first_point=stat["descent"], **more)
+                           first_point=stat["descent"], refine=runner.refiner, **more)
         results.append(res)
         used += res.iterations
 
@@ -393,6 +400,7 @@ def _extra(out: MMOutcome, sign: int) -> dict[str, Any]:
         "subproblem_solves": stats.solves,
         "inaccurate_subproblems": stats.inaccurate,
         "polished_subproblems": stats.polished,
+        "engine_steps_resolved_on_conic": stats.replaced,
         "tie_check_solves": stats.tie_solves,
         "tie_check_time": stats.tie_time,
         "dpp": out.runner.dpp,
@@ -401,8 +409,11 @@ def _extra(out: MMOutcome, sign: int) -> dict[str, Any]:
         "iterate_time": out.seconds,
         "scs_iterations": list(stats.scs_iters),
         "backend_fallbacks": list(out.runner.state.fallbacks),
+        "backend_retry_options": dict(out.runner.state.retry_opts),
         "stationarity_detail": {k: v for k, v in stat.items() if k != "descent"},
         "tie_escapes": len(results) - 1,
+        # hybrid steps: the phase of every engine step (0 loose, 1 certified), conic after
+        "hybrid_phases": None if out.runner.refiner is None else list(out.runner.refiner.phases),
     }
 
 

@@ -159,6 +159,7 @@ def _single_run(
     callback: Callable[..., None] | None = None,
     stationarity_tol: float | None = None,
     first_point: Any = None,
+    refine: Any = None,
 ) -> RunResult:
     K = K0
     hist: dict[str, list[float]] = {"objective": [], "rel_change_objective": [], "rel_change_K": [],
@@ -207,7 +208,10 @@ def _single_run(
         if val < best_val:
             best_point, best_K, best_val = point, K_new, val
         if stationarity_tol is not None:
-            if measure <= stationarity_tol:
+            if refine is not None and measure <= max(stationarity_tol, refine.tol) \
+                    and refine(prev_point, point):
+                pass  # the steps were not accurate enough to stop: now they are, go on
+            elif measure <= stationarity_tol:
                 # the previous point is certified (its majorizer's minimum is within tol):
                 # returned with the step that certifies it (the stationarity check reuses it)
                 stop, converged = "stationary", True
@@ -249,6 +253,7 @@ def iterated_sdp(
     callback: Callable[..., None] | None = None,
     stationarity_tol: float | None = None,
     first_point: Any = None,
+    refine: Any = None,
 ) -> IteratedSDPResult:
     """Minimize ``F(K) = convex(K) + sum_j h_j(K_j)`` with ``h_j(K) = sum_i beta_ji lambda_i(K)``.
 
@@ -287,6 +292,12 @@ def iterated_sdp(
         K0's size) with ``rng = np.random.default_rng(seed)``; the best run is returned.
     callback:
         Called after every MM step as ``callback(step, objective=F)`` (progress printing).
+    refine:
+        Inexact early steps (with ``stationarity_tol``): an object with a tolerance
+        ``refine.tol`` and ``refine(prev_point, point) -> bool``, called when the measure is
+        ``<= max(stationarity_tol, refine.tol)``; True means the two points were not solved
+        accurately enough to back a claim and the inner solver has been made more accurate
+        (the run goes on from ``point``), False that the stop test applies as usual.
     """
     single = isinstance(K0, np.ndarray) and np.ndim(K0) == 2
     K0_list = _as_list(K0)
@@ -318,7 +329,7 @@ def iterated_sdp(
                 solve_subproblem, objective, get_K, start, betas, single,
                 tol, tol_K, max_iters, monotone_tol, "initial" if r == 0 else f"random {r}",
                 callback=callback, stationarity_tol=stationarity_tol,
-                first_point=first_point if r == 0 else None,
+                first_point=first_point if r == 0 else None, refine=refine,
             )
         )
     values = [run.objective for run in runs]
