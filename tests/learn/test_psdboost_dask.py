@@ -86,9 +86,9 @@ def test_dask_psdboost_equals_in_memory_on_cluster(client, seed, C_scale):
     kinds = {str(r["key"]).split("-")[0].strip("('") for r in ran}
     # (the gathers of the difference rows are fused into the tasks that use them)
     # margins (also the final violation check), cut masks kept on the workers, cut matrices
-    # (+ band rows fetched), the hinge sums: the cut master on the row operator directly, its
+    # (+ band rows fetched), the hinge and cut sums: the cut master on the row operator directly, its
     # per-row state on the workers
-    assert {"_blk_rows_matvec", "_blk_packmask", "_blk_cut", "_blk_hinge_sum"} <= kinds
+    assert {"_blk_rows_matvec", "_blk_packmask", "_blk_cut", "_blk_sep_sums"} <= kinds
     # no task ever held an array with |S| rows (results recorded on the workers)
     shapes = [s for ws in client.run(
         lambda dask_worker: dask_worker.plugins["shape-recorder"].shapes).values() for s in ws]
@@ -149,9 +149,9 @@ def test_client_memory_does_not_grow_with_the_number_of_triplets(client, monkeyp
 
 
 def test_distributed_selection_is_exact():
-    """The k-th smallest value of a per-row vector kept on the workers (bins, then the last
-    bin gathered) equals numpy's, for continuous values and for a few values with many ties,
-    with a gather limit far below the rows."""
+    """The k-th smallest value of a per-row vector kept on the workers (order statistics per
+    block, bins, the last bracket gathered) equals numpy's, for continuous values and for a
+    few values with many ties, with a gather limit far below the rows."""
     import dask
 
     import specopt.solvers.mg._dask_hinge as dh
@@ -167,13 +167,14 @@ def test_distributed_selection_is_exact():
             act = h.activity(np.eye(3)[:, :2], np.array([0.7, 0.3]))
             full = np.concatenate(h._compute(h._tasks(dh._blk_vec, [act])))
             np.testing.assert_allclose(full, 0.7 * V[:, 0] ** 2 + 0.3 * V[:, 1] ** 2)
-            for gather in (10, 100_000):
-                old, dh.SELECT_GATHER = dh.SELECT_GATHER, gather
+            for gather, bins in ((10, 16), (10, 1024), (100_000, 1024)):
+                old = dh.SELECT_GATHER, dh.SELECT_BINS
+                dh.SELECT_GATHER, dh.SELECT_BINS = gather, bins
                 try:
                     for k in (1, 37, m // 2, m):
                         assert dh._kth_smallest(h, act, k) == np.partition(full, k - 1)[k - 1]
                 finally:
-                    dh.SELECT_GATHER = old
+                    dh.SELECT_GATHER, dh.SELECT_BINS = old
 
 
 def test_dask_psdboost_agrees_with_clarabel_on_cluster(client):
@@ -318,4 +319,5 @@ def test_relative_comparison_on_the_cluster(client):
     assert est.converged_
     assert abs(est.objective_ - mem.objective_) <= est.gap_ + mem.gap_ + 1e-12
     kinds = {str(r["key"]).split("-")[0].strip("('") for r in ts.data}
-    assert {"_blk_stats", "_blk_line"} <= kinds
+    # the kink polish: sample, bands, near rows, primal values
+    assert {"_blk_sample", "_blk_bands", "_blk_near", "_blk_hinge"} <= kinds

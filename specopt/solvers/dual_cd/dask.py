@@ -348,8 +348,9 @@ def _result(best: _Best, status: SolverStatus, passes: _Passes, setup: float, t0
 NEAR_ROWS = 200_000
 #: rows of the sample the warm start is solved on
 SAMPLE_ROWS = 50_000
-#: band half-widths tried for the near rows ``|1 - z_i^T w| < b``
-BAND_EDGES = np.geomspace(1e-5, 0.5, 48)
+#: band half-widths tried for the near rows ``|1 - z_i^T w| < b`` (the widest that fits
+#: :data:`NEAR_ROWS` is used: far from the optimum, a narrow band misreads the partition)
+BAND_EDGES = np.geomspace(1e-5, 1e3, 65)
 #: polish attempts (each: 3 passes) before the Newton passes take over
 POLISH_ROUNDS = 3
 
@@ -363,6 +364,7 @@ def _kink_polish(passes: _Passes, Rinv_T: np.ndarray, mask: np.ndarray, w: np.nd
     L, C = passes.L, passes.C
     b = float(BAND_EDGES[-1])
     for _ in range(POLISH_ROUNDS):
+        before = best.P, best.D
         near_cnt, n_up, q_up = passes.bands(w, BAND_EDGES)
         ok = np.flatnonzero(near_cnt <= NEAR_ROWS)
         j = int(ok[-1]) if ok.size else 0
@@ -371,8 +373,8 @@ def _kink_polish(passes: _Passes, Rinv_T: np.ndarray, mask: np.ndarray, w: np.nd
         q, nu = C * q_up[j], float(n_up[j])
         Zaug = np.vstack([Zn, q[None, :] / C])  # the rows above the band as one row, lam = C
         Caug = np.full(Zaug.shape[0], C)
-        ws, lams = [], []
-        mu = 0.5 * b
+        ws, lams = [w], [np.append(np.where(1.0 - Zn @ w > 0, C, 0.0), C)]
+        mu = min(0.1, 0.5 * b)
         while mu >= 1e-11:
             w = _huber_newton(L, Zn, Caug[:-1], mask, w, mu, q=q)
             r = 1.0 - Zn @ w
@@ -398,7 +400,7 @@ def _kink_polish(passes: _Passes, Rinv_T: np.ndarray, mask: np.ndarray, w: np.nd
             if D > best.D:
                 best = _Best(best.P, best.w, D, 0.0, t)
         on_pass(best, b, int(Zn.shape[0]))
-        if best.gap / max(1.0, abs(best.P)) <= tol:
+        if best.gap / max(1.0, abs(best.P)) <= tol or (best.P, best.D) == before:
             break
         w = best.w
     return best, b

@@ -77,10 +77,14 @@ def _mask_of(mvec, excl, rows):
     return mask
 
 
-def _blk_cut_lhs(mvec, excl, vec_m, rows):
-    """``sum_{mask} vec_m`` of the block."""
-    mask = _mask_of(mvec, excl, rows)
-    return float(_ev(vec_m, rows)[mask].sum())
+def _blk_sep_sums(mvec, excl, vec_m, rows):
+    """``[sum max(0, value), #{value > 0}, sum_{mask} vec_m]`` of the block (the mask:
+    ``value > 0`` off the rows ``excl``)."""
+    v = _ev(mvec, rows)
+    mask = v > 0
+    pos = float(v[mask].sum()), float(mask.sum())
+    mask[excl] = False
+    return np.array([*pos, float(_ev(vec_m, rows)[mask].sum())])
 
 
 def _blk_nearest(vec, rows, nn):
@@ -90,9 +94,18 @@ def _blk_nearest(vec, rows, nn):
     return idx, a[idx]
 
 
-def _blk_minmax(vec, rows):
+def _blk_order(vec, rows, q):
+    """``q`` order statistics of the block: (0-based ranks, values)."""
+    v = np.sort(_ev(vec, rows))
+    pos = np.unique(np.linspace(0, rows - 1, q).round().astype(np.int64)) if rows else (
+        np.zeros(0, dtype=np.int64))
+    return pos, v[pos]
+
+
+def _blk_le_between(vec, rows, lo, hi):
+    """``(#{value <= lo}, the values in (lo, hi])`` of the block."""
     v = _ev(vec, rows)
-    return np.array([v.min(), v.max()]) if rows else np.array([np.inf, -np.inf])
+    return int((v <= lo).sum()), v[(v > lo) & (v <= hi)]
 
 
 def _blk_count_le(vec, rows, edges):
@@ -100,11 +113,6 @@ def _blk_count_le(vec, rows, edges):
     v = _ev(vec, rows)
     return np.cumsum(np.bincount(np.searchsorted(edges, v, side="left"),
                                  minlength=edges.size + 1)[:edges.size])
-
-
-def _blk_between(vec, rows, lo, hi):
-    v = _ev(vec, rows)
-    return v[(v > lo) & (v <= hi)]
 
 
 def _blk_packmask(mvec, excl, rows):
@@ -289,9 +297,10 @@ class DaskHinge(_Hinge):
         tot = sum(self._compute(self._tasks(_blk_hinge_sum, [ha])))
         return float(self.C0 * tot[0]), int(tot[1])
 
-    def cut_mask(self, ha: _Vec, ha_m: _Vec, band: np.ndarray):
+    def separation_sums(self, ha: _Vec, ha_m: _Vec, band: np.ndarray):
         mask = _Mask(ha, np.asarray(band, dtype=np.int64))
-        return mask, float(self.C0 * sum(self._mask_tasks(_blk_cut_lhs, mask, [ha_m])))
+        tot = sum(self._mask_tasks(_blk_sep_sums, mask, [ha_m]))
+        return float(self.C0 * tot[0]), int(tot[1]), mask, float(self.C0 * tot[2])
 
     def _mask_tasks(self, fn, mask: _Mask, vecs):
         d = self.A._dask.delayed(fn, pure=True)
@@ -384,31 +393,55 @@ class DaskHinge(_Hinge):
 
 
 def _kth_smallest(h: DaskHinge, vec: _Vec, k: int) -> float:
-    """The ``k``-th smallest value (1-based) of a per-row vector, exactly: counts per bin over
-    a shrinking interval ``(a, b]`` that holds it, until that bin holds at most
-    :data:`SELECT_GATHER` values; then those values are gathered and sorted."""
+    """The ``k``-th smallest value (1-based) of a per-row vector, exactly, in two passes as a
+    rule: :data:`SELECT_BINS` order statistics per block bracket it in ``(lo, hi]`` (rank
+    bounds: below ``lo`` surely fewer than ``k`` values, up to ``hi`` surely ``k`` or more);
+    then the values in the bracket are gathered with the count up to ``lo``. If the bracket
+    may hold more than :data:`SELECT_GATHER` values, counts per bin shrink it first."""
     if h.A.m <= SELECT_GATHER:
-        vals = np.concatenate(h._compute(h._tasks(_blk_between, [vec], -np.inf, np.inf)))
+        vals = np.concatenate([v for _, v in h._compute(
+            h._tasks(_blk_le_between, [vec], -np.inf, np.inf))])
         return float(np.partition(vals, k - 1)[k - 1])
-    mm = np.array(h._compute(h._tasks(_blk_minmax, [vec])))
-    base, b = float(mm[:, 0].min()), float(mm[:, 1].max())
-    a, nb = -np.inf, 0  # the k-th value is in (a, b]; nb values are <= a
+    parts = h._compute(h._tasks(_blk_order, [vec], SELECT_BINS))
+    cand = np.unique(np.concatenate([v for _, v in parts]))
+    lo_cnt = np.zeros(cand.size)  # values <= t: at least ...
+    hi_cnt = np.zeros(cand.size)  # ... and at most
+    for (pos, v), r in zip(parts, h._rows, strict=True):
+        j = np.searchsorted(v, cand, side="right")  # order statistics <= t
+        lo_cnt += np.where(j > 0, pos[np.maximum(j - 1, 0)] + 1, 0)
+        hi_cnt += np.where(j < v.size, pos[np.minimum(j, v.size - 1)], r)
+    hi = float(cand[int(np.argmax(lo_cnt >= k))])
+    below = np.flatnonzero(hi_cnt < k)
+    lo = float(cand[below[-1]]) if below.size else -np.inf
+    most = hi_cnt[np.searchsorted(cand, hi)] - (lo_cnt[below[-1]] if below.size else 0)
+    if most <= SELECT_GATHER:
+        got = h._compute(h._tasks(_blk_le_between, [vec], lo, hi))
+        nb = sum(c for c, _ in got)
+        vals = np.sort(np.concatenate([v for _, v in got]))
+        return float(vals[k - nb - 1])
+    return _kth_bins(h, vec, k, lo, hi, float(cand[0]))
+
+
+def _kth_bins(h: DaskHinge, vec: _Vec, k: int, a: float, b: float, vmin: float) -> float:
+    """:func:`_kth_smallest` on the bracket ``(a, b]`` (``a = -inf``: from the minimum
+    ``vmin`` on): counts per bin until one bin holds at most :data:`SELECT_GATHER` values."""
     while True:
-        if base >= b:
-            return b
-        edges = base + (b - base) * np.arange(1, SELECT_BINS + 1) / SELECT_BINS
+        base = a if np.isfinite(a) else vmin
+        edges = np.concatenate([[base], base + (b - base) * np.arange(1, SELECT_BINS + 1)
+                                / SELECT_BINS])
         edges[-1] = b
         cnt = sum(h._compute(h._tasks(_blk_count_le, [vec], edges)))
+        if cnt[0] >= k:  # (only with a = -inf: the minimum itself)
+            return base
         j = int(np.searchsorted(cnt, k, side="left"))  # the first edge with >= k values below
-        a2, nb2 = (a, nb) if j == 0 else (float(edges[j - 1]), int(cnt[j - 1]))
-        b2 = float(edges[j])
-        if cnt[j] - nb2 <= SELECT_GATHER:
-            vals = np.sort(np.concatenate(h._compute(h._tasks(_blk_between, [vec], a2, b2))))
-            return float(vals[k - nb2 - 1])
-        if (a2, b2) == (a, b):  # no float left to split at: the value is b
-            return b
-        a, b, nb = a2, b2, nb2
-        base = a if np.isfinite(a) else base
+        a2, nb, b2 = float(edges[j - 1]), int(cnt[j - 1]), float(edges[j])
+        if (a2, b2) == (a, b):  # no float left to split at: every value in it is b
+            return b2
+        if cnt[j] - nb <= SELECT_GATHER:
+            got = h._compute(h._tasks(_blk_le_between, [vec], a2, b2))
+            vals = np.sort(np.concatenate([v for _, v in got]))
+            return float(vals[k - nb - 1])
+        a, b = a2, b2
 
 
 def dask_hinge(A: DaskRowOperator, *, c_shared: np.ndarray, zlb: np.ndarray, zub: np.ndarray,

@@ -258,6 +258,10 @@ class _Hinge:
         mask[band] = False
         return mask, float(self.hs.weight[mask] @ ha_m[mask])
 
+    def separation_sums(self, ha, ha_m, band: np.ndarray):
+        """:meth:`hinge_sum` of ``ha`` and :meth:`cut_mask` (in one pass where it matters)."""
+        return (*self.hinge_sum(ha), *self.cut_mask(ha, ha_m, band))
+
     def nearest(self, ha, nn: int) -> np.ndarray:
         """Positions of the ``nn`` hinge rows with the smallest ``|ha|``."""
         mh = self.hs.rows.size
@@ -435,11 +439,10 @@ def _separate(h: _Hinge, top: _Top, band, Q, s2, zs, xi_tot: float, obj_m: float
             if zp is not None:
                 zsep = np.array([zp])
         ha = h.hinge_args(act, zsep)
-        hsum, nviol = h.hinge_sum(ha)
+        hsum, nviol, mask, cut_lhs = h.separation_sums(ha, ha_m, band)
         obj = _quad(Qs, h.Cd, ss) + float(prob.c[sh] @ zsep) - hsum
         if obj > top.obj:
             top = _Top(obj, Qs, ss, zsep, h.keep(act))
-        mask, cut_lhs = h.cut_mask(ha, ha_m, band)
         cut_viol = cut_lhs - xi_tot  # the cut's violation at the master
         if cut_viol > 1e-12 * max(1.0, abs(obj_m)):
             break
