@@ -121,10 +121,11 @@ def _fit_peak(X, T, client):
 
 @pytest.mark.slow
 def test_client_memory_does_not_grow_with_the_number_of_triplets(client, monkeypatch):
-    """The cut master's per-row state stays on the workers: with the same number of blocks, 4x
-    the triplets cost the client less than one float per added row (the in-memory state was
-    about 250 bytes per row). The selection of rho gathers at most 1000 values here, so its
-    binned passes run."""
+    """The cut master's per-row state stays on the workers: with the same number of blocks, 8x
+    the triplets cost the client less than 3 floats per added row (the in-memory state was
+    about 250 bytes per row: 35 MB here); each peak is the smaller of two fits (the client's
+    event loop adds a few MB of noise). The selection of rho gathers at most 1000 values here,
+    so its order-statistics pass runs."""
     import specopt.solvers.mg._dask_hinge as dh
 
     monkeypatch.setattr(dh, "SELECT_GATHER", 1000)
@@ -138,14 +139,16 @@ def test_client_memory_does_not_grow_with_the_number_of_triplets(client, monkeyp
         ok = (y[i] == y[j]) & (y[i] != y[k]) & (i != j)
         return np.column_stack([i, j, k])[ok][:m].astype(np.int32)
 
-    m1, m2 = 20_000, 80_000
-    est1, p1 = _fit_peak(X, trips(m1), client)
-    est2, p2 = _fit_peak(X, trips(m2), client)
+    m1, m2 = 20_000, 160_000
+    T1, T2 = trips(m1), trips(m2)
+    (est1, p1), (_, p1b) = _fit_peak(X, T1, client), _fit_peak(X, T1, client)
+    (est2, p2), (_, p2b) = _fit_peak(X, T2, client), _fit_peak(X, T2, client)
+    p1, p2 = min(p1, p1b), min(p2, p2b)
     print(f"client peak {p1 / 1e6:.1f} MB at {m1} rows, {p2 / 1e6:.1f} MB at {m2} rows")
     for est in (est1, est2):  # stopped at the cap: feasible, bound above
         cert = est.certificate_
         assert cert.max_violation <= 1e-9 and cert.bound >= cert.objective
-    assert p2 - p1 < 8 * (m2 - m1)
+    assert p2 - p1 < 24 * (m2 - m1)
 
 
 def test_distributed_selection_is_exact():
