@@ -247,6 +247,31 @@ def test_dask_x_with_nan_or_inf_is_named_before_the_solve(bad):
                              triplets=da.from_array(T, chunks=(64, 3)))
 
 
+def test_direct_fit_row_multipliers_rebuild_the_bound():
+    """The lazy row multipliers of the direct fit (cut duals times the masks kept on the
+    workers, band rows apart) are dual feasible for PSDBoost's rows (``-c <= y_r <= 0``, ``sum
+    y = -1`` for the free rho) and give back the certified bound: ``lambda_max(-sum_r y_r
+    A_r)`` with ``A_r = p_r p_r^T - q_r q_r^T``."""
+    import dask
+
+    from specopt.learn._dask_fit import _solve
+    from specopt.solvers.mg.dask_rows import DaskRowOperator
+
+    X, T = _instance(8, N=90, D=5, extra=200)
+    P, Q = X[T[:, 0]] - X[T[:, 2]], X[T[:, 0]] - X[T[:, 1]]
+    m, c = len(T), 10.0 / len(T)
+    A = DaskRowOperator([(1.0, da.from_array(P, chunks=(60, -1))),
+                         (-1.0, da.from_array(Q, chunks=(60, -1)))])
+    with dask.config.set(scheduler="sync"):
+        res = _solve(A, c, None, {"tol": 1e-8})
+        y = np.asarray(res.y.compute())
+    assert y.shape == (m,) and y.min() >= -c * (1 + 1e-9) and y.max() <= 1e-12
+    assert abs(y.sum() + 1.0) <= 1e-6
+    H = -(P.T @ (y[:, None] * P) - Q.T @ (y[:, None] * Q))
+    assert np.linalg.eigvalsh(H)[-1] == pytest.approx(res.bound, abs=1e-6)
+    assert res.bound >= res.objective - 1e-12
+
+
 def test_dask_fit_builds_no_cvxpy_problem_and_prints_rounds(monkeypatch, capsys):
     """Dask triplets go to the solver on the row operator directly: no cp.Problem, no cp.Variable
     with |S| entries, no specopt.solve; verbose prints one CVXPY-style line per round whose last

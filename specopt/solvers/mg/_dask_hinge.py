@@ -28,7 +28,7 @@ slacks in row order), ``row_activity`` and ``y`` are lazy Dask arrays.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -209,6 +209,8 @@ class DaskHinge(_Hinge):
     b0: float
     C0: float
     gabs0: float
+    #: every cut mask a lazy row-multiplier array refers to (the graph holds keys only)
+    kept: list = field(default_factory=list)
 
     # ---- helpers -----------------------------------------------------------------------------
     @property
@@ -358,9 +360,9 @@ class DaskHinge(_Hinge):
               self.s0 * np.asarray(y_b)[pos[b]] if b in pos else np.zeros(0),
               self.s0 * self.C0, *[cuts[i].mask[b] for i in use]), shape=(int(r),),
             dtype=float) for b, r in enumerate(self._rows)]
-        y = da.concatenate(parts)
-        y._specopt_keepalive = [cuts[i].mask for i in use]  # the graph holds keys only
-        return y
+        self.kept.extend(cuts[i].mask for i in use
+                         if not any(k is cuts[i].mask for k in self.kept))
+        return da.concatenate(parts)
 
     def cut_result(self, log: RoundLog, st, top, bnd, status: SolverStatus, it: int
                    ) -> MatrixGenerationResult:
@@ -383,6 +385,8 @@ class DaskHinge(_Hinge):
                   for i in (0, 1))
         z = da.concatenate([da.from_array(np.asarray(top.z, dtype=float)), xi])
         z._specopt_keepalive = ra._specopt_keepalive = blks  # the graph holds keys only
+        if bnd.y is not None:  # (a mix of the y_full arrays: their masks live in self.kept)
+            bnd.y._specopt_keepalive = self.kept
         res = log.result(status, obj, bnd.value, theta=s2, U=top.Q, z=z, y=bnd.y,
                          mu=float(bnd.mu), row_activity=ra, iterations=it,
                          n_columns=int(st.blk.P.shape[1]))
