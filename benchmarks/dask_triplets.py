@@ -140,9 +140,13 @@ def run_case(args) -> dict:
         X = disk_array(path / "points")
         T = disk_array(path / "triplets", args.block)[:S].rechunk((args.block, 3))
         rss0 = _rss_gb()
+        wcpu0 = sum(client.run(time.process_time).values())
+        cpu0 = time.process_time()
         t0 = time.perf_counter()
         est.fit(X, triplets=T)
         rec["time_s"] = time.perf_counter() - t0
+        rec["client_cpu_s"] = time.process_time() - cpu0
+        rec["worker_cpu_s"] = sum(client.run(time.process_time).values()) - wcpu0
         rec["client_rss_before_fit_gb"] = rss0
         rec["client_peak_growth_gb"] = _peak_gb() - rss0
         peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
@@ -153,9 +157,11 @@ def run_case(args) -> dict:
         X = np.asarray(disk_array(path / "points").compute())
         T = np.asarray(disk_array(path / "triplets", args.block)[:S].compute())
         rss0 = _rss_gb()
+        cpu0 = time.process_time()
         t0 = time.perf_counter()
         est.fit_triplets(X, T)
         rec["time_s"] = time.perf_counter() - t0
+        rec["client_cpu_s"] = time.process_time() - cpu0
         rec["client_rss_before_fit_gb"] = rss0
         rec["client_peak_growth_gb"] = _peak_gb() - rss0
     rec["learner"] = args.learner
@@ -330,19 +336,22 @@ def main() -> None:
 
 
 def _table(records: list[dict]) -> str:
-    rows = ["| mode | \\|S\\| | D | C\\|S\\| | seed | fit [s] | status | gap | rounds | "
+    rows = ["| mode | \\|S\\| | D | C\\|S\\| | seed | fit [s] | client / worker CPU [s] | "
+            "status | gap | rounds | "
             "client peak RSS [GB] | client peak growth in fit [GB] | before the solver [s] | "
             "worker peak RSS [GB] | size of V [GB] | load | "
             "solver time to gap 1e-1 / 1e-2 / 1e-3 [s] |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         if "error" in r:
             rows.append(f"| {r['mode']} | {r['S']:.0e} | | {r['c_scale']:g} | {r['seed']} | "
-                        f"failed: {r['error'][-120:]!r} | | | | | | | | | | |")
+                        f"failed: {r['error'][-120:]!r} | | | | | | | | | | | |")
             continue
         rows.append(
             f"| {r['mode']} | {r['S']:.0e} | {r['D']} | {r['c_scale']:g} | {r['seed']} | "
-            f"{r['time_s']:.1f} | {r['status']} | {r['gap']:.1e} | {r['rounds']} | "
+            f"{r['time_s']:.1f} | {r.get('client_cpu_s', float('nan')):.0f} / "
+            f"{r.get('worker_cpu_s', float('nan')):.0f} | {r['status']} | {r['gap']:.1e} | "
+            f"{r['rounds']} | "
             f"{r['client_peak_rss_gb']:.2f} | {r.get('client_peak_growth_gb', float('nan')):.2f} | "
             f"{r.get('before_solver_s', float('nan')):.1f} | "
             f"{r.get('worker_peak_rss_gb', float('nan')):.2f} | "

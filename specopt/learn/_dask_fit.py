@@ -34,9 +34,10 @@ from .._progress import Progress, progress_for, take_current
 from ..certificate import Certificate
 from ..solvers._status import SolverStatus
 from ..solvers.mg import UnboundedProblem, solve_spectraplex_lp
-from ..solvers.mg._problem import MGOptions, spectraplex_lp
+from ..solvers.mg._dask_hinge import dask_hinge
+from ..solvers.mg._problem import MGOptions
 from ..solvers.mg._result import RoundLog
-from ..solvers.mg.cuts import CUT_MAX_N, HingeRows, solve_hinge_cuts
+from ..solvers.mg.cuts import CUT_MAX_N, solve_hinge_cuts
 from ..solvers.mg.dask_rows import DaskRowOperator, is_dask_array
 
 __all__ = ["PSDBoostDaskFit", "check_triplet_indices", "psdboost_dask", "triplet_z_rows"]
@@ -102,7 +103,13 @@ def psdboost_dask(P: Any, Q: Any, C: float, *, tol: float, verbose: bool = False
         warnings.warn(f"PSDBoost on Dask stopped ({res.status}) with certified relative gap "
                       f"{cert.gap:.2e} > tol={opts['tol']:g}", ConvergenceWarning, stacklevel=4)
     M = res.X
-    return PSDBoostDaskFit(0.5 * (M + M.T), float(res.z[0]), cert)
+    return PSDBoostDaskFit(0.5 * (M + M.T), _rho(res), cert)
+
+
+def _rho(res) -> float:
+    """The margin ``rho`` (the first LP variable) of a result."""
+    summ = getattr(res, "row_summary", None)
+    return float(summ["z_shared"][0] if summ is not None else res.z[0])
 
 
 def _solve(A: DaskRowOperator, c: float, cb: Any, opts: dict):
@@ -110,34 +117,36 @@ def _solve(A: DaskRowOperator, c: float, cb: Any, opts: dict):
     with slack ``xi_r``, weight ``c``; ``rho`` the one shared variable), so nothing scans the
     ``|S|`` rows to find it; ``solve_spectraplex_lp`` when the cut master does not apply
     (``d > CUT_MAX_N``) or calls the problem unbounded (its relaxation's verdict only)."""
-    m = A.m
-    lp = hinge_lp(m, c)
     if A.n <= CUT_MAX_N:
-        # constant per-row fields as read-only broadcast views (no memory per row)
-        one, zero = np.broadcast_to(1.0, (m,)), np.broadcast_to(0.0, (m,))
-        hs = HingeRows(rows=np.arange(m), cols=np.arange(1, m + 1), sign=one, b=zero,
-                       weight=np.broadcast_to(c, (m,)), gabs=one,
-                       shared=np.zeros(1, dtype=np.int64), explicit=np.zeros(0, dtype=np.int64))
+        # every row <A_r, M> - rho + xi_r >= 0 with cost -c xi_r: the per-row state stays on
+        # the workers (mg._dask_hinge), the client holds nothing proportional to m
+        h = dask_hinge(A, c_shared=np.ones(1), zlb=np.array([-np.inf]), zub=np.array([np.inf]),
+                       g_shared=np.array([-1.0]), sign=1.0, b=0.0, weight=c, gabs=1.0,
+                       trace=1.0, trace_eq=True)
         mg = {k: v for k, v in opts.items() if k != "dense_threshold"}
         mg["dense"] = A.n <= opts.get("dense_threshold", 300)
-        prob = spectraplex_lp(A, None, *lp, 1.0, True)
         log = RoundLog(time.perf_counter(), 0.0, cb, ("cuts",))
         try:
-            return solve_hinge_cuts(prob, MGOptions(callback=cb, **mg), hs, log)
+            return solve_hinge_cuts(h.prob, MGOptions(callback=cb, **mg), h.hs, log, hinge=h)
         except UnboundedProblem:
             pass
-    return solve_spectraplex_lp(A, None, *lp, trace=1.0, trace_eq=True, master="psd",
-                                cuts=True, callback=cb, **opts)
+    return solve_spectraplex_lp(A, None, *hinge_lp(A.m, c), trace=1.0, trace_eq=True,
+                                master="psd", cuts=True, callback=cb, **opts)
 
 
 def _certificate(res, m: int, c: float, setup: float, total: float) -> Certificate:
     """The learner's certificate from the solver's result: objective recomputed from ``z``,
     violations from the final pass's row activities (``<A_r, M> - rho + xi_r >= 0``, ``xi >=
     0``, ``tr M = 1``; ``M`` PSD by construction)."""
-    z = res.z
-    obj = float(z[0] - c * z[1:].sum())
-    viol = max(0.0, float(-res.row_activity.min(initial=0.0)), float(-z[1:].min(initial=0.0)),
-               abs(float(res.theta.sum()) - 1.0))
+    z, ra = res.z, res.row_activity
+    summ = getattr(res, "row_summary", None)
+    if summ is not None:  # the direct cut master: slacks and activities live on the workers
+        xsum, rmin, xmin = summ["xi_sum"], min(summ["row_min"], 0.0), min(summ["xi_min"], 0.0)
+    else:
+        xsum, rmin, xmin = (float(z[1:].sum()), float(ra.min(initial=0.0)),
+                            float(z[1:].min(initial=0.0)))
+    obj = _rho(res) - c * xsum
+    viol = max(0.0, -rmin, -xmin, abs(float(res.theta.sum()) - 1.0))
     gap = abs(res.bound - obj) / max(1.0, abs(obj))
     # as the route maps a stop at a cap (time, rounds, stall): optimal_inaccurate
     status = cp.OPTIMAL if res.status == SolverStatus.OPTIMAL else cp.OPTIMAL_INACCURATE

@@ -14,6 +14,7 @@ import cvxpy as cp  # noqa: E402
 
 from specopt.learn import PSDBoostMetric  # noqa: E402
 from specopt.learn.psdboost import nearest_neighbour_triplets  # noqa: E402
+from specopt.solvers.mg._dask_hinge import SELECT_BINS  # noqa: E402
 from tests._helpers import checked_reference  # noqa: E402
 
 
@@ -84,15 +85,99 @@ def test_dask_psdboost_equals_in_memory_on_cluster(client, seed, C_scale):
     assert {r["worker"] for r in ran} == workers
     kinds = {str(r["key"]).split("-")[0].strip("('") for r in ran}
     # (the gathers of the difference rows are fused into the tasks that use them)
-    # margins (also the final violation check), cut matrices (+ band rows fetched): the cut
-    # master on the row operator directly
-    assert {"_blk_rows_matvec", "_blk_adjoint_take", "_blk_adjoint"} <= kinds
+    # margins (also the final violation check), cut masks kept on the workers, cut matrices
+    # (+ band rows fetched), the hinge and cut sums: the cut master on the row operator
+    # directly, its per-row state on the workers
+    assert {"_blk_rows_matvec", "_blk_packmask", "_blk_cut", "_blk_sep_sums"} <= kinds
     # no task ever held an array with |S| rows (results recorded on the workers)
     shapes = [s for ws in client.run(
         lambda dask_worker: dask_worker.plugins["shape-recorder"].shapes).values() for s in ws]
     assert len(shapes) >= len(ran)
-    assert max(s[1][0] for s in shapes if s[1]) <= max(block, X.shape[0])
+    # (block rows, the points, or the bins of the distributed selection of rho)
+    assert max(s[1][0] for s in shapes if s[1]) <= max(block, X.shape[0], SELECT_BINS)
     assert all(not s[1] or s[1][0] < m for s in shapes)
+
+
+def _fit_peak(X, T, client):
+    """Peak of the client's Python allocations (tracemalloc) during a Dask fit of 6 rounds
+    (triplets and points persisted on the cluster before: 4 blocks)."""
+    import tracemalloc
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    Td = client.persist(da.from_array(T, chunks=(-(-len(T) // 4), 3)))
+    Xd = client.persist(da.from_array(X))
+    distributed.wait([Td, Xd])
+    tracemalloc.start()
+    try:
+        with pytest.warns(ConvergenceWarning):
+            est = PSDBoostMetric(C=10, tol=1e-9, route_options={"max_iters": 6}).fit(
+                Xd, triplets=Td)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return est, peak
+
+
+@pytest.mark.slow
+def test_client_memory_does_not_grow_with_the_number_of_triplets(client, monkeypatch):
+    """The cut master's per-row state stays on the workers: with the same number of blocks, 8x
+    the triplets cost the client less than 3 floats per added row (the in-memory state was
+    about 250 bytes per row: 35 MB here); each peak is the smaller of two fits (the client's
+    event loop adds a few MB of noise). The selection of rho gathers at most 1000 values here,
+    so its order-statistics pass runs."""
+    import specopt.solvers.mg._dask_hinge as dh
+
+    monkeypatch.setattr(dh, "SELECT_GATHER", 1000)
+    rng = np.random.default_rng(7)
+    N, D = 300, 5
+    y = rng.integers(0, 3, N)
+    X = (rng.normal(size=(3, D))[y] * 1.5 + rng.normal(size=(N, D))) / np.sqrt(D)
+
+    def trips(m):
+        i, j, k = (rng.integers(0, N, 8 * m) for _ in range(3))
+        ok = (y[i] == y[j]) & (y[i] != y[k]) & (i != j)
+        return np.column_stack([i, j, k])[ok][:m].astype(np.int32)
+
+    m1, m2 = 20_000, 160_000
+    T1, T2 = trips(m1), trips(m2)
+    (est1, p1), (_, p1b) = _fit_peak(X, T1, client), _fit_peak(X, T1, client)
+    (est2, p2), (_, p2b) = _fit_peak(X, T2, client), _fit_peak(X, T2, client)
+    p1, p2 = min(p1, p1b), min(p2, p2b)
+    print(f"client peak {p1 / 1e6:.1f} MB at {m1} rows, {p2 / 1e6:.1f} MB at {m2} rows")
+    for est in (est1, est2):  # stopped at the cap: feasible, bound above
+        cert = est.certificate_
+        assert cert.max_violation <= 1e-9 and cert.bound >= cert.objective
+    assert p2 - p1 < 24 * (m2 - m1)
+
+
+def test_distributed_selection_is_exact():
+    """The k-th smallest value of a per-row vector kept on the workers (order statistics per
+    block, bins, the last bracket gathered) equals numpy's, for continuous values and for a
+    few values with many ties, with a gather limit far below the rows."""
+    import dask
+
+    import specopt.solvers.mg._dask_hinge as dh
+    from specopt.solvers.mg.dask_rows import DaskRowOperator
+
+    rng = np.random.default_rng(3)
+    m = 2000
+    for V in (rng.normal(size=(m, 3)), rng.integers(0, 3, (m, 3)).astype(float)):
+        h = dh.dask_hinge(DaskRowOperator([(1.0, da.from_array(V, chunks=(300, 3)))]),
+                          c_shared=np.ones(1), zlb=[-np.inf], zub=[np.inf], g_shared=[-1.0],
+                          sign=1.0, b=0.0, weight=1e-3, gabs=1.0, trace=1.0, trace_eq=True)
+        with dask.config.set(scheduler="synchronous"):
+            act = h.activity(np.eye(3)[:, :2], np.array([0.7, 0.3]))
+            full = np.concatenate(h._compute(h._tasks(dh._blk_vec, [act])))
+            np.testing.assert_allclose(full, 0.7 * V[:, 0] ** 2 + 0.3 * V[:, 1] ** 2)
+            for gather, bins in ((10, 16), (10, 1024), (100_000, 1024)):
+                old = dh.SELECT_GATHER, dh.SELECT_BINS
+                dh.SELECT_GATHER, dh.SELECT_BINS = gather, bins
+                try:
+                    for k in (1, 37, m // 2, m):
+                        assert dh._kth_smallest(h, act, k) == np.partition(full, k - 1)[k - 1]
+                finally:
+                    dh.SELECT_GATHER, dh.SELECT_BINS = old
 
 
 def test_dask_psdboost_agrees_with_clarabel_on_cluster(client):
@@ -160,6 +245,31 @@ def test_dask_x_with_nan_or_inf_is_named_before_the_solve(bad):
     with pytest.raises(ValueError, match="Input X contains NaN or infinity"):
         PSDBoostMetric().fit(da.from_array(X, chunks=(50, -1)),
                              triplets=da.from_array(T, chunks=(64, 3)))
+
+
+def test_direct_fit_row_multipliers_rebuild_the_bound():
+    """The lazy row multipliers of the direct fit (cut duals times the masks kept on the
+    workers, band rows apart) are dual feasible for PSDBoost's rows (``-c <= y_r <= 0``, ``sum
+    y = -1`` for the free rho) and give back the certified bound: ``lambda_max(-sum_r y_r
+    A_r)`` with ``A_r = p_r p_r^T - q_r q_r^T``."""
+    import dask
+
+    from specopt.learn._dask_fit import _solve
+    from specopt.solvers.mg.dask_rows import DaskRowOperator
+
+    X, T = _instance(8, N=90, D=5, extra=200)
+    P, Q = X[T[:, 0]] - X[T[:, 2]], X[T[:, 0]] - X[T[:, 1]]
+    m, c = len(T), 10.0 / len(T)
+    A = DaskRowOperator([(1.0, da.from_array(P, chunks=(60, -1))),
+                         (-1.0, da.from_array(Q, chunks=(60, -1)))])
+    with dask.config.set(scheduler="sync"):
+        res = _solve(A, c, None, {"tol": 1e-8})
+        y = np.asarray(res.y.compute())
+    assert y.shape == (m,) and y.min() >= -c * (1 + 1e-9) and y.max() <= 1e-12
+    assert abs(y.sum() + 1.0) <= 1e-6
+    H = -(P.T @ (y[:, None] * P) - Q.T @ (y[:, None] * Q))
+    assert np.linalg.eigvalsh(H)[-1] == pytest.approx(res.bound, abs=1e-6)
+    assert res.bound >= res.objective - 1e-12
 
 
 def test_dask_fit_builds_no_cvxpy_problem_and_prints_rounds(monkeypatch, capsys):
@@ -237,4 +347,5 @@ def test_relative_comparison_on_the_cluster(client):
     assert est.converged_
     assert abs(est.objective_ - mem.objective_) <= est.gap_ + mem.gap_ + 1e-12
     kinds = {str(r["key"]).split("-")[0].strip("('") for r in ts.data}
-    assert {"_blk_stats", "_blk_line"} <= kinds
+    # the kink polish: sample, bands, near rows, primal values
+    assert {"_blk_sample", "_blk_bands", "_blk_near", "_blk_hinge"} <= kinds

@@ -10,7 +10,7 @@ import specopt.solvers.mg as mg
 
 #: bottom to top: a module may import only modules listed before it
 LAYERS = ("_lazy_rows", "_result", "_operators", "_problem", "dask_rows", "_block", "_bound",
-          "lp_master", "psd_master", "cuts", "__init__")
+          "lp_master", "psd_master", "cuts", "_dask_hinge", "__init__")
 PACKAGE = Path(mg.__file__).parent
 
 

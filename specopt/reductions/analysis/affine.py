@@ -14,6 +14,7 @@ import scipy.sparse as sp
 from ..._cvxpy_compat import affine_coefficients
 from ..._interrupt import call_interruptibly
 from ...atoms import RowQuadForms
+from ...solvers.mg.dask_rows import is_dask_array
 from .values import dense_value
 
 
@@ -124,10 +125,109 @@ def _substitute_rqf(expr: Any, found: list) -> Any:
     return expr.copy(new)
 
 
+class _NotRows(Exception):
+    """The expression is not row-aligned (see :func:`_row_map`)."""
+
+
+def _has_dask_rows(expr: Any) -> bool:
+    if isinstance(expr, RowQuadForms):
+        return is_dask_array(expr.V)
+    return any(_has_dask_rows(a) for a in getattr(expr, "args", []))
+
+
+def _const_rows(e: Any, m: int):
+    """A constant as a scalar or an (m,) vector, else _NotRows."""
+    v = dense_value(e.value) if isinstance(e, cp.Constant) else None
+    if v is None:
+        v = dense_value(e.value) if not e.variables() and not e.parameters() else None
+    if v is None or v.size not in (1, m):
+        raise _NotRows
+    return float(v.ravel()[0]) if v.size == 1 else v.ravel(order="F").astype(float)
+
+
+def _row_read(e: Any, m: int, w, acc: dict) -> None:
+    """Add ``w * e`` (``w`` scalar or (m,)) to ``acc``: ``fac`` {(X id, id(V)): [w, V]},
+    ``lin`` {var id: [kind, w, var]} (kind "bcast": a scalar variable in every row, "diag": a
+    variable with one entry per row), ``off`` (scalar or (m,))."""
+    if isinstance(e, RowQuadForms) and isinstance(e.args[0], cp.Variable):
+        key = (e.args[0].id, id(e.V))
+        acc["fac"].setdefault(key, [0.0, e.V, e.args[0].id])[0] += w
+    elif isinstance(e, cp.Variable):
+        kind = "bcast" if e.size == 1 else "diag" if e.size == m and e.ndim == 1 else None
+        if kind is None:
+            raise _NotRows
+        acc["lin"].setdefault(e.id, [kind, 0.0, e])[1] += w
+    elif not e.variables():
+        acc["off"] = acc["off"] + w * _const_rows(e, m)
+    elif isinstance(e, cp.atoms.affine.add_expr.AddExpression):
+        for a in e.args:
+            _row_read(a, m, w, acc)
+    elif isinstance(e, cp.atoms.affine.unary_operators.NegExpression):
+        _row_read(e.args[0], m, -w, acc)
+    elif isinstance(e, cp.atoms.affine.promote.Promote):
+        if e.shape not in ((m,),):
+            raise _NotRows
+        _row_read(e.args[0], m, w, acc)
+    elif isinstance(e, (cp.multiply, cp.atoms.affine.binary_operators.MulExpression)):
+        a, b = e.args
+        if not a.variables():
+            _row_read(b, m, w * _const_rows(a, m), acc)
+        elif not b.variables():
+            _row_read(a, m, w * _const_rows(b, m), acc)
+        else:
+            raise _NotRows
+    elif isinstance(e, cp.atoms.affine.binary_operators.DivExpression):
+        if e.args[1].variables():
+            raise _NotRows
+        _row_read(e.args[0], m, w / _const_rows(e.args[1], m), acc)
+    else:
+        raise _NotRows
+
+
+def _row_map(expr: Any) -> AffineMap | None:
+    """The map of a *row-aligned* expression with Dask-backed ``row_quad_forms`` read without
+    CVXPY's coefficient extraction (which compiles objects with one entry per row): row ``r``
+    is ``sum_j w_j[r] q_{V_j}(X)_r + (scalar variables) + (row r of variables with one entry
+    per row) + c_r``, built from sums, negations, scalings by constants (scalar or per row),
+    divisions by constants and broadcasts. None when ``expr`` has no Dask rows or another
+    form (CVXPY reads it then)."""
+    if expr.ndim != 1 or not _has_dask_rows(expr):
+        return None
+    m = int(expr.shape[0])
+    acc: dict = {"fac": {}, "lin": {}, "off": 0.0}
+    try:
+        _row_read(expr, m, 1.0, acc)
+    except _NotRows:
+        return None
+
+    def diag(w):
+        return sp.csr_array(sp.diags_array(np.broadcast_to(w, (m,)).astype(float), format="csr"))
+
+    coeffs = {}
+    for vid, (kind, w, _) in acc["lin"].items():
+        if kind == "bcast":
+            col = np.broadcast_to(np.asarray(w, dtype=float), (m,))
+            coeffs[vid] = sp.csr_array((col, np.zeros(m, dtype=np.int64), np.arange(m + 1)),
+                                       shape=(m, 1))
+        else:
+            coeffs[vid] = diag(w)
+    fac: dict[int, list] = {}
+    for (xid, _), (w, V, _) in acc["fac"].items():
+        fac.setdefault(xid, []).append((diag(w), V))
+    return AffineMap(m, coeffs, fac, np.broadcast_to(acc["off"], (m,)).astype(float))
+
+
 def affine_maps(exprs: list, variables: list[cp.Variable] | None = None) -> list[AffineMap]:
-    """Affine maps of several parameter-free affine expressions, read in one pass."""
+    """Affine maps of several parameter-free affine expressions, read in one pass
+    (row-aligned expressions with Dask rows by :func:`_row_map`, no CVXPY compilation)."""
     if not exprs:
         return []
+    direct = [_row_map(e) for e in exprs]
+    if any(d is not None for d in direct):
+        rest = [i for i, d in enumerate(direct) if d is None]
+        for i, mp in zip(rest, affine_maps([exprs[i] for i in rest], variables), strict=True):
+            direct[i] = mp
+        return direct  # type: ignore[return-value]
     found: list = []
     subs = [_substitute_rqf(e, found) for e in exprs]
     if variables is None:

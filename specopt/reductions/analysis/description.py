@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from .affine import AffineMap, cached_maps
 from .constraints import ConstraintInfo
-from .terms import HingeTerm, Term
+from .terms import HingeSlack, HingeTerm, Term
 
 
 @dataclass
@@ -61,15 +61,16 @@ class Description:
                                            self._expr_maps)
         return self._hinge_maps
 
-    def hinge_slack_rows(self) -> list[tuple[cp.Variable, AffineMap, np.ndarray]]:
+    def hinge_slack_rows(self) -> list[tuple[HingeSlack, AffineMap, np.ndarray]]:
         """Hinge terms lifted for LP-type routes: for ``sum_i w_i max(g_i, 0)`` a slack
-        ``t >= 0`` (fresh variable), the rows ``g - t <= 0`` and the objective weights ``w``
-        (``w^T t`` replaces the term where it is convex in the minimized objective)."""
+        ``t >= 0`` (a :class:`HingeSlack` symbol, not a CVXPY variable: nothing of CVXPY's
+        grows with the rows), the rows ``g - t <= 0`` and the objective weights ``w`` (``w^T
+        t`` replaces the term where it is convex in the minimized objective)."""
         out = []
         hinges = [t for t in self.terms if isinstance(t, HingeTerm)]
         for t, g in zip(hinges, self.hinge_maps(), strict=True):
             k = int(np.asarray(t.weights).size)
-            slack = cp.Variable(k, nonneg=True, name="hinge_slack")
+            slack = HingeSlack(k)
             rows = AffineMap(k, dict(g.coeffs), g.factored, g.offset)
             rows.coeffs[slack.id] = sp.csr_array(-sp.identity(k, format="csr"))
             out.append((slack, rows, np.asarray(t.weights, dtype=float)))

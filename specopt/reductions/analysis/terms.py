@@ -3,6 +3,7 @@ docstring for the spellings each class covers)."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,6 +88,26 @@ class OtherTerm(Term):
     """A term none of the classes above covers, with its weight (scalar or per entry)."""
 
     weight: Any = 1.0
+
+
+_SLACK_IDS = itertools.count(-1, -1)
+
+
+class HingeSlack:
+    """The slack ``t >= 0`` of a lifted hinge term: a symbol, not a CVXPY variable (a hinge
+    over |S| rows, e.g. Dask-backed ``row_quad_forms``, builds no CVXPY object of size |S|).
+    It has what LP-type routes read of a variable: a unique ``id`` (negative, so never one of
+    CVXPY's), ``size``, ``shape``, ``attributes`` (nonneg) and ``name()``; its value is not
+    written back to the user's problem."""
+
+    def __init__(self, size: int):
+        self.id = next(_SLACK_IDS)
+        self.size, self.shape = int(size), (int(size),)
+        self.attributes = {"nonneg": True}
+        self.value = None
+
+    def name(self) -> str:
+        return "hinge_slack"
 
 
 def spectral_name(alpha: np.ndarray) -> str:

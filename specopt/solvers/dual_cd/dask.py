@@ -43,6 +43,7 @@ from scipy.optimize import lsq_linear
 
 from .._status import SolverStatus
 from ._data import DualCDResult, factor
+from ._newton import _huber_newton, _kkt_polish
 
 __all__ = ["dual_cd_dask"]
 
@@ -77,6 +78,53 @@ def _blk_line(Zb, W: np.ndarray, mu: float) -> np.ndarray:
     return np.where(S <= 0, 0.0, np.where(S < mu, S * S / (2 * mu), S - 0.5 * mu)).sum(axis=0)
 
 
+def _blk_sample(Zb, stride: int) -> np.ndarray:
+    """Every ``stride``-th row of a block."""
+    out = np.asarray(Zb, dtype=float)[::stride]
+    if not np.isfinite(out).all():
+        raise ValueError(NONFINITE_Z)
+    return out
+
+
+def _blk_bands(Zb, w: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """At ``s = 1 - Z w``, per edge ``e_j``: ``#{|s| < e_j}``, ``#{s >= e_j}`` and ``sum_{s >=
+    e_j} z_i`` (m), packed as ``[(E,), (E,), (E*m,)]``."""
+    Zb = np.asarray(Zb, dtype=float)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = 1.0 - Zb @ w
+    if not np.isfinite(s).all():
+        raise ValueError(NONFINITE_Z)
+    E = edges.size
+    near = np.searchsorted(np.sort(np.abs(s)), edges, side="left")  # #{|s| < e_j}
+    k = np.searchsorted(edges, s, side="right")  # s >= e_j  <=>  j < k
+    order = np.argsort(k, kind="stable")
+    ks = k[order]
+    starts = np.searchsorted(ks, np.arange(E + 1), side="left")
+    bucket = np.zeros((E + 1, Zb.shape[1]))
+    nz = np.flatnonzero(np.diff(np.append(starts, ks.size)) > 0)
+    if nz.size:
+        bucket[nz] = np.add.reduceat(Zb[order], starts[nz], axis=0)
+    cnt = np.bincount(k, minlength=E + 1)
+    q_ge = np.cumsum(bucket[::-1], axis=0)[::-1][1:]  # rows with k > j
+    n_ge = np.cumsum(cnt[::-1])[::-1][1:]
+    return np.concatenate([near.astype(float), n_ge.astype(float), q_ge.ravel()])
+
+
+def _blk_near(Zb, w: np.ndarray, b: float) -> np.ndarray:
+    """The rows of a block with ``|1 - z_i^T w| < b``."""
+    Zb = np.asarray(Zb, dtype=float)
+    return Zb[np.abs(1.0 - Zb @ w) < b]
+
+
+def _blk_hinge(Zb, W: np.ndarray) -> np.ndarray:
+    """``sum_i max(0, 1 - z_i^T w_k)`` of one block at every column ``w_k`` of ``W``."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        S = 1.0 - np.asarray(Zb, dtype=float) @ W
+    if not np.isfinite(S).all():
+        raise ValueError(NONFINITE_Z)
+    return np.maximum(S, 0.0).sum(axis=0)
+
+
 @dataclass(frozen=True)
 class _Stats:
     """The pass at ``(w, mu)``: smoothed value ``F``, gradient ``g``, Hessian ``H``, exact
@@ -105,7 +153,7 @@ class _Passes:
 
         self.dask, self.tree_sum = dask, tree_sum
         self.blocks = list(Z.rechunk({1: -1}).to_delayed().ravel())
-        self.L, self.C, self.m = L, C, L.shape[0]
+        self.L, self.C, self.m, self.n = L, C, L.shape[0], int(Z.shape[0])
         self.count = 0
 
     def stats(self, w: np.ndarray, mu: float) -> _Stats:
@@ -119,6 +167,36 @@ class _Passes:
                       P=quad + C * hinge, u=C * zh, lam_sum=C * hsum, band=int(band),
                       violated=int(viol))
 
+    def _sum(self, fn, *args) -> np.ndarray:
+        f = self.dask.delayed(fn, pure=True)
+        (v,) = self.dask.compute(self.tree_sum([f(b, *args) for b in self.blocks]))
+        self.count += 1
+        return v
+
+    def primal(self, W: np.ndarray) -> np.ndarray:
+        """The exact primal ``P`` at every column of ``W`` (one pass)."""
+        return 0.5 * np.einsum("ik,ij,jk->k", W, self.L, W) + self.C * self._sum(_blk_hinge, W)
+
+    def sample(self, rows: int) -> np.ndarray:
+        """About ``rows`` rows of ``Z``, every ``n / rows``-th of each block (one pass)."""
+        f = self.dask.delayed(_blk_sample, pure=True)
+        parts = self.dask.compute(*[f(b, max(1, self.n // rows)) for b in self.blocks])
+        self.count += 1
+        return np.vstack(parts)
+
+    def bands(self, w: np.ndarray, edges: np.ndarray):
+        """``(#near, #up, q_up)`` per edge (:func:`_blk_bands`, one pass)."""
+        v = self._sum(_blk_bands, w, edges)
+        E, m = edges.size, self.m
+        return v[:E], v[E: 2 * E], v[2 * E:].reshape(E, m)
+
+    def near(self, w: np.ndarray, b: float) -> np.ndarray:
+        """The rows with ``|1 - z_i^T w| < b`` (one pass)."""
+        f = self.dask.delayed(_blk_near, pure=True)
+        parts = self.dask.compute(*[f(blk, w, b) for blk in self.blocks])
+        self.count += 1
+        return np.vstack(parts)
+
     def line(self, W: np.ndarray, mu: float) -> np.ndarray:
         """``P_mu`` at every column of ``W`` (one pass, ``k`` numbers per block)."""
         f = self.dask.delayed(_blk_line, pure=True)
@@ -130,13 +208,19 @@ class _Passes:
 def _dual_value(st: _Stats, Rinv_T: np.ndarray, mask: np.ndarray) -> tuple[float, np.ndarray]:
     """``D(lam, t)`` at the pass's ``lam`` with the best ``t >= 0`` on ``J`` (module docstring);
     returns ``(D, t)``. Any ``t >= 0`` gives a valid bound, so an inexact ``t`` only weakens it."""
-    a = Rinv_T @ st.u
-    t = np.zeros_like(st.u)
+    return _dual_of(st.u, st.lam_sum, Rinv_T, mask)
+
+
+def _dual_of(u: np.ndarray, lam_sum: float, Rinv_T: np.ndarray, mask: np.ndarray
+             ) -> tuple[float, np.ndarray]:
+    """``D(lam, t)`` from ``u = Z^T lam`` and ``sum lam`` with the best ``t >= 0`` on ``J``."""
+    a = Rinv_T @ u
+    t = np.zeros_like(u)
     if mask.any():
         B = Rinv_T[:, mask]
         t[mask] = np.maximum(lsq_linear(B, -a, bounds=(0.0, np.inf), method="bvls").x, 0.0)
         a = a + B @ t[mask]
-    return float(st.lam_sum - 0.5 * a @ a), t
+    return float(lam_sum - 0.5 * a @ a), t
 
 
 def _newton_step(st: _Stats, mask: np.ndarray) -> np.ndarray:
@@ -186,13 +270,16 @@ def dual_cd_dask(
     max_passes: int = 500,
     time_limit: float | None = None,
     callback: Callable[..., None] | None = None,
+    polish: bool = True,
 ) -> DualCDResult:
     """Solve the QP of the module docstring with ``Z`` a Dask array ``(n, m)`` (chunked by
     rows); every pass runs on the active Dask scheduler and returns ``O(m^2)`` numbers.
 
     ``C`` one positive weight for every row; ``nonneg``: True, False or a boolean mask (the
     coordinates ``J``); ``ridge``: solve with ``L + ridge I``; ``tol``: certified relative gap;
-    ``max_passes`` caps the passes over the data. ``callback(step, objective=P, bound=D,
+    ``max_passes`` caps the passes over the data; ``polish``: start with the kink polish
+    (a sample warm start, then the near rows solved on the client), the Newton passes only if
+    it does not certify. ``callback(step, objective=P, bound=D,
     gap=rel. gap, violation=0.0, rows_in_band=..., violated=...)`` after every pass. Returns a
     :class:`~specopt.solvers.dual_cd.DualCDResult` with ``lam`` empty (``n`` multipliers are
     not gathered) and ``xi`` empty; ``method = "newton-dask"``."""
@@ -204,9 +291,25 @@ def dual_cd_dask(
     passes = _Passes(Z, Lr, float(C))
     setup = time.perf_counter() - t0
     w = np.zeros(L.shape[0])
-    st = passes.stats(w, mu0)
     best, hist = _Best(), {"primal": [], "dual": [], "gap": [], "time": [], "mu": []}
     status, step = SolverStatus.MAX_ITERS, 0
+    if polish:
+        def on_pass(bst: _Best, band: float, near: int) -> None:
+            nonlocal step
+            step += 1
+            rel = bst.gap / max(1.0, abs(bst.P))
+            _record(hist, bst, rel, band, t0)
+            if callback is not None:
+                callback(step, objective=bst.P, bound=bst.D, gap=rel, violation=0.0,
+                         rows_in_band=near, violated=-1)
+
+        S = passes.sample(SAMPLE_ROWS)  # warm start: the sample, each row weighted n / |S|
+        w = _huber_newton(Lr, S, np.full(len(S), C * passes.n / len(S)), mask, w, 0.1)
+        best, mu0 = _kink_polish(passes, Rinv_T, mask, w, tol, best, on_pass)
+        if best.gap / max(1.0, abs(best.P)) <= tol:
+            return _result(best, SolverStatus.OPTIMAL, passes, setup, t0, hist)
+        w = best.w
+    st = passes.stats(w, mu0)
     while True:
         D, t = _dual_value(st, Rinv_T, mask)
         best = best.update(st, D, t)
@@ -229,11 +332,78 @@ def dual_cd_dask(
             status = SolverStatus.STALLED
             break
         st = nxt
+    return _result(best, status, passes, setup, t0, hist)
+
+
+def _result(best: _Best, status: SolverStatus, passes: _Passes, setup: float, t0: float,
+            hist: dict) -> DualCDResult:
     return DualCDResult(
         w=best.w, xi=np.zeros(0), lam=np.zeros(0), t=best.t, primal=best.P, dual=best.D,
         gap=best.gap, rel_gap=best.gap / max(1.0, abs(best.P)), status=status,
         iterations=passes.count, setup_time=setup, solve_time=time.perf_counter() - t0,
         history=hist, method="newton-dask")
+
+
+#: rows near the kink the polish gathers to the client (at most: 80 MB at m = 50)
+NEAR_ROWS = 200_000
+#: rows of the sample the warm start is solved on
+SAMPLE_ROWS = 50_000
+#: band half-widths tried for the near rows ``|1 - z_i^T w| < b`` (the widest that fits
+#: :data:`NEAR_ROWS` is used: far from the optimum, a narrow band misreads the partition)
+BAND_EDGES = np.geomspace(1e-5, 1e3, 65)
+#: polish attempts (each: 3 passes) before the Newton passes take over
+POLISH_ROUNDS = 3
+
+
+def _kink_polish(passes: _Passes, Rinv_T: np.ndarray, mask: np.ndarray, w: np.ndarray,
+                 tol: float, best: _Best, on_pass) -> tuple[_Best, float]:
+    """The kink polish (module docstring): rows far from the kink at ``w`` summed on the
+    cluster, the near rows gathered and the reduced problem solved on the client (Huber ladder
+    and the KKT pair of its partition), every candidate certified on ALL rows (its primal by
+    one pass, its dual exactly from the sums). Returns the best pair and the last band."""
+    L, C = passes.L, passes.C
+    b = float(BAND_EDGES[-1])
+    for _ in range(POLISH_ROUNDS):
+        before = best.P, best.D
+        near_cnt, n_up, q_up = passes.bands(w, BAND_EDGES)
+        ok = np.flatnonzero(near_cnt <= NEAR_ROWS)
+        j = int(ok[-1]) if ok.size else 0
+        b = float(BAND_EDGES[j])
+        Zn = passes.near(w, b)
+        q, nu = C * q_up[j], float(n_up[j])
+        Zaug = np.vstack([Zn, q[None, :] / C])  # the rows above the band as one row, lam = C
+        Caug = np.full(Zaug.shape[0], C)
+        ws, lams = [w], [np.append(np.where(1.0 - Zn @ w > 0, C, 0.0), C)]
+        mu = min(0.1, 0.5 * b)
+        while mu >= 1e-11:
+            w = _huber_newton(L, Zn, Caug[:-1], mask, w, mu, q=q)
+            r = 1.0 - Zn @ w
+            ws.append(w)
+            lams.append(np.append(C * np.clip(r / mu, 0.0, 1.0), C))
+            part = np.append(np.where(r >= mu, C, np.where(np.abs(r) < mu, 0.5 * C, 0.0)), C)
+            kk = _kkt_polish(L, Zaug, Caug, mask, part, np.where(mask & (w <= 0), 1.0, 0.0))
+            if kk is not None:
+                ws.append(kk[0])
+                lams.append(np.append(kk[1][:-1], C))
+                rk = np.maximum(1.0 - Zn @ kk[0], 0.0)
+                P_red = 0.5 * kk[0] @ L @ kk[0] - q @ kk[0] + C * (nu + rk.sum())
+                D_k, _ = _dual_of(Zaug.T @ lams[-1], lams[-1][:-1].sum() + C * nu, Rinv_T, mask)
+                if P_red - D_k <= 0.1 * tol * max(1.0, abs(P_red)):
+                    break
+            mu *= 0.1
+        W = np.column_stack(ws)
+        P = passes.primal(W)
+        for k in range(W.shape[1]):
+            D, t = _dual_of(Zaug.T @ lams[k], lams[k][:-1].sum() + C * nu, Rinv_T, mask)
+            if P[k] < best.P:
+                best = _Best(float(P[k]), W[:, k].copy(), best.D, best.lam_mu, best.t)
+            if D > best.D:
+                best = _Best(best.P, best.w, D, 0.0, t)
+        on_pass(best, b, int(Zn.shape[0]))
+        if best.gap / max(1.0, abs(best.P)) <= tol or (best.P, best.D) == before:
+            break
+        w = best.w
+    return best, b
 
 
 #: step lengths tried along the Newton direction, all in one pass (``P_mu`` is convex along it)

@@ -215,6 +215,70 @@ class _Hinge:
                    mask=np.packbits(mask))
         return cut, AT
 
+    # ---- the per-row state (numpy arrays here; kept on the workers by the Dask subclass,
+    # specopt.solvers.mg._dask_hinge): every use of an array with one entry per row is below
+    def start_subspace(self, k: int) -> np.ndarray:
+        """The first subspace: top-``k`` eigenvectors of ``C``."""
+        return _top_eigs(self.prob.full, np.append(1.0, np.zeros(self.prob.m)), k, True, None,
+                         1e-8)[1]
+
+    def all_rows(self) -> np.ndarray:
+        """The mask of every hinge row (the first cut)."""
+        return np.ones(self.hs.rows.size, dtype=bool)
+
+    def band_operator(self, band: np.ndarray) -> SymOperator:
+        """The band rows (hinge positions) as an in-memory operator."""
+        return row_subset(self.prob.A, self.hs.rows[band])
+
+    def band_bits(self, cuts: list, band: np.ndarray) -> list:
+        """Each cut's mask at the band rows."""
+        return [_bits(q.mask, band) for q in cuts]
+
+    def band_G(self, band: np.ndarray):
+        """The signed shared LP part of the band rows."""
+        return self.Gh[band]
+
+    def keep(self, act):
+        """``act`` kept for later rounds (the best point's activities)."""
+        return act
+
+    def polish_z(self, act) -> float | None:
+        """The best shared variable for the activities ``act`` (:func:`polish_shared`)."""
+        hs, prob, sh = self.hs, self.prob, self.hs.shared
+        return polish_shared(hs.b - hs.sign * act[hs.rows], self.Gh[:, [0]].toarray().ravel(),
+                             hs.weight, float(prob.c[sh][0]), prob.zlb[sh][0], prob.zub[sh][0])
+
+    def hinge_sum(self, ha) -> tuple[float, int]:
+        """``(sum_r C_r max(0, ha_r), number of violated rows)``."""
+        viol = ha > 0
+        return float(self.hs.weight[viol] @ ha[viol]), int(viol.sum())
+
+    def cut_mask(self, ha, ha_m, band: np.ndarray):
+        """The next cut's mask (violated rows of ``ha`` off the band) and ``sum_mask C_r
+        ha_m_r`` (the cut's left side at the master's point)."""
+        mask = ha > 0
+        mask[band] = False
+        return mask, float(self.hs.weight[mask] @ ha_m[mask])
+
+    def separation_sums(self, ha, ha_m, band: np.ndarray):
+        """:meth:`hinge_sum` of ``ha`` and :meth:`cut_mask` (in one pass where it matters)."""
+        return (*self.hinge_sum(ha), *self.cut_mask(ha, ha_m, band))
+
+    def nearest(self, ha, nn: int) -> np.ndarray:
+        """Positions of the ``nn`` hinge rows with the smallest ``|ha|``."""
+        mh = self.hs.rows.size
+        return np.argpartition(np.abs(ha), nn - 1)[:nn] if 0 < nn < mh else np.arange(nn)
+
+    def drop_rows(self, mask, rows: np.ndarray):
+        """``mask`` with the hinge positions ``rows`` cleared."""
+        mask[rows] = False
+        return mask
+
+    def cut_result(self, log: RoundLog, st: _State, top: _Top, bnd: _Bound,
+                   status: SolverStatus, it: int) -> MatrixGenerationResult:
+        """The result at the best point (:func:`_cut_result`)."""
+        return _cut_result(self, log, st, top, bnd, status, it)
+
     def y_full(self, y_e, band, y_b, lam, cuts) -> np.ndarray:
         """Row multipliers: y_r = s_r C_r sum_c lambda_c c_r off the band (module docstring)."""
         hs = self.hs
@@ -285,7 +349,7 @@ def _master(h: _Hinge, st: _State) -> _Master:
     I, J, scale = svec_index(P.shape[1])
     nb, ne = band.size, hs.explicit.size
     Cb, sb = hs.weight[band], hs.sign[band]
-    corr = [Cb * sb * _bits(q.mask, band) for q in st.cuts]
+    corr = [Cb * sb * bits for bits in h.band_bits(st.cuts, band)]
     cobj = np.asarray(h.prob.C.quad_pairs(P))[0] * scale
     BB = np.asarray(AB.quad_pairs(P)) * scale if nb else np.zeros((0, I.size))
     Bs = np.vstack(
@@ -315,14 +379,14 @@ def _master_lp(h: _Hinge, st: _State, corr: list):
     prob, hs, band, cuts = h.prob, h.hs, st.band, st.cuts
     sh, ex = hs.shared, hs.explicit
     nb, nc, ne, psh = band.size, len(cuts), ex.size, sh.size
-    Cb, sb = hs.weight[band], hs.sign[band]
-    gcut = np.array([q.g - (w / sb) @ h.Gh[band] if nb else q.g
+    Cb, sb, Ghb = hs.weight[band], hs.sign[band], h.band_G(band)
+    gcut = np.array([q.g - (w / sb) @ Ghb if nb else q.g
                      for q, w in zip(cuts, corr, strict=True)]).reshape(nc, psh)
     bcut = np.array([q.b - (w / sb) @ hs.b[band] if nb else q.b
                      for q, w in zip(cuts, corr, strict=True)])
     G_m = sp.vstack([
         sp.hstack([h.Ge, sp.csr_array((ne, nb + 1))]),
-        sp.hstack([h.Gh[band], sp.identity(nb), sp.csr_array((nb, 1))]),
+        sp.hstack([Ghb, sp.identity(nb), sp.csr_array((nb, 1))]),
         sp.hstack([sp.csr_array(gcut), sp.csr_array((nc, nb)),
                    sp.csr_array(np.ones((nc, 1)))]),
     ], format="csr")
@@ -364,30 +428,27 @@ def _separate(h: _Hinge, top: _Top, band, Q, s2, zs, xi_tot: float, obj_m: float
     """One full-data pass at the master's point; the exact objective at the separation point
     (in-out: between the best point and the master's; the master's point is the fallback when
     that cut would not cut the master's point off, checked on the client) and the next cut's
-    mask. Returns ``(top, hinge args, violated, mask, violation of the cut at the master)``."""
-    hs, prob = h.hs, h.prob
-    sh, Cw = hs.shared, hs.weight
+    mask. Returns ``(top, hinge args, number violated, mask, violation of the cut at the
+    master)``."""
+    prob, sh = h.prob, h.hs.shared
     act_m = h.activity(Q, s2)
     ha_m = h.hinge_args(act_m, zs)
     for beta in ((inout, 0.0) if top.Q is not None and inout > 0 else (0.0,)):
         Qs, ss, zsep, act = _sep_point(top, beta, Q, s2, zs, act_m, prob.trace)
         if h.polish:
-            # the best shared variable for this X (exact, on the client)
-            zp = polish_shared(hs.b - hs.sign * act[hs.rows], h.Gh[:, [0]].toarray().ravel(),
-                               Cw, float(prob.c[sh][0]), prob.zlb[sh][0], prob.zub[sh][0])
+            # the best shared variable for this X (exact)
+            zp = h.polish_z(act)
             if zp is not None:
                 zsep = np.array([zp])
         ha = h.hinge_args(act, zsep)
-        viol = ha > 0
-        obj = _quad(Qs, h.Cd, ss) + float(prob.c[sh] @ zsep) - float(Cw[viol] @ ha[viol])
+        hsum, nviol, mask, cut_lhs = h.separation_sums(ha, ha_m, band)
+        obj = _quad(Qs, h.Cd, ss) + float(prob.c[sh] @ zsep) - hsum
         if obj > top.obj:
-            top = _Top(obj, Qs, ss, zsep, act)
-        mask = viol.copy()
-        mask[band] = False
-        cut_viol = float(Cw[mask] @ ha_m[mask]) - xi_tot  # the cut's violation at the master
+            top = _Top(obj, Qs, ss, zsep, h.keep(act))
+        cut_viol = cut_lhs - xi_tot  # the cut's violation at the master
         if cut_viol > 1e-12 * max(1.0, abs(obj_m)):
             break
-    return top, ha, viol, mask, cut_viol
+    return top, ha, nviol, mask, cut_viol
 
 
 @dataclass(frozen=True, eq=False)
@@ -467,19 +528,19 @@ def _next_cuts(h: _Hinge, st: _State, dual: _Dual, ha, mask, new_cut: bool, band
     closest to the kink at the separation point. Cuts: age by zero duals, drop old ones (never
     the all-rows cut), add the new one (its matrix and the new band rows in one pass); the cut
     leaves out both bands' rows. Returns ``(state, band changed)`` (same block)."""
-    hr, band, mh = h.hs.rows, st.band, h.hs.rows.size
+    band, mh = st.band, h.hs.rows.size
     Cb, y_b = h.hs.weight[band], dual.y_b
     at_kink = band[(y_b < -1e-9 * Cb) & (y_b > -(1 - 1e-9) * Cb)]
     nn = min(max(band_rows - at_kink.size, 0), mh)
-    near = np.argpartition(np.abs(ha), nn - 1)[:nn] if 0 < nn < mh else np.arange(nn)
+    near = h.nearest(ha, nn)
     new_band = np.union1d(at_kink, near) if band_rows > 0 else band
     band_changed = not np.array_equal(new_band, band)
     cuts = [replace(q, age=0 if lc < -1e-12 else q.age + 1)
             for q, lc in zip(st.cuts, dual.lam, strict=True)]
     cuts = [cuts[0]] + [q for q in cuts[1:] if q.age < cut_age]
-    mask[new_band] = False
+    mask = h.drop_rows(mask, new_band)
     cut, AB_new = h.make_cut(mask, new_band if band_changed else None) if new_cut else (
-        None, row_subset(h.prob.A, hr[new_band]) if band_changed else None)
+        None, h.band_operator(new_band) if band_changed else None)
     if new_cut:
         cuts.append(cut)
     if band_changed:
@@ -489,7 +550,8 @@ def _next_cuts(h: _Hinge, st: _State, dual: _Dual, ha, mask, new_cut: bool, band
 
 def solve_hinge_cuts(prob: SpectraplexLP, opts: MGOptions, hs: HingeRows, log: RoundLog, *,
                      cut_age: int = CUT_AGE, inout: float = 0.8, band_rows: int = BAND_ROWS,
-                     smoothing: float = 0.5) -> MatrixGenerationResult:
+                     smoothing: float = 0.5, hinge: _Hinge | None = None
+                     ) -> MatrixGenerationResult:
     """Matrix generation with the 1-slack cut master (module docstring); returns a
     ``MatrixGenerationResult`` over the original rows and LP variables.
 
@@ -497,16 +559,15 @@ def solve_hinge_cuts(prob: SpectraplexLP, opts: MGOptions, hs: HingeRows, log: R
     separation point) are kept in the master with their own slack (the cuts then cover the other
     rows only); ``inout`` is the weight of the best point in the separation point;
     ``smoothing`` the Wentges weight of the best dual in the pricing point (its own default, not
-    the row master's option).
+    the row master's option). ``hinge``: the problem as the cut master sees it, when not
+    built from ``(prob, hs)`` (the Dask one keeps its per-row state on the workers).
     """
-    h = _Hinge.build(prob, hs)
+    h = _Hinge.build(prob, hs) if hinge is None else hinge
     # start: top eigenvectors of C, the all-rows cut (it bounds the shared variables like
     # sum_r C_r xi_r does when every row is violated), no band rows
-    _, P = _top_eigs(prob.full, np.append(1.0, np.zeros(prob.m)), opts.columns_per_round, True,
-                     None, 1e-8)
+    P = h.start_subspace(opts.columns_per_round)
     band = np.zeros(0, dtype=np.int64)
-    st = _State([h.make_cut(np.ones(hs.rows.size, dtype=bool))[0]], band,
-                row_subset(prob.A, hs.rows[band]), Block(P))
+    st = _State([h.make_cut(h.all_rows())[0]], band, h.band_operator(band), Block(P))
     top, bnd, status = _Top(), _Bound(), None
     it = 0
     for it in range(1, opts.max_iters + 1):
@@ -514,7 +575,7 @@ def solve_hinge_cuts(prob: SpectraplexLP, opts: MGOptions, hs: HingeRows, log: R
                                       smoothing=smoothing, band_rows=band_rows, cut_age=cut_age)
         if status is not None:
             break
-    return _cut_result(h, log, st, top, bnd, status or SolverStatus.MAX_ITERS, it)
+    return h.cut_result(log, st, top, bnd, status or SolverStatus.MAX_ITERS, it)
 
 
 def _round(h: _Hinge, opts: MGOptions, st: _State, top: _Top, bnd: _Bound, it: int,
@@ -527,14 +588,14 @@ def _round(h: _Hinge, opts: MGOptions, st: _State, top: _Top, bnd: _Bound, it: i
     zs, xi_tot = z_m[:h.hs.shared.size], float(z_m[-1])
     blk = st.blk
     lw, Vw, Q, s2 = iterate_factor(blk.P, W, blk.Ubar, blk.thbar, alpha, prob.trace)
-    top, ha, viol, mask, cut_viol = _separate(h, top, st.band, Q, s2, zs, xi_tot, obj_m, inout)
+    top, ha, nviol, mask, cut_viol = _separate(h, top, st.band, Q, s2, zs, xi_tot, obj_m, inout)
     dual = _dual(h, st, mst, y_m)
     bnd, vals_m, vecs, rc_all = _price(h, st, dual, mu, bnd, smoothing, opts.columns_per_round)
     gap = log.record(it, top.obj, bnd.value, k, float(vals_m[0]), cuts=nc)
     if opts.verbose:
         print(f"[mg-cuts] it {it:3d} obj {top.obj + prob.offset:+.9e} bound "
               f"{bnd.value + prob.offset:+.9e} gap {gap:.2e} k {k} rank {Q.shape[1]} cuts {nc} "
-              f"band {st.band.size} violated {int(viol.sum())}")
+              f"band {st.band.size} violated {nviol}")
     if gap <= opts.tol:
         return SolverStatus.OPTIMAL, st, top, bnd
     if log.elapsed() > opts.time_limit:
