@@ -205,8 +205,9 @@ def _validate(C: Any, A: SparseRows, b: Any, sense: str, method: str, inner: str
     """Check the options and shapes; ``C`` as a :class:`SymOp`, ``b`` as a float vector."""
     if method not in ("auto", "bm", "ip"):
         raise ValueError(f"method must be auto, bm or ip, got {method!r}")
-    if inner not in ("auto", "lbfgs", "trust-krylov", "trust-ncg"):
-        raise ValueError(f"inner must be auto, lbfgs, trust-krylov or trust-ncg, got {inner!r}")
+    if inner not in ("auto", "lbfgs", "lbfgs-exact", "trust-krylov", "trust-ncg"):
+        raise ValueError("inner must be auto, lbfgs, lbfgs-exact, trust-krylov or trust-ncg, "
+                         f"got {inner!r}")
     if sense not in ("min", "max"):
         raise ValueError(f"sense must be 'min' or 'max', got {sense!r}")
     n = A.n
