@@ -192,7 +192,8 @@ def _inner_solve(P: Scaled, st: BMState, opts: BMOptions) -> tuple[int, bool]:
             raise StopIteration
 
     scale_g = max(1.0, float(np.linalg.norm(P.C.matmat(st.Y))))
-    method = opts.inner if opts.inner != "auto" else ("lbfgs" if sigma < 1e3 else "trust-krylov")
+    method = opts.inner if opts.inner != "auto" else (
+        "lbfgs-exact" if sigma < 1e3 else "trust-krylov")
     if method == "lbfgs-exact":
         cap = opts.inner_max_iters
         out = lbfgs_exact(P, st.Y, y, sigma, mu, st.gtol * scale_g / math.sqrt(st.Y.size), cap,
