@@ -148,6 +148,11 @@ def solve_low_rank_sdp(
     n = A.n
     sgn = 1.0 if sense == "min" else -1.0
     fixed_diag = diagonal_targets(A, b) is not None  # tr K fixed: a bounded feasible set
+    t_row = trace_row(A, b)  # a row tr K = t (theta): also a bound for the certificate
+    if t_row is not None:
+        fixed_diag = True
+        implied_trace_bound = t_row if implied_trace_bound is None else min(
+            implied_trace_bound, t_row)
     if trace_bound is None and implied_trace_bound is None and face is None and not fixed_diag:
         v = recession_ray(C, A, centered, sense)
         if v is not None:
@@ -198,6 +203,23 @@ def solve_low_rank_sdp(
     else:
         run_bm(P, st, opts, rng)
     return _finish(P, C, st, tol, t_start)
+
+
+def trace_row(A: SparseRows, b: np.ndarray) -> float | None:
+    """``t`` when one row reads ``a tr K = a t`` (every diagonal entry once, one coefficient
+    ``a``, nothing else; the theta function's row), so ``tr K = t`` for every feasible ``K``;
+    else None."""
+    n = A.n
+    if A.rows.size < n:
+        return None
+    counts = np.bincount(A.rows, minlength=A.m)
+    for r in np.flatnonzero(counts == n):
+        k = A.rows == r
+        ii, jj, v = A.ii[k], A.jj[k], A.vals[k]
+        if np.all(ii == jj) and np.unique(ii).size == n and np.all(v == v[0]) and v[0] != 0:
+            t = float(b[r] / v[0])
+            return t if t >= 0 else None
+    return None
 
 
 def _validate(C: Any, A: SparseRows, b: Any, sense: str, method: str, inner: str,
