@@ -280,6 +280,15 @@ def test_trace_row_gives_the_certificate_a_bound(method):
     b = np.r_[2.0, np.zeros(ii.size)]
     assert trace_row(A, b) == pytest.approx(1.0)
     assert trace_row(A, np.r_[-2.0, np.zeros(ii.size)]) is None
+    # SDPLIB's thetaG form: K_ii = 1 rows (one entry each) among edge rows: T = n; one diagonal
+    # entry left free: no T
+    m2 = n + ii.size
+    A2 = SparseRows(np.r_[np.arange(n), n + np.arange(ii.size), n + np.arange(ii.size)],
+                    np.r_[np.arange(n), ii, ii], np.r_[np.arange(n), jj, ii],
+                    np.r_[3 * np.ones(n), np.ones(ii.size), np.ones(ii.size)], m2, n)
+    assert trace_row(A2, np.r_[3 * np.ones(n), np.ones(ii.size)]) == pytest.approx(n)
+    A3 = SparseRows(A2.rows[1:], A2.ii[1:], A2.jj[1:], A2.vals[1:], m2, n)
+    assert trace_row(A3, np.r_[3 * np.ones(n), np.ones(ii.size)]) is None
     res = solve_low_rank_sdp(np.ones((n, n)), A, b, sense="max", method=method, tol=1e-6,
                              time_limit=60)
     ref = _clarabel_value(np.ones((n, n)), A, b, "max")

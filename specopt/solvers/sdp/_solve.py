@@ -206,13 +206,20 @@ def solve_low_rank_sdp(
 
 
 def trace_row(A: SparseRows, b: np.ndarray) -> float | None:
-    """``t`` when one row reads ``a tr K = a t`` (every diagonal entry once, one coefficient
-    ``a``, nothing else; the theta function's row), so ``tr K = t`` for every feasible ``K``;
-    else None."""
+    """``t`` with ``tr K = t`` for every feasible ``K``, read off the rows: one row
+    ``a tr K = a t`` (every diagonal entry once, one coefficient ``a``, nothing else), or
+    single-entry rows ``a_i K_ii = b_i`` that fix every diagonal entry (among other rows: SDPLIB's
+    thetaG11/51, whose edge rows come after the diagonal ones); else None."""
     n = A.n
     if A.rows.size < n:
         return None
     counts = np.bincount(A.rows, minlength=A.m)
+    single = (counts[A.rows] == 1) & (A.ii == A.jj) & (A.vals != 0)
+    if np.count_nonzero(single) >= n:
+        fixed = np.full(n, np.nan)
+        fixed[A.ii[single]] = b[A.rows[single]] / A.vals[single]
+        if np.all(np.isfinite(fixed)) and np.all(fixed >= 0):
+            return float(fixed.sum())
     for r in np.flatnonzero(counts == n):
         k = A.rows == r
         ii, jj, v = A.ii[k], A.jj[k], A.vals[k]
