@@ -218,7 +218,7 @@ class LowRankSDPRoute(Route):
             primal={d.K.id: res.Y @ res.Y.T},
             objective=res.objective + d.offset,
             backend="low_rank_sdp",
-            dual=self._duals(d, res),
+            dual=self._duals(d, res, out.face),
             bound=None if res.bound is None else res.bound + d.offset,
             gap=res.gap,
             iterations=res.iterations,
@@ -233,8 +233,9 @@ class LowRankSDPRoute(Route):
         )
 
     @staticmethod
-    def _duals(d: LRData, res) -> dict[int, Any]:
-        return route_duals(d, res.y, res.mu, res.lambda_min)
+    def _duals(d: LRData, res, face: Any = None) -> dict[int, Any]:
+        # on a face the engine's lambda_min is the reduced slack's, no bound on the full one
+        return route_duals(d, res.y, res.mu, None if face is not None else res.lambda_min)
 
 
 class StepTrace:

@@ -164,10 +164,17 @@ def _solved_and_reference(model, tol: float = 1e-8):
     return prob, ref
 
 
-def test_maxcut_psd_dual_matches_clarabel():
+@pytest.mark.parametrize("eigh", [True, False])
+def test_maxcut_psd_dual_matches_clarabel(eigh, monkeypatch):
+    """The PSD dual projected by eigh (n <= PSD_DUAL_MAX_N) and, forced by a zero threshold,
+    the large-n path (no eigh: shifted by the certified lambda_min)."""
+    if not eigh:
+        from specopt.reductions import _low_rank_duals
+
+        monkeypatch.setattr(_low_rank_duals, "PSD_DUAL_MAX_N", 0)
     rng = np.random.default_rng(1)
     n = 25
-    W = np.triu(rng.random((n, n)) < 0.3, 1).astype(float)
+    W = np.triu(rng.random((n, n)) < 0.3, 1) * rng.uniform(0.5, 2.0, (n, n))
     W = W + W.T
     L = np.diag(W.sum(1)) - W
 
@@ -275,3 +282,43 @@ def test_auto_route_follows_the_rule():
     k = lr.PAYS_OFF_ROWS_PER_N
     assert specopt.explain(_theta(60, k * 60)).auto_route == "conic"
     assert specopt.explain(_theta(60, k * 60 - 1)).auto_route == "low_rank_sdp"
+
+
+# the large-n path of the PSD dual (no eigh: Z shifted by the certified lambda_min), forced on
+# small models by a zero eigh threshold, against Clarabel and CVXPY's KKT conditions
+@pytest.fixture
+def no_eigh_duals(monkeypatch):
+    from specopt.reductions import _low_rank_duals
+
+    monkeypatch.setattr(_low_rank_duals, "PSD_DUAL_MAX_N", 0)
+
+
+@pytest.mark.parametrize("spelling", ["sum", "rows"])
+def test_large_n_centering_duals_satisfy_kkt(no_eigh_duals, spelling):
+    K, prob = _sde(spelling)
+    specopt.solve(prob, route="low_rank_sdp", tol=1e-7)
+    assert prob.status == cp.OPTIMAL
+    Z = prob.constraints[0].dual_value
+    assert Z is not None and prob.constraints[1].dual_value is not None
+    _check_duals(prob, K, 1e-5)
+    K2, ref = _sde(spelling)
+    ref.solve(solver=cp.CLARABEL)
+    # (Z itself is not unique: the centering dual moves it) the rows' dual objective agrees
+    b = np.asarray(prob.constraints[2].args[1].value)
+    assert float(b @ prob.constraints[2].dual_value) == pytest.approx(
+        float(b @ ref.constraints[2].dual_value), rel=1e-4)
+
+
+def test_scalar_centering_closed_form_is_psd():
+    from specopt.reductions._low_rank_duals import _scalar_centering_shifted
+
+    rng = np.random.default_rng(2)
+    for n in (5, 40):
+        G = rng.standard_normal((n, n))
+        Z = G @ G.T + rng.standard_normal((n, 1)) @ np.ones((1, n))  # PSD off the ones
+        Z = 0.5 * (Z + Z.T)
+        P = np.eye(n) - 1.0 / n
+        lam = float(np.linalg.eigvalsh(P @ Z @ P + 10 * np.ones((n, n)) / n)[0])
+        Zs, w = _scalar_centering_shifted(Z, max(0.0, -lam))
+        assert w >= 0
+        assert np.linalg.eigvalsh(Zs)[0] >= -1e-9 * np.abs(Zs).max()

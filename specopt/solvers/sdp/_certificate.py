@@ -81,12 +81,35 @@ def certificate(P: Scaled, y: np.ndarray, mu: float, obj: float, lam: float) -> 
                                   fr.w_face_min, fr.delta)
         bound = dual + corr
         return SDPCertificate(bound, dual, abs(obj - bound) / (1.0 + abs(obj)), dinf)
+    scaled = scaled_dual_bound(P, dual, lam)
     if P.t_cert is not None:
         # tr K <= t makes -mu (t - tr K) <= 0:  <C, K> >= b^T y - mu t + min(0, lam) T
         bound = dual + min(0.0, lam) * P.t_cert
+        if scaled is not None:
+            bound = max(bound, scaled)
         return SDPCertificate(bound, dual, abs(obj - bound) / (1.0 + abs(obj)), dinf)
+    if scaled is not None:
+        return SDPCertificate(scaled, dual, abs(obj - scaled) / (1.0 + abs(obj)), dinf)
     return SDPCertificate(dual if lam >= 0 else None, dual, abs(obj - dual) / (1.0 + abs(obj)),
                           dinf, needs_dinf=True)
+
+
+def scaled_dual_bound(P: Scaled, dual: float, lam: float) -> float | None:
+    """With ``C <= -c I`` (``P.c_margin``; e.g. ``max tr K``) and ``lambda_min(S(y)) >= lam``,
+    ``-c < lam < 0``: ``theta (y, mu)`` with ``theta = c / (c + lam)`` is dual feasible, since
+    ``S(theta y) = theta S(y) + (1 - theta) C >= -theta |lam| + (theta - 1) c = 0``; so
+    ``theta (b^T y - mu t)`` is a proven bound with no trace bound needed (and it beats
+    ``dual + lam T`` when ``T`` exceeds ``tr K``: the graph bound of an SDE is 2-4x). ``lam >= 0``:
+    ``dual`` itself. None without a margin (or with a face, whose ``lam`` is the reduced
+    slack's)."""
+    c = P.c_margin
+    if c is None or P.face is not None or not math.isfinite(lam):
+        return None
+    if lam >= 0:
+        return dual
+    if -lam >= c:
+        return None
+    return dual * c / (c + lam)
 
 
 def relative_residual(P: Scaled, Y: np.ndarray) -> float:

@@ -149,6 +149,21 @@ class SymOp:
     def to_dense(self) -> np.ndarray:
         return self.matmat(np.eye(self.n))
 
+    def negative_margin(self) -> float | None:
+        """``c > 0`` with ``C <= -c I`` when that is read off the parts (a diagonal sparse part
+        with every diagonal entry ``<= -c``, a low-rank part with ``w <= 0``, no dense part);
+        else None. (``max tr K`` in the engine's ``min`` form: ``C = -I``.)"""
+        if self.dense is not None or self.sparse is None or (
+                self.w is not None and np.any(self.w > 0)):
+            return None
+        S = sp.coo_array(self.sparse)
+        if np.any((S.row != S.col) & (S.data != 0)):
+            return None
+        d = np.zeros(self.n)
+        np.add.at(d, S.row, S.data)
+        c = -float(np.max(d)) if d.size else 0.0
+        return c if c > 0 else None
+
     def norm2_bound(self) -> float:
         """Upper bound on ``||C||_2``: row-sum norm, ``max|w| ||U||_2^2``, ``||D||_F``."""
         tot = 0.0
@@ -293,6 +308,8 @@ class Scaled:
             if v is not None:
                 self.t_cert = v / self.kappa if self.t_cert is None else min(
                     self.t_cert, v / self.kappa)
+        #: ``c > 0`` with ``C <= -c I`` (or None): the certificate's scaled dual bound
+        self.c_margin = self.C.negative_margin()
         self.centered = centered
         self.sense = sense
         self.n = n

@@ -148,6 +148,11 @@ def solve_low_rank_sdp(
     n = A.n
     sgn = 1.0 if sense == "min" else -1.0
     fixed_diag = diagonal_targets(A, b) is not None  # tr K fixed: a bounded feasible set
+    t_row = trace_row(A, b)  # a row tr K = t (theta): also a bound for the certificate
+    if t_row is not None:
+        fixed_diag = True
+        implied_trace_bound = t_row if implied_trace_bound is None else min(
+            implied_trace_bound, t_row)
     if trace_bound is None and implied_trace_bound is None and face is None and not fixed_diag:
         v = recession_ray(C, A, centered, sense)
         if v is not None:
@@ -200,13 +205,38 @@ def solve_low_rank_sdp(
     return _finish(P, C, st, tol, t_start)
 
 
+def trace_row(A: SparseRows, b: np.ndarray) -> float | None:
+    """``t`` with ``tr K = t`` for every feasible ``K``, read off the rows: one row
+    ``a tr K = a t`` (every diagonal entry once, one coefficient ``a``, nothing else), or
+    single-entry rows ``a_i K_ii = b_i`` that fix every diagonal entry (among other rows: SDPLIB's
+    thetaG11/51, whose edge rows come after the diagonal ones); else None."""
+    n = A.n
+    if A.rows.size < n:
+        return None
+    counts = np.bincount(A.rows, minlength=A.m)
+    single = (counts[A.rows] == 1) & (A.ii == A.jj) & (A.vals != 0)
+    if np.count_nonzero(single) >= n:
+        fixed = np.full(n, np.nan)
+        fixed[A.ii[single]] = b[A.rows[single]] / A.vals[single]
+        if np.all(np.isfinite(fixed)) and np.all(fixed >= 0):
+            return float(fixed.sum())
+    for r in np.flatnonzero(counts == n):
+        k = A.rows == r
+        ii, jj, v = A.ii[k], A.jj[k], A.vals[k]
+        if np.all(ii == jj) and np.unique(ii).size == n and np.all(v == v[0]) and v[0] != 0:
+            t = float(b[r] / v[0])
+            return t if t >= 0 else None
+    return None
+
+
 def _validate(C: Any, A: SparseRows, b: Any, sense: str, method: str, inner: str,
               trace_bound: float | None, face: Any) -> tuple[SymOp, np.ndarray]:
     """Check the options and shapes; ``C`` as a :class:`SymOp`, ``b`` as a float vector."""
     if method not in ("auto", "bm", "ip"):
         raise ValueError(f"method must be auto, bm or ip, got {method!r}")
-    if inner not in ("auto", "lbfgs", "trust-krylov", "trust-ncg"):
-        raise ValueError(f"inner must be auto, lbfgs, trust-krylov or trust-ncg, got {inner!r}")
+    if inner not in ("auto", "lbfgs", "lbfgs-exact", "trust-krylov", "trust-ncg"):
+        raise ValueError("inner must be auto, lbfgs, lbfgs-exact, trust-krylov or trust-ncg, "
+                         f"got {inner!r}")
     if sense not in ("min", "max"):
         raise ValueError(f"sense must be 'min' or 'max', got {sense!r}")
     n = A.n

@@ -50,3 +50,44 @@ def test_sigint_interrupts_the_sphere_method():
         proc.kill()
     assert out[0] == "interrupted"
     assert float(out[1]) - sent < 10.0  # one compiled stage at most (loaded 2-core machine)
+
+
+CHILD_BM = r"""
+import signal, time, numpy as np
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from specopt.solvers.sdp import SparseRows, SymOp, solve_sdp
+n = 4000
+rng = np.random.default_rng(0)
+X = rng.standard_normal((n, 5))
+pairs = np.array([(i, (i + s) % n) for i in range(n) for s in (1, 2, 3)])
+d2 = np.sum((X[pairs[:, 0]] - X[pairs[:, 1]]) ** 2, axis=1)
+small = pairs[pairs.max(axis=1) < 40][:60]
+solve_sdp(SymOp.identity(40), SparseRows.from_pairs(small, 40),
+          np.sum((X[small[:, 0]] - X[small[:, 1]]) ** 2, axis=1), sense="max", centered=True,
+          trace_bound=1e3, method="bm", inner="lbfgs-exact", max_iters=2)
+print("ready", flush=True)
+try:
+    solve_sdp(SymOp.identity(n), SparseRows.from_pairs(pairs, n), d2, sense="max",
+              centered=True, trace_bound=1e6, method="bm", inner="lbfgs-exact", tol=1e-12)
+    print("finished", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic(), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_sigint_interrupts_the_exact_step_lbfgs():
+    root = Path(__file__).resolve().parents[3]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.Popen([sys.executable, "-c", CHILD_BM], stdout=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(3.0)  # inside the inner L-BFGS steps
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=60)[0].split()
+    finally:
+        proc.kill()
+    assert out[0] == "interrupted"
+    assert float(out[1]) - sent < 10.0
