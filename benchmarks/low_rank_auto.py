@@ -15,7 +15,8 @@ first call in the process, numba's start-up included), ``engine_warm`` (the same
 solve of the family in the process: the start-up paid),
 ``conic`` (``specopt.solve(route="conic")``: what ``auto`` runs when it does not pick the engine,
 Clarabel on the given or the LMI form of ``specopt.conic_lmi`` by ``_cvxpy_compat``'s rule, SCS
-above Clarabel's size, the gate's retries), ``auto`` (the default route), ``clarabel`` (CVXPY, defaults; skipped above ``--clarabel-max-n``: dense KKT of side n(n+1)/2),
+above Clarabel's size, the gate's retries), ``auto`` (the default route), ``clarabel`` (CVXPY,
+defaults; skipped above ``--clarabel-max-n``: dense KKT of side n(n+1)/2),
 ``scs`` (CVXPY, ``eps = 1e-5``). Time is the solve call, CVXPY's compile included. Prints the
 table (per family and n: median / worst over seeds) and writes JSON with the load average.
 """
