@@ -19,15 +19,17 @@ GB at n = 250, on a shared 23 GB machine; mcp100 already takes ~50 s), so it is 
 ``--clarabel-max-n`` (150); SCS does one eigendecomposition of each block per iteration (~0.5 s
 at n = 1000 on one thread, thousands of iterations), skipped above ``--scs-max-n`` (1000).
 
-Columns: problem, n (largest PSD block), m, backend, status, value, rel_err
-``|value - published| / max(1, |published|)`` (maxG51 = 4.006255e+03 and qap10 = -1.093e+03,
-the corrected values), ``correct`` (the expected status, and for ``optimal*`` the value within
-the published precision: half a unit of its last printed digit, plus 1e-6 relative), certified
-gap (specopt's certificate; ``-`` for the generic solvers, which give none), time (the solve
-call, CVXPY's compile included; reading the file apart as ``read_s``). Summary: per backend the
-counts run / certified (specopt: its gate passed) / correct, and specopt's time over the fastest
-correct generic solver on the problems both got right (median / worst). The machine is shared
-and noisy: the load average is recorded. Markdown printed, JSON in
+Columns: problem, n (largest PSD block), m, backend, status, value, rel_err ``|value - published| /
+max(1, |published|)`` (maxG51 = 4.006255e+03, qap10 = -1.093e+03 and qpG51 = 1.1818e+04, the
+corrected values), ``published_contradicted`` (specopt's factor, its rows rescaled to satisfy
+diagonal-only rows exactly, is a feasible point whose value lies beyond the published optimum:
+benchmarks/_sdplib_exact.py; maxG55), ``correct`` (the expected status, and for ``optimal*`` the
+value within the published precision: half a unit of its last printed digit, plus 1e-6 relative),
+certified gap (specopt's certificate; ``-`` for the generic solvers, which give none), time (the
+solve call, CVXPY's compile included; reading the file apart as ``read_s``). Summary: per backend
+the counts run / certified (specopt: its gate passed) / correct, and specopt's time over the
+fastest correct generic solver on the problems both got right (median / worst). The machine is
+shared and noisy: the load average is recorded. Markdown printed, JSON in
 ``benchmarks/results/<out>.json``.
 """
 
@@ -54,7 +56,9 @@ DATA = ROOT.parent / "shared" / "data" / "sdplib"
 if not DATA.is_dir():
     DATA = Path("/work/shared/data/sdplib")
 #: corrected published values (the issue; README note 14 for qap10)
-CORRECTED = {"maxG51": "4.006255e+03", "qap10": "-1.093e+03"}
+#: qpG51: the table's 1.181000e+03 drops a digit; SDPT3 and specopt both give 1.1818e+04 (an
+#: optimal point 10.007x the table value, certified gap 3e-6).
+CORRECTED = {"maxG51": "4.006255e+03", "qap10": "-1.093e+03", "qpG51": "1.1818e+04"}
 EXPECTED_INFEASIBLE = {"infp": "unbounded", "infd": "infeasible"}  # SDPA primal / dual
 COLUMNS = ["problem", "n", "m", "backend", "status", "value", "rel_err", "correct", "gap",
            "route", "time", "cpu", "read_s"]
@@ -85,8 +89,11 @@ def expected_status(name: str) -> str:
     return "optimal"
 
 
-def judge(name: str, status: str | None, value: float | None, pub: str | None) -> dict:
-    """rel_err and correct for one run."""
+def judge(name: str, status: str | None, value: float | None, pub: str | None,
+          exact_value: float | None = None) -> dict:
+    """rel_err and correct for one run; ``published_contradicted`` when an exactly feasible
+    point (``_sdplib_exact``) lies beyond the published optimum (SDPA's dual form maximizes:
+    then the optimum is at least that point's value, and the published value cannot be it)."""
     want = expected_status(name)
     if want != "optimal":
         return {"rel_err": None, "correct": status == want}
@@ -94,8 +101,12 @@ def judge(name: str, status: str | None, value: float | None, pub: str | None) -
         return {"rel_err": None, "correct": False}
     p = float(pub)
     err = abs(value - p)
-    ok = err <= tolerance(pub) + 1e-6 * max(1.0, abs(p))
-    return {"rel_err": err / max(1.0, abs(p)), "correct": bool(ok and status == "optimal")}
+    slack = tolerance(pub) + 1e-6 * max(1.0, abs(p))
+    ok = err <= slack
+    out = {"rel_err": err / max(1.0, abs(p)), "correct": bool(ok and status == "optimal")}
+    if exact_value is not None and exact_value > p + slack:
+        out["published_contradicted"] = True
+    return out
 
 
 def header(path: Path) -> tuple[int, int]:
@@ -161,6 +172,10 @@ def child(path: str, backend: str) -> None:
         cert = specopt.certificate(prob)
         out.update(route=cert.route, engine=cert.backend, gap=cert.gap,
                    gate=list(cert.gate_reasons)[:2])
+        if out["status"] == "optimal":  # max-cut-type rows: an exactly feasible point's value
+            from benchmarks._sdplib_exact import exactly_feasible_value
+
+            out.update(exactly_feasible_value(prob, cert) or {})
     print(json.dumps(out, default=float))
 
 
@@ -207,7 +222,7 @@ def main() -> None:
                 else:
                     row.update(res)
                     row.update(judge(path.stem, res["status"], res.get("value"),
-                                     pub.get(path.stem)))
+                                     pub.get(path.stem), res.get("exact_value")))
                     if row["time"] > args.cap:
                         row.update(status=f"timeout ({res['status']})", correct=False)
             row["load"] = os.getloadavg()[0]
@@ -227,7 +242,8 @@ def print_tables(rows: list[dict], summary: dict, meta: dict) -> None:
     """The results table (``n/a`` rows left out), the counts and the time ratios."""
     print(markdown_table([r for r in rows if r["status"] != "n/a"], COLUMNS))
     print()
-    print(markdown_table(summary["counts"], ["backend", "run", "certified", "correct"]))
+    print(markdown_table(summary["counts"], ["backend", "run", "certified", "correct",
+                                             "published contradicted"]))
     r = summary["ratio"]
     print(f"\nspecopt time / fastest correct generic solver, on the {r['both']} problems both "
           f"got right: median {fmt(r['median'])}, worst {fmt(r['worst'])}; specopt alone correct "
@@ -260,7 +276,9 @@ def summarize(rows: list[dict], backends: list[str]) -> dict:
         cert = sum(1 for r in rs if r["status"] in ("optimal", "infeasible", "unbounded"))
         mine = b in ("specopt", "lowrank")
         counts.append({"backend": b, "run": len(rs), "certified": cert if mine else None,
-                       "correct": sum(1 for r in rs if r.get("correct"))})
+                       "correct": sum(1 for r in rs if r.get("correct")),
+                       "published contradicted": sum(1 for r in rs
+                                                     if r.get("published_contradicted"))})
     ratios, only_s, only_g = [], 0, 0
     for prob in sorted({r["problem"] for r in rows}):
         mine = [r for r in rows if r["problem"] == prob]
