@@ -331,3 +331,13 @@ def test_warm_start_with_a_free_row_in_the_master():
     got = MG._psd_block_master_ip(*args, start=MG.MasterStart(W, alpha, z, y, mu))
     assert got is not None and abs(got[0] - ref[0]) <= 1e-7 * (1 + abs(ref[0]))
     assert got[4][2] == 0.0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_more_refinement_steps_give_the_same_certified_answer(seed):
+    data = _random_sdp(seed, 6, 12, 4, 1, 30.0)
+    base = solve_small_sdp(*data, tol=1e-9)
+    more = solve_small_sdp(*data, tol=1e-9, refine=10)
+    assert base is not None and more is not None
+    assert abs(more.primal - base.primal) <= 1e-7 * (1 + abs(base.primal))
+    assert abs(more.primal - more.dual) <= 1e-7 * (1 + abs(more.primal))

@@ -92,6 +92,13 @@ _IP_MAX_ROWS_FACTORED = 1300
 #: (the bound is the Lagrangian one at any duals, the value that of the polished point).
 _IP_ACCEPT = 1e3
 
+#: Iterative-refinement steps of the interior point's Newton directions for masters without
+#: factored rows (the cut master's dense aggregated cuts are nearly dependent): with 3 the D = 500
+#: cut masters lost primal accuracy below mu ~ 1e-8 and 4 of 12 dumped ones failed (then
+#: Clarabel); with 10 all 12 converged (one more step). The factored row masters keep 3 (10 cost
+#: them ~20% more CPU: member 4 9.7 -> 11.7 s, member 11 22.1 -> 24.2 s at load ~9).
+_REFINE_DENSE = 10
+
 #: Steps a warm-started master may take before it is abandoned for a cold start.
 _WARM_MAX_ITERS = 35
 
@@ -230,7 +237,8 @@ def _psd_block_master_ip(Bs, cobj, abar, cbar, G, c, lb, ub, zlb, zub, t, trace_
     # cap keeps a failed one cheap
     sol = solve_small_sdp(*form.sdp, tol=acc, start=guess,
                           max_iters=80 if guess is None else _WARM_MAX_ITERS, accept=_IP_ACCEPT,
-                          factors=None if factors is None else _ip_factors(form, *factors))
+                          factors=None if factors is None else _ip_factors(form, *factors),
+                          refine=3 if factors is not None else _REFINE_DENSE)
     if sol is None:
         return None
     if info is not None:

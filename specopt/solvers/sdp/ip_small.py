@@ -84,7 +84,8 @@ class _NewtonSystem:
     """The HKM Newton system at one iterate, factored once, solved for several right sides."""
 
     def __init__(self, cM, Amats, Aflat, Al, AlT, Af, X, Zi, xl, sl, Rd, rp, rdl, rdf,
-                 rtol_p, rtol_d):
+                 rtol_p, rtol_d, refine=3):
+        self.refine = refine
         self.cM, self.Amats, self.Aflat, self.Al, self.AlT, self.Af = cM, Amats, Aflat, Al, AlT, Af
         self.X, self.Zi, self.xl, self.sl = X, Zi, xl, sl
         self.Rd, self.rp, self.rdl, self.rdf = Rd, rp, rdl, rdf
@@ -112,7 +113,7 @@ class _NewtonSystem:
         dy = np.zeros(h.size)
         dxf = np.zeros(self.nf)
         r, rf = h, self.rdf
-        for _ in range(3):  # solve, then refine against the unreduced equations
+        for _ in range(self.refine):  # solve, then refine against the unreduced equations
             ddy, ddxf = self.bordered(r, rf)
             dy += ddy
             dxf += ddxf
@@ -143,6 +144,7 @@ def solve_small_sdp(
     accept: float = 100.0,
     start: SmallStart | None = None,
     factors: tuple[np.ndarray, sp.spmatrix] | None = None,
+    refine: int = 3,
     verbose: bool = False,
 ) -> SmallSDPSolution | None:
     """Solve the standard-form SDP of the module docstring; ``None`` when it does not converge.
@@ -153,6 +155,8 @@ def solve_small_sdp(
     nearby problem) instead of the standard cold start. ``factors``: ``(V, F)`` with ``V``
     (nv, k) and ``F`` (me, nv) sparse such that ``A_i = sum_l F[i, l] v_l v_l^T`` (the same
     matrices as ``Amats``); the Schur complement is then formed from them when that is cheaper.
+    ``refine``: iterative-refinement steps per Newton direction (at most; they stop once the
+    unreduced equations hold to 1e-3 of the tolerance).
 
     ``Amats`` (me, k, k) symmetric, ``Al`` (me, nl) sparse or dense, ``Af`` (me, nf) dense.
     """
@@ -176,7 +180,7 @@ def solve_small_sdp(
         if it - best_it >= 4 and best_err < 1e-5:  # accuracy lost near the boundary
             break
         try:
-            short_steps = _small_step(data, st, meas, tol, short_steps, verbose)
+            short_steps = _small_step(data, st, meas, tol, short_steps, verbose, refine)
         except np.linalg.LinAlgError:
             break
     if best is None or best_err > accept * max(tol, 1e-12):
@@ -320,14 +324,14 @@ def _small_schur(d: _SmallData, st: _SmallState):
 
 
 def _small_step(d: _SmallData, st: _SmallState, meas: _SmallMeasure, tol: float,
-                short_steps: bool, verbose: bool) -> bool:
+                short_steps: bool, verbose: bool, refine: int = 3) -> bool:
     """One Mehrotra predictor-corrector step, in place; returns whether it was short. Raises
     LinAlgError when a factorization or a step length fails (the caller stops)."""
     k, nl, nu = d.k, d.nl, d.k + d.nl
     X, Z, xl, sl = st.X, st.Z, st.xl, st.sl
     cM, Zi = _small_schur(d, st)
     nt = _NewtonSystem(cM, d.Amats, d.Aflat, d.Al, d.AlT, d.Af, X, Zi, xl, sl, meas.Rd,
-                       meas.rp, meas.rdl, meas.rdf, tol * d.nb, tol * d.nc)
+                       meas.rp, meas.rdl, meas.rdf, tol * d.nb, tol * d.nc, refine)
     # predictor
     dX, dxl, dxf, dy, dZ, dsl = nt.direction(0.0, np.zeros((k, k)), np.zeros(nl))
     ap = min(1.0, _max_step(X, dX), _max_step_lp(xl, dxl))
