@@ -418,15 +418,16 @@ def test_issue_mve_alpha_with_row_centering_solves():
     assert abs(value - value2) <= 1e-4 * abs(value2)
 
 
-def _fail_clarabel(monkeypatch):
-    """Every Clarabel solve raises (inner solves go through compat.solve_in_place)."""
+def _fail_clarabel(monkeypatch, name: str = "CLARABEL"):
+    """Every solve with backend ``name`` raises (inner solves go through
+    compat.solve_in_place)."""
     from specopt import _cvxpy_compat as compat
 
     original = compat.solve_in_place
 
     def failing(problem, solver, *args, **kwargs):
-        if solver == "CLARABEL":
-            raise cp.error.SolverError("Solver 'CLARABEL' failed (injected)")
+        if solver == name:
+            raise cp.error.SolverError(f"Solver '{name}' failed (injected)")
         return original(problem, solver, *args, **kwargs)
 
     monkeypatch.setattr(compat, "solve_in_place", failing)
@@ -1229,3 +1230,15 @@ def test_hybrid_steps_agree_with_clarabel_on_random_helices(seed, kind):
     finally:
         itr.ITERATED_ENGINE_MIN_N, lrr.ITERATED_MIN_N = saved
     assert vals["auto"] == pytest.approx(vals["conic"], rel=1e-3), vals
+
+
+def test_scs_options_do_not_follow_a_fallback_to_clarabel(monkeypatch):
+    """solver="SCS" with SCS options, every SCS solve failing: the steps fall back to Clarabel,
+    which gets its own settings (SCS's eps_abs made the next Clarabel step raise TypeError)."""
+    _fail_clarabel(monkeypatch, "SCS")
+    prob = _user_mve_models()[0]()
+    value = specopt.solve(prob, solver="SCS", eps_abs=1e-4, eps_rel=1e-4)
+    cert = specopt.certificate(prob)
+    assert cert.backend == "CLARABEL" and cert.extra["backend_fallbacks"][0]["to"] == "CLARABEL"
+    assert cert.extra["subproblem_solves"] >= 2  # steps after the fallback ran on Clarabel
+    assert np.isfinite(value) and cert.status in (specopt.STATIONARY, cp.OPTIMAL_INACCURATE)

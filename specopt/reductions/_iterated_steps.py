@@ -363,7 +363,10 @@ class StepRunner:
             self.stats.inaccurate -= 1
             self.stats.replaced += 1
         step = self.step_problem(Bs)
-        kw = dict(self.solver_opts)
+        # the options are the configured backend's; after a fallback to another backend, that
+        # backend's own defaults (SCS's eps_abs made Clarabel raise TypeError)
+        kw = dict(self.solver_opts) if self.state.backend == self.conic_backend else dict(
+            _FALLBACK_OPTS.get(self.state.backend, {}))
         if self.carry_scale and self.stats.scale is not None:
             kw.setdefault("scale", self.stats.scale)  # SCS's adapted scale, warm-started
         t0 = time.perf_counter()
