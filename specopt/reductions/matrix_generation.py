@@ -20,6 +20,8 @@ constraint. The factored solution is in ``extra["theta"], extra["U"]``.
 
 Options: ``tol`` (1e-6), ``max_iters``, ``time_limit``, ``master`` ("psd", default, or "lp"),
 ``max_rank`` (30), ``row_selection`` (500), ``row_band`` (1e-3 here; 1e-2 in the solver),
+``max_join`` (0.5 here: at most half the working set's size of violated rows join per round;
+inf in the solver),
 ``resolve_rows`` (False), ``columns_per_round`` (5), ``smoothing`` (0.5), ``cuts`` ("auto":
 hinge rows in the 1-slack cut master of ``specopt.solvers.mg.cuts`` from 5000 of them or with
 Dask data; True / False),
@@ -58,8 +60,8 @@ from .registry import register_route
 
 _ROUTE_OPTS = (
     "tol", "max_iters", "time_limit", "master", "max_rank", "columns_per_round", "smoothing",
-    "prune_after", "max_columns", "dense_threshold", "row_selection", "row_band", "resolve_rows",
-    "warm_start", "cuts",
+    "prune_after", "max_columns", "dense_threshold", "row_selection", "row_band", "max_join",
+    "resolve_rows", "warm_start", "cuts",
 )
 
 #: ``route="auto"`` picks matrix generation when ``n >= PAYS_OFF_MIN_N``, there are at least
@@ -469,7 +471,11 @@ class MatrixGenerationRoute(Route):
         # row_band 1e-3 (solver default 1e-2): more idle hinge rows leave the early masters; on the
         # rank-16 / rank-19 family members at D = 100, |S| = 2000: 22.0 -> 16.6 and 46.7 -> 34.3 s
         # CPU (issue 22); a low-rank member 0.9 -> 1.9 s
-        kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, "row_band": 1e-3, **opts}
+        # max_join 0.5: at most half the working set's size joins per round (the most violated
+        # rows); the early masters stay small while the subspace is wrong: member 11 (rank 19)
+        # 22.1 -> 11.2 s CPU, member 4 9.6 -> 6.6, low-rank members 0 / 2 1.8 -> 1.2 / 2.2 -> 0.9
+        kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, "row_band": 1e-3,
+              "max_join": 0.5, **opts}
 
         lp = data.lp
 

@@ -189,19 +189,24 @@ def test_working_set_master_bounds_and_feasible_value(D, S, Cm, seed, cap, resol
         pytest.fail(f"not certified in {cap} rounds: {res.status}, gap {res.gap:.2e}")
 
 
+def _noisy_random_triplets(seed: int, D: int = 10, S: int = 160):
+    """Noisy 3-class data with random triplets (many positive hinge slacks, high-rank X):
+    ``P, Q, C``."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, S)
+    A = rng.normal(size=(3, D))[y] + 2.0 * rng.normal(size=(S, D))
+    j = np.array([rng.choice(np.flatnonzero(y == y[i])) for i in range(S)])
+    k = np.array([rng.choice(np.flatnonzero(y != y[i])) for i in range(S)])
+    return (A - A[k]) / np.sqrt(D), (A - A[j]) / np.sqrt(D), 0.05
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_row_working_set_does_not_cycle_on_noisy_high_rank_data(seed):
     """Random triplets on noisy data: many rows carry a positive hinge slack at the optimum and
     the solution has high rank, the case where the row working set cycled at D = 100 (the
     master value froze for 100+ rounds; too slow for a unit test, see the matrix-generation
     family benchmark). Here: certified, agrees with Clarabel, master value never decreases."""
-    rng = np.random.default_rng(seed)
-    D, S = 10, 160
-    y = rng.integers(0, 3, S)
-    A = rng.normal(size=(3, D))[y] + 2.0 * rng.normal(size=(S, D))
-    j = np.array([rng.choice(np.flatnonzero(y == y[i])) for i in range(S)])
-    k = np.array([rng.choice(np.flatnonzero(y != y[i])) for i in range(S)])
-    P, Q, C = (A - A[k]) / np.sqrt(D), (A - A[j]) / np.sqrt(D), 0.05
+    P, Q, C = _noisy_random_triplets(seed)
     G, c, lb, ub, zlb, zub = _psdboost_data(P, Q, C)
     res = solve_spectraplex_lp(triplet_operator(P, Q), None, G, c, lb, ub, zlb, zub,
                                tol=1e-6, max_iters=300, master="psd", max_rank=6,
@@ -256,3 +261,42 @@ def test_interior_point_masters_warm_started_and_factored_agree_with_clarabel(mo
     for res in runs.values():
         assert res.bound - res.objective <= 1e-6 * max(1.0, abs(res.objective))
         assert abs(res.objective - ref) <= 2e-6 * max(1.0, abs(ref))
+
+
+def test_capped_row_joins_keep_the_most_violated_and_stay_certified(monkeypatch):
+    """``max_join``: only the most violated rows join the working set per round (the rest
+    later, if still violated); the run is still certified and agrees with Clarabel and with the
+    uncapped run."""
+    from specopt.solvers.mg import psd_master
+    from specopt.solvers.mg._problem import MGOptions
+
+    # the cap keeps the rows of largest relative violation
+    prob = type("P", (), {"lb": np.zeros(6), "ub": np.full(6, np.inf)})()
+    act = np.array([-0.5, -5e-3, 0.5, -0.8, -2e-3, -4.0])  # relative: 0.5, 5e-3, -, 0.8, 2e-3, 1
+    monkeypatch.setattr(psd_master, "JOIN_MIN", 2)
+    got = psd_master._cap_joined(act < 0, act, prob, MGOptions(max_join=0.1), 4)
+    assert np.array_equal(np.flatnonzero(got), [3, 5])
+    assert np.array_equal(psd_master._cap_joined(act < 0, act, prob, MGOptions(), 4), act < 0)
+
+    P, Q, C = _noisy_random_triplets(1)
+    G, c, lb, ub, zlb, zub = _psdboost_data(P, Q, C)
+    capped = []
+    cap = psd_master._cap_joined
+
+    def spy(viol, *args):
+        out = cap(viol, *args)
+        capped.append(out.sum() < viol.sum())
+        return out
+
+    monkeypatch.setattr(psd_master, "_cap_joined", spy)
+    runs = [solve_spectraplex_lp(triplet_operator(P, Q), None, G, c, lb, ub, zlb, zub,
+                                 tol=1e-6, max_iters=300, master="psd", max_rank=6,
+                                 row_selection=10, max_join=mj) for mj in (0.05, np.inf)]
+    assert any(capped)
+    ref, status = _psdboost_cvxpy(P, Q, C, with_status=True)
+    for res in runs:
+        assert res.status == "optimal"
+        assert res.bound - res.objective <= 1e-6 * max(1.0, abs(res.objective))
+        if status == cp.OPTIMAL:
+            assert abs(res.objective - ref) <= 1e-5 * max(1.0, abs(ref))
+    assert abs(runs[0].objective - runs[1].objective) <= 2e-6 * max(1.0, abs(ref))

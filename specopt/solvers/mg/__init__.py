@@ -106,6 +106,7 @@ def solve_spectraplex_lp(
     max_rank: int = 30,
     row_selection: int = 500,
     row_band: float = 1e-2,
+    max_join: float = np.inf,
     resolve_rows: bool = False,
     warm_start: bool = True,
     verbose: bool = False,
@@ -134,6 +135,9 @@ def solve_spectraplex_lp(
         multiplier leave the master and return when violated.
     row_band : rows whose slack exceeds ``row_band * max(1, |activity|)`` (and with a zero
         multiplier) leave the working set; a wider band means fewer rows coming back.
+    max_join : at most ``max(JOIN_MIN, max_join * rows in the set)`` violated rows (the most
+        violated, relative to ``max(1, |activity|)``) join the working set per round (inf,
+        default: all of them); the others join later rounds if still violated.
     resolve_rows : re-solve the master until no row outside the working set is violated (the
         exact restricted master every round). False (default): one solve per round; the
         violated rows join the working set for the next round and the LP variables are
@@ -158,7 +162,8 @@ def solve_spectraplex_lp(
         columns_per_round=columns_per_round, smoothing=smoothing, prune_after=prune_after,
         max_columns=max_columns, dense=prob.n <= dense_threshold, init_columns=init_columns,
         big_m=big_m, max_rank=max_rank, row_selection=row_selection, row_band=row_band,
-        resolve_rows=resolve_rows, warm_start=warm_start, verbose=verbose, callback=callback,
+        max_join=max_join, resolve_rows=resolve_rows, warm_start=warm_start, verbose=verbose,
+        callback=callback,
     )
     if master == "psd" and cuts:
         res = _cut_master(prob, opts, RoundLog(t0, offset, callback, ("cuts",)), cuts)

@@ -117,6 +117,7 @@ class MGOptions:
     max_rank: int = 30
     row_selection: int = 500
     row_band: float = 1e-2
+    max_join: float = np.inf
     resolve_rows: bool = False
     warm_start: bool = True
     verbose: bool = False

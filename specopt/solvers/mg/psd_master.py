@@ -185,6 +185,27 @@ def _master_on_rows(prob: SpectraplexLP, blk: Block, coef: _Coef, work: np.ndarr
         start = MasterStart(W, alpha, z, y, mu)
 
 
+#: Rows that may always join the working set in one round (``MGOptions.max_join``).
+JOIN_MIN = 50
+
+
+def _cap_joined(viol: np.ndarray, act: np.ndarray, prob: SpectraplexLP, opts: MGOptions,
+                n_work: int) -> np.ndarray:
+    """The violated rows that join now: the ``max(JOIN_MIN, max_join * n_work)`` most violated
+    (violation relative to ``max(1, |activity|)``); the rest join later rounds if still
+    violated (the value used for the gap is that of the re-optimized z, feasible for all rows,
+    so leaving violated rows out costs no validity)."""
+    cap = max(JOIN_MIN, int(opts.max_join * n_work)) if np.isfinite(opts.max_join) else viol.size
+    idx = np.flatnonzero(viol)
+    if idx.size <= cap:
+        return viol
+    amount = np.maximum(prob.lb[idx] - act[idx], act[idx] - prob.ub[idx])
+    amount /= np.maximum(1.0, np.abs(act[idx]))
+    out = np.zeros_like(viol)
+    out[idx[np.argsort(-amount)[:cap]]] = True
+    return out
+
+
 def _solve_round(prob: SpectraplexLP, opts: MGOptions, blk: Block, rows: _Rows,
                  zcur: np.ndarray, start: MasterStart | None = None):
     """One master solve (tight: looser ones early on were measured to cost rounds at the end),
@@ -198,6 +219,7 @@ def _solve_round(prob: SpectraplexLP, opts: MGOptions, blk: Block, rows: _Rows,
                                resolve=opts.resolve_rows, start=start)
     ax = coef.activity(pt.W, pt.alpha, blk.abar)
     if viol is not None:
+        viol = _cap_joined(viol, ax + prob.G @ pt.z, prob, opts, int(rows.work.sum()))
         # one solve on the working set: X is kept, the LP variables re-optimized for it
         # (exactly feasible, so its value is a valid lower bound); the violated rows join
         z_pol, _ = _polish_z(ax, prob)
