@@ -88,7 +88,7 @@ def test_dask_psdboost_equals_in_memory_on_cluster(client, seed, C_scale):
     # margins (also the final violation check), cut masks kept on the workers, cut matrices
     # (+ band rows fetched), the hinge and cut sums: the cut master on the row operator
     # directly, its per-row state on the workers
-    assert {"_blk_rows_matvec", "_blk_packmask", "_blk_cut", "_blk_sep_sums"} <= kinds
+    assert {"_blk_rows_matvec", "_blk_packmask", "_blk_cut", "_blk_sep_near"} <= kinds
     # no task ever held an array with |S| rows (results recorded on the workers)
     shapes = [s for ws in client.run(
         lambda dask_worker: dask_worker.plugins["shape-recorder"].shapes).values() for s in ws]
