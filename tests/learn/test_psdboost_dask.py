@@ -272,6 +272,42 @@ def test_direct_fit_row_multipliers_rebuild_the_bound():
     assert res.bound >= res.objective - 1e-12
 
 
+def test_direct_fit_makes_few_passes_per_round(monkeypatch):
+    """A round of the direct fit blocks on the cluster three times (the polish's selection of
+    both separation candidates, their sums / masks / nearest rows, the cut with its band bits),
+    four when the selection needs its order-statistics pass; the start and the result add
+    three. The round count and the objective do not depend on the selection's pass count."""
+    import dask
+
+    import specopt.solvers.mg._dask_hinge as dh
+    from specopt.learn._dask_fit import _solve
+    from specopt.solvers.mg.dask_rows import DaskRowOperator
+
+    X, T = _instance(8, N=200, D=8, extra=1500)
+    P, Q = X[T[:, 0]] - X[T[:, 2]], X[T[:, 0]] - X[T[:, 1]]
+    m = len(T)
+    calls = [0]
+    compute = dask.compute
+
+    def counted(*a, **k):
+        calls[0] += 1
+        return compute(*a, **k)
+
+    monkeypatch.setattr(dask, "compute", counted)
+    got = []
+    for gather, per_round in ((dh.SELECT_GATHER, 3), (50, 4)):
+        monkeypatch.setattr(dh, "SELECT_GATHER", gather)
+        A = DaskRowOperator([(1.0, da.from_array(P, chunks=(300, -1))),
+                             (-1.0, da.from_array(Q, chunks=(300, -1)))])
+        calls[0] = 0
+        with dask.config.set(scheduler="sync"):
+            res = _solve(A, 100.0 / m, None, {"tol": 1e-8})
+        assert res.iterations >= 4
+        assert calls[0] <= per_round * res.iterations + 3
+        got.append((res.iterations, res.objective))
+    assert got[0] == got[1]
+
+
 def test_dask_fit_builds_no_cvxpy_problem_and_prints_rounds(monkeypatch, capsys):
     """Dask triplets go to the solver on the row operator directly: no cp.Problem, no cp.Variable
     with |S| entries, no specopt.solve; verbose prints one CVXPY-style line per round whose last

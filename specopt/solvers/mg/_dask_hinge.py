@@ -21,6 +21,11 @@ array with one entry per row stays on the cluster:
   gathered (:func:`_kth_smallest`);
 * the band (the rows nearest their kink) is a top-``k`` per block merged on the client.
 
+Passes per round (each a round trip to the cluster): the polish's selection for the in-out
+point and its fallback together (two as a rule), one pass for both candidates' hinge sums, cut
+sums, masks and rows nearest the kink, and the cut's pass (its matrix, the new band rows and
+the older cuts' bits there).
+
 The client holds ``O(n^2)`` per cut, the band rows, ``O(blocks)`` task references and small
 per-block results: nothing proportional to ``m``. The result's ``z`` (shared variables, then the
 slacks in row order), ``row_activity`` and ``y`` are lazy Dask arrays.
