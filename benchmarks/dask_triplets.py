@@ -139,6 +139,7 @@ def run_case(args) -> dict:
         rec["cluster_start_s"] = time.perf_counter() - t0
         X = disk_array(path / "points")
         T = disk_array(path / "triplets", args.block)[:S].rechunk((args.block, 3))
+        trips = _count_round_trips()
         rss0 = _rss_gb()
         wcpu0 = sum(client.run(time.process_time).values())
         cpu0 = time.process_time()
@@ -147,6 +148,7 @@ def run_case(args) -> dict:
         rec["time_s"] = time.perf_counter() - t0
         rec["client_cpu_s"] = time.process_time() - cpu0
         rec["worker_cpu_s"] = sum(client.run(time.process_time).values()) - wcpu0
+        rec["round_trips"] = dict(trips)
         rec["client_rss_before_fit_gb"] = rss0
         rec["client_peak_growth_gb"] = _peak_gb() - rss0
         peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
@@ -183,6 +185,24 @@ def run_case(args) -> dict:
                rounds=cert.iterations, max_violation=cert.max_violation,
                client_peak_rss_gb=_peak_gb())
     return rec
+
+
+def _count_round_trips() -> dict:
+    """Count the fit's blocking ``dask.compute`` calls (each a round trip to the cluster) and
+    its ``dask.persist`` calls (non-blocking on a distributed client)."""
+    import dask
+
+    counts = {"compute": 0, "persist": 0}
+
+    def counted(name, fn):
+        def call(*a, **k):
+            counts[name] += 1
+            return fn(*a, **k)
+        return call
+
+    dask.compute = counted("compute", dask.compute)
+    dask.persist = counted("persist", dask.persist)
+    return counts
 
 
 def _peak_gb() -> float:

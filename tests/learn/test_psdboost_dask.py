@@ -88,7 +88,7 @@ def test_dask_psdboost_equals_in_memory_on_cluster(client, seed, C_scale):
     # margins (also the final violation check), cut masks kept on the workers, cut matrices
     # (+ band rows fetched), the hinge and cut sums: the cut master on the row operator
     # directly, its per-row state on the workers
-    assert {"_blk_rows_matvec", "_blk_packmask", "_blk_cut", "_blk_sep_sums"} <= kinds
+    assert {"_blk_rows_matvec", "_blk_packmask", "_blk_cut", "_blk_sep_near"} <= kinds
     # no task ever held an array with |S| rows (results recorded on the workers)
     shapes = [s for ws in client.run(
         lambda dask_worker: dask_worker.plugins["shape-recorder"].shapes).values() for s in ws]
@@ -270,6 +270,42 @@ def test_direct_fit_row_multipliers_rebuild_the_bound():
     H = -(P.T @ (y[:, None] * P) - Q.T @ (y[:, None] * Q))
     assert np.linalg.eigvalsh(H)[-1] == pytest.approx(res.bound, abs=1e-6)
     assert res.bound >= res.objective - 1e-12
+
+
+def test_direct_fit_makes_few_passes_per_round(monkeypatch):
+    """A round of the direct fit blocks on the cluster three times (the polish's selection of
+    both separation candidates, their sums / masks / nearest rows, the cut with its band bits),
+    four when the selection needs its order-statistics pass; the start and the result add
+    three. The round count and the objective do not depend on the selection's pass count."""
+    import dask
+
+    import specopt.solvers.mg._dask_hinge as dh
+    from specopt.learn._dask_fit import _solve
+    from specopt.solvers.mg.dask_rows import DaskRowOperator
+
+    X, T = _instance(8, N=200, D=8, extra=1500)
+    P, Q = X[T[:, 0]] - X[T[:, 2]], X[T[:, 0]] - X[T[:, 1]]
+    m = len(T)
+    calls = [0]
+    compute = dask.compute
+
+    def counted(*a, **k):
+        calls[0] += 1
+        return compute(*a, **k)
+
+    monkeypatch.setattr(dask, "compute", counted)
+    got = []
+    for gather, per_round in ((dh.SELECT_GATHER, 3), (50, 4)):
+        monkeypatch.setattr(dh, "SELECT_GATHER", gather)
+        A = DaskRowOperator([(1.0, da.from_array(P, chunks=(300, -1))),
+                             (-1.0, da.from_array(Q, chunks=(300, -1)))])
+        calls[0] = 0
+        with dask.config.set(scheduler="sync"):
+            res = _solve(A, 100.0 / m, None, {"tol": 1e-8})
+        assert res.iterations >= 4
+        assert calls[0] <= per_round * res.iterations + 3
+        got.append((res.iterations, res.objective))
+    assert got[0] == got[1]
 
 
 def test_dask_fit_builds_no_cvxpy_problem_and_prints_rounds(monkeypatch, capsys):

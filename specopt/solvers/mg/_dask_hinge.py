@@ -21,6 +21,11 @@ array with one entry per row stays on the cluster:
   gathered (:func:`_kth_smallest`);
 * the band (the rows nearest their kink) is a top-``k`` per block merged on the client.
 
+Passes per round (each a round trip to the cluster): the polish's selection for the in-out
+point and its fallback together (two as a rule), one pass for both candidates' hinge sums, cut
+sums, masks and rows nearest the kink, and the cut's pass (its matrix, the new band rows and
+the older cuts' bits there).
+
 The client holds ``O(n^2)`` per cut, the band rows, ``O(blocks)`` task references and small
 per-block results: nothing proportional to ``m``. The result's ``z`` (shared variables, then the
 slacks in row order), ``row_activity`` and ``y`` are lazy Dask arrays.
@@ -38,7 +43,7 @@ from ._block import exact_trace
 from ._operators import zero_objective
 from ._problem import SpectraplexLP
 from ._result import MatrixGenerationResult, RoundLog
-from .cuts import HingeRows, _Cut, _Hinge, _quad, _top
+from .cuts import BAND_ROWS, HingeRows, _Cut, _Hinge, _quad, _top
 from .dask_rows import DaskRowOperator, _blk_adjoint, _blk_rows_matvec, _blk_take_terms, _dask
 
 __all__ = ["DaskHinge", "dask_hinge"]
@@ -65,11 +70,6 @@ def _blk_vec(vec, rows):
     return _ev(vec, rows)
 
 
-def _blk_hinge_sum(vec, rows):
-    v = _ev(vec, rows)
-    return np.array([np.maximum(v, 0.0).sum(), float((v > 0).sum())])
-
-
 def _mask_of(mvec, excl, rows):
     """The mask of a block: all rows (``mvec`` None) or ``value > 0``, rows ``excl`` off."""
     mask = np.ones(rows, dtype=bool) if mvec is None else _ev(mvec, rows) > 0
@@ -85,6 +85,11 @@ def _blk_sep_sums(mvec, excl, vec_m, rows):
     pos = float(v[mask].sum()), float(mask.sum())
     mask[excl] = False
     return np.array([*pos, float(_ev(vec_m, rows)[mask].sum())])
+
+
+def _blk_sep_near(mvec, excl, vec_m, rows, nn):
+    """:func:`_blk_sep_sums` and :func:`_blk_nearest` of ``mvec`` in one task."""
+    return _blk_sep_sums(mvec, excl, vec_m, rows), _blk_nearest(mvec, rows, nn)
 
 
 def _blk_nearest(vec, rows, nn):
@@ -120,12 +125,13 @@ def _blk_packmask(mvec, excl, rows):
     return np.packbits(_mask_of(mvec, excl, rows))
 
 
-def _blk_cut(packed, rows, w, take, nsig, *sv):
-    """A cut's block: ``(sum_{mask} w A_r, rows take of every term, count)``."""
+def _blk_cut(packed, rows, w, take, olds, nsig, *sv):
+    """A cut's block: ``(sum_{mask} w A_r, rows take of every term, count, the masks olds'
+    bits at the rows take)``."""
     idx = np.flatnonzero(np.unpackbits(packed, count=rows))
     H = _blk_adjoint(idx, w, None, nsig, *sv) if idx.size else None
     T = _blk_take_terms(take, nsig, *sv) if take.size else None
-    return H, T, int(idx.size)
+    return H, T, int(idx.size), _blk_bits(take, *olds)
 
 
 def _blk_bits(idx, *cut_blks):
@@ -211,6 +217,12 @@ class DaskHinge(_Hinge):
     gabs0: float
     #: every cut mask a lazy row-multiplier array refers to (the graph holds keys only)
     kept: list = field(default_factory=list)
+    #: rows per block nearest their kink, found in the separation pass (:meth:`nearest`)
+    near_rows: int = BAND_ROWS
+    #: the separation pass's nearest rows per candidate: ``[(hinge args, block parts)]``
+    near: list = field(default_factory=list)
+    #: the last master's band and its cuts' bits there: ``[band, [(mask, bits)]]``
+    bits: list = field(default_factory=list)
 
     # ---- helpers -----------------------------------------------------------------------------
     @property
@@ -262,60 +274,78 @@ class DaskHinge(_Hinge):
         return sp.csr_array(np.tile(self.gh, (len(band), 1)))
 
     def band_bits(self, cuts: list, band: np.ndarray) -> list:
-        if not cuts or band.size == 0:
-            return [np.zeros(band.size, dtype=bool) for _ in cuts]
-        d = self.A._dask.delayed(_blk_bits, pure=True)
-        loc = self._local(band)
-        parts = self._compute([d(idx, *[q.mask[b] for q in cuts]) for b, idx in loc.items()])
-        bits = np.hstack(parts)
-        return list(bits)
+        """Each cut's mask at the band rows: known from the last master or from the pass that
+        made the cut or the band (:meth:`make_cut`), else one pass for the others."""
+        band = np.asarray(band, dtype=np.int64)
+        known = {}
+        if self.bits and np.array_equal(self.bits[0], band):
+            known = {id(m): b for m, b in self.bits[1]}
+        miss = [q for q in cuts if id(q.mask) not in known]
+        if miss and band.size:
+            d = self.A._dask.delayed(_blk_bits, pure=True)
+            loc = self._local(band)
+            bits = np.hstack(self._compute([d(idx, *[q.mask[b] for q in miss])
+                                            for b, idx in loc.items()]))
+            known.update((id(q.mask), bits[i]) for i, q in enumerate(miss))
+        known.update((id(q.mask), np.zeros(band.size, dtype=bool)) for q in miss
+                     if id(q.mask) not in known)
+        self.bits[:] = [band, [(q.mask, known[id(q.mask)]) for q in cuts]]
+        return [known[id(q.mask)] for q in cuts]
 
-    def polish_z(self, act: _Vec) -> float | None:
-        """:func:`.cuts.polish_shared` for uniform rows: the breakpoints ``d_r / e`` all drop
-        the slope by ``C |e|``, so the maximizer is a ``k``-th smallest breakpoint."""
+    def polish_zs(self, acts: list) -> list:
+        """:func:`.cuts.polish_shared` for uniform rows at several points (their selections
+        share the passes): the breakpoints ``d_r / e`` all drop the slope by ``C |e|``, so the
+        maximizer is a ``k``-th smallest breakpoint, with the same ``k`` at every point."""
         prob, e, C, m = self.prob, float(self.gh[0]), self.C0, self.A.m
         c0, lo, hi = float(prob.c[0]), float(prob.zlb[0]), float(prob.zub[0])
-        d = act.affine(-self.s0, self.b0)
+        k = None
         if e == 0:
-            slope = c0
-            z = -np.inf if slope < 0 else (0.0 if slope == 0 else np.inf)
+            z = -np.inf if c0 < 0 else (0.0 if c0 == 0 else np.inf)
         else:
             slope = c0 + (C * e * m if e > 0 else 0.0)  # left of every breakpoint
-            drop = C * abs(e)
-            bp = d.affine(1.0 / e, 0.0)
             if slope < 0:
                 z = -np.inf
             elif slope == 0:
-                z = _kth_smallest(self, bp, 1)
+                k = 1
             elif c0 - (C * -e * m if e < 0 else 0.0) > 0:  # increasing right of every breakpoint
                 z = np.inf
             else:
-                k = min(m, max(1, int(np.ceil(slope / drop * (1 - 1e-12)))))
-                z = _kth_smallest(self, bp, k)
-        z = float(np.clip(z, lo, hi))
-        return z if np.isfinite(z) else None
+                k = min(m, max(1, int(np.ceil(slope / (C * abs(e)) * (1 - 1e-12)))))
+        zs = ([z] * len(acts) if k is None else _kth_many(
+            self, [a.affine(-self.s0, self.b0).affine(1.0 / e, 0.0) for a in acts], k))
+        out = [float(np.clip(z, lo, hi)) for z in zs]
+        return [z if np.isfinite(z) else None for z in out]
 
-    def hinge_sum(self, ha: _Vec) -> tuple[float, int]:
-        tot = sum(self._compute(self._tasks(_blk_hinge_sum, [ha])))
-        return float(self.C0 * tot[0]), int(tot[1])
-
-    def separation_sums(self, ha: _Vec, ha_m: _Vec, band: np.ndarray):
-        mask = _Mask(ha, np.asarray(band, dtype=np.int64))
-        tot = sum(self._mask_tasks(_blk_sep_sums, mask, [ha_m]))
-        return float(self.C0 * tot[0]), int(tot[1]), mask, float(self.C0 * tot[2])
-
-    def _mask_tasks(self, fn, mask: _Mask, vecs):
-        d = self.A._dask.delayed(fn, pure=True)
-        loc = self._local(mask.excl)
-        none = np.zeros(0, dtype=np.int64)
-        return self._compute([d(None if mask.vec is None else mask.vec.block(b),
-                                loc.get(b, none), *[v.block(b) for v in vecs],
-                                int(self._rows[b])) for b in range(self.A.n_blocks)])
+    def separation_candidates(self, pts: list, ha_m: _Vec, band: np.ndarray) -> list:
+        """:meth:`.cuts._Hinge.separation_candidates` with every candidate in the same passes:
+        the polish's selection, then one pass for the sums and masks of all candidates and
+        their :attr:`near_rows` rows nearest the kink per block (kept for :meth:`nearest`)."""
+        zss = [z for _, z in pts]
+        if self.polish:
+            zss = [z if zp is None else np.array([zp])
+                   for z, zp in zip(zss, self.polish_zs([a for a, _ in pts]), strict=True)]
+        has = [self.hinge_args(a, z) for (a, _), z in zip(pts, zss, strict=True)]
+        band = np.asarray(band, dtype=np.int64)
+        d = self.A._dask.delayed(_blk_sep_near, pure=True)
+        loc, none, nb = self._local(band), np.zeros(0, dtype=np.int64), self.A.n_blocks
+        parts = self._compute([d(ha.block(b), loc.get(b, none), ha_m.block(b),
+                                 int(self._rows[b]), self.near_rows)
+                               for ha in has for b in range(nb)])
+        self.near[:] = [(ha, [p[1] for p in parts[i * nb:(i + 1) * nb]])
+                        for i, ha in enumerate(has)]
+        out = []
+        for i, (z, ha) in enumerate(zip(zss, has, strict=True)):
+            tot = sum(p[0] for p in parts[i * nb:(i + 1) * nb])
+            out.append((z, ha, float(self.C0 * tot[0]), int(tot[1]), _Mask(ha, band),
+                        float(self.C0 * tot[2])))
+        return out
 
     def nearest(self, ha: _Vec, nn: int) -> np.ndarray:
         if nn <= 0:
             return np.zeros(0, dtype=np.int64)
-        parts = self._compute(self._tasks(_blk_nearest, [ha], nn))
+        parts = next((p for v, p in self.near if v is ha), None)
+        if parts is None or nn > self.near_rows:
+            parts = self._compute(self._tasks(_blk_nearest, [ha], nn))
         idx = np.concatenate([i + self.A.bounds[b] for b, (i, _) in enumerate(parts)])
         val = np.concatenate([v for _, v in parts])
         keep = np.argsort(val, kind="stable")[:nn]
@@ -335,11 +365,22 @@ class DaskHinge(_Hinge):
         blks = list(dsk.persist(*[pack(None if mask.vec is None else mask.vec.block(b),
                                        loc_ex.get(b, none), int(r))
                                   for b, r in enumerate(self._rows)]))
+        # the last master's cuts' bits at a new band come in the same pass
+        olds = [m for m, _ in self.bits[1]] if take is not None and self.bits else []
         parts = self._compute([A._call(_blk_cut, b, blks[b], int(r), self.C0 * self.s0,
-                                       loc_tk.get(b, none)) for b, r in enumerate(self._rows)])
-        S = sum((H for H, _, _ in parts if H is not None), np.zeros((A.n, A.n)))
-        Ts = [T for _, T, _ in parts]
-        count = float(sum(c for _, _, c in parts))
+                                       loc_tk.get(b, none), [o[b] for o in olds])
+                               for b, r in enumerate(self._rows)])
+        S = sum((H for H, _, _, _ in parts if H is not None), np.zeros((A.n, A.n)))
+        Ts = [T for _, T, _, _ in parts]
+        count = float(sum(c for _, _, c, _ in parts))
+        # the new cut's bits are 0 on its excluded rows (the band among them)
+        if take is not None:
+            old_bits = np.hstack([p[3] for p in parts]) if olds else np.zeros((0, take.size))
+            self.bits[:] = [np.asarray(take, dtype=np.int64),
+                            [*zip(olds, old_bits.astype(bool), strict=True),
+                             (blks, np.zeros(take.size, dtype=bool))]]
+        elif self.bits and np.isin(self.bits[0], mask.excl).all():
+            self.bits[1].append((blks, np.zeros(self.bits[0].size, dtype=bool)))
         cut = _Cut(S=0.5 * (S + S.T), b=self.C0 * self.b0 * count, g=self.C0 * count * self.gh,
                    mask=blks)
         AT = A._taken_operator([t for t in Ts if t is not None], take.size) if (
@@ -397,33 +438,51 @@ class DaskHinge(_Hinge):
 
 
 def _kth_smallest(h: DaskHinge, vec: _Vec, k: int) -> float:
-    """The ``k``-th smallest value (1-based) of a per-row vector, exactly, in two passes as a
-    rule: :data:`SELECT_BINS` order statistics per block bracket it in ``(lo, hi]`` (rank
-    bounds: below ``lo`` surely fewer than ``k`` values, up to ``hi`` surely ``k`` or more);
-    then the values in the bracket are gathered with the count up to ``lo``. If the bracket
-    may hold more than :data:`SELECT_GATHER` values, counts per bin shrink it first."""
+    """The ``k``-th smallest value (1-based) of a per-row vector, exactly (:func:`_kth_many`)."""
+    return _kth_many(h, [vec], k)[0]
+
+
+def _kth_many(h: DaskHinge, vecs: list, k: int) -> list:
+    """The ``k``-th smallest value (1-based) of each per-row vector, exactly, in two passes as a
+    rule (shared by all vectors): :data:`SELECT_BINS` order statistics per block bracket it in
+    ``(lo, hi]`` (rank bounds: below ``lo`` surely fewer than ``k`` values, up to ``hi`` surely
+    ``k`` or more); then the values in the bracket are gathered with the count up to ``lo``. If
+    the bracket may hold more than :data:`SELECT_GATHER` values, counts per bin shrink it
+    first."""
+    nb = h.A.n_blocks
     if h.A.m <= SELECT_GATHER:
-        vals = np.concatenate([v for _, v in h._compute(
-            h._tasks(_blk_le_between, [vec], -np.inf, np.inf))])
-        return float(np.partition(vals, k - 1)[k - 1])
-    parts = h._compute(h._tasks(_blk_order, [vec], SELECT_BINS))
-    cand = np.unique(np.concatenate([v for _, v in parts]))
-    lo_cnt = np.zeros(cand.size)  # values <= t: at least ...
-    hi_cnt = np.zeros(cand.size)  # ... and at most
-    for (pos, v), r in zip(parts, h._rows, strict=True):
-        j = np.searchsorted(v, cand, side="right")  # order statistics <= t
-        lo_cnt += np.where(j > 0, pos[np.maximum(j - 1, 0)] + 1, 0)
-        hi_cnt += np.where(j < v.size, pos[np.minimum(j, v.size - 1)], r)
-    hi = float(cand[int(np.argmax(lo_cnt >= k))])
-    below = np.flatnonzero(hi_cnt < k)
-    lo = float(cand[below[-1]]) if below.size else -np.inf
-    most = hi_cnt[np.searchsorted(cand, hi)] - (lo_cnt[below[-1]] if below.size else 0)
-    if most <= SELECT_GATHER:
-        got = h._compute(h._tasks(_blk_le_between, [vec], lo, hi))
-        nb = sum(c for c, _ in got)
-        vals = np.sort(np.concatenate([v for _, v in got]))
-        return float(vals[k - nb - 1])
-    return _kth_bins(h, vec, k, lo, hi, float(cand[0]))
+        got = h._compute([t for v in vecs for t in h._tasks(_blk_le_between, [v], -np.inf,
+                                                               np.inf)])
+        return [float(np.partition(np.concatenate([x for _, x in got[i * nb:(i + 1) * nb]]),
+                                   k - 1)[k - 1]) for i in range(len(vecs))]
+    allp = h._compute([t for v in vecs for t in h._tasks(_blk_order, [v], SELECT_BINS)])
+    brackets = []
+    for i in range(len(vecs)):
+        parts = allp[i * nb:(i + 1) * nb]
+        cand = np.unique(np.concatenate([v for _, v in parts]))
+        lo_cnt = np.zeros(cand.size)  # values <= t: at least ...
+        hi_cnt = np.zeros(cand.size)  # ... and at most
+        for (pos, v), r in zip(parts, h._rows, strict=True):
+            j = np.searchsorted(v, cand, side="right")  # order statistics <= t
+            lo_cnt += np.where(j > 0, pos[np.maximum(j - 1, 0)] + 1, 0)
+            hi_cnt += np.where(j < v.size, pos[np.minimum(j, v.size - 1)], r)
+        hi = float(cand[int(np.argmax(lo_cnt >= k))])
+        below = np.flatnonzero(hi_cnt < k)
+        lo = float(cand[below[-1]]) if below.size else -np.inf
+        most = hi_cnt[np.searchsorted(cand, hi)] - (lo_cnt[below[-1]] if below.size else 0)
+        brackets.append((lo, hi, most, float(cand[0])))
+    small = [i for i, br in enumerate(brackets) if br[2] <= SELECT_GATHER]
+    got = h._compute([t for i in small for t in h._tasks(
+        _blk_le_between, [vecs[i]], brackets[i][0], brackets[i][1])]) if small else []
+    out = []
+    for i, (lo, hi, _, vmin) in enumerate(brackets):
+        if i in small:
+            g = got[small.index(i) * nb:(small.index(i) + 1) * nb]
+            nbelow = sum(c for c, _ in g)
+            out.append(float(np.sort(np.concatenate([v for _, v in g]))[k - nbelow - 1]))
+        else:
+            out.append(_kth_bins(h, vecs[i], k, lo, hi, vmin))
+    return out
 
 
 def _kth_bins(h: DaskHinge, vec: _Vec, k: int, a: float, b: float, vmin: float) -> float:

@@ -264,6 +264,17 @@ class _Hinge:
         """:meth:`hinge_sum` of ``ha`` and :meth:`cut_mask` (in one pass where it matters)."""
         return (*self.hinge_sum(ha), *self.cut_mask(ha, ha_m, band))
 
+    def separation_candidates(self, pts: list, ha_m, band: np.ndarray):
+        """For each candidate ``(activities, shared z)`` in turn (lazily: the caller stops at
+        the first good one): ``(z, hinge args, *separation_sums)``, ``z`` polished."""
+        for act, zsep in pts:
+            if self.polish:  # the best shared variable for this X (exact)
+                zp = self.polish_z(act)
+                if zp is not None:
+                    zsep = np.array([zp])
+            ha = self.hinge_args(act, zsep)
+            yield (zsep, ha, *self.separation_sums(ha, ha_m, band))
+
     def nearest(self, ha, nn: int) -> np.ndarray:
         """Positions of the ``nn`` hinge rows with the smallest ``|ha|``."""
         mh = self.hs.rows.size
@@ -433,15 +444,11 @@ def _separate(h: _Hinge, top: _Top, band, Q, s2, zs, xi_tot: float, obj_m: float
     prob, sh = h.prob, h.hs.shared
     act_m = h.activity(Q, s2)
     ha_m = h.hinge_args(act_m, zs)
-    for beta in ((inout, 0.0) if top.Q is not None and inout > 0 else (0.0,)):
-        Qs, ss, zsep, act = _sep_point(top, beta, Q, s2, zs, act_m, prob.trace)
-        if h.polish:
-            # the best shared variable for this X (exact)
-            zp = h.polish_z(act)
-            if zp is not None:
-                zsep = np.array([zp])
-        ha = h.hinge_args(act, zsep)
-        hsum, nviol, mask, cut_lhs = h.separation_sums(ha, ha_m, band)
+    pts = [_sep_point(top, beta, Q, s2, zs, act_m, prob.trace)
+           for beta in ((inout, 0.0) if top.Q is not None and inout > 0 else (0.0,))]
+    cands = h.separation_candidates([(p[3], p[2]) for p in pts], ha_m, band)
+    for pt, cand in zip(pts, cands, strict=True):
+        (Qs, ss, _, act), (zsep, ha, hsum, nviol, mask, cut_lhs) = pt, cand
         obj = _quad(Qs, h.Cd, ss) + float(prob.c[sh] @ zsep) - hsum
         if obj > top.obj:
             top = _Top(obj, Qs, ss, zsep, h.keep(act))
