@@ -105,7 +105,7 @@ def ray_on_problem(problem: cp.Problem, point: dict[int, Any], ray: dict[int, An
     from ``point`` (both by variable id; variables missing from ``ray`` stay at ``point``).
     ``growth`` is the objective's improvement from the first to the last step over the
     improvement linear growth would give (1 for a linear objective along an exact ray)."""
-    from .gate import relative_violations
+    from .gate import measure
 
     x0 = {v.id: np.asarray(point[v.id], dtype=float) for v in problem.variables()}
     d = {vid: np.asarray(val, dtype=float) for vid, val in ray.items()}
@@ -114,18 +114,16 @@ def ray_on_problem(problem: cp.Problem, point: dict[int, Any], ray: dict[int, An
     if not dn > 0 or not math.isfinite(dn):
         return False, math.inf, 0.0
     tau = (1.0 + xn) / dn
+
+    def along(t: float) -> dict[int, np.ndarray]:
+        return {vid: x0[vid] + t * d[vid] if vid in d else x0[vid] for vid in x0}
+
     sgn = 1.0 if isinstance(problem.objective, cp.Minimize) else -1.0
-    worst, gains = 0.0, []
-    f0 = _objective_at(problem, x0)
-    for step in (0.0, *RAY_STEPS):
-        t = step * tau
-        xt = {vid: x0[vid] + t * d[vid] if vid in d else x0[vid] for vid in x0}
-        if step <= RAY_STEPS[0]:
-            with values_set(problem, xt):
-                rel = [r for _, _, r in relative_violations(problem)]
-            worst = max(worst, max(rel, default=0.0))
-        if step > 0:
-            gains.append(sgn * (f0 - _objective_at(problem, xt)))
+    near = [measure(problem, x0), measure(problem, along(RAY_STEPS[0] * tau))]
+    worst = max(m["relative_violation"] for m in near)
+    f0, f1 = (math.nan if m["objective"] is None else m["objective"] for m in near)
+    far = [_objective_at(problem, along(step * tau)) for step in RAY_STEPS[1:]]
+    gains = [sgn * (f0 - f) for f in (f1, *far)]
     lin = gains[0] * RAY_STEPS[-1] / RAY_STEPS[0]
     growth = gains[-1] / lin if gains[0] > 0 and lin > 0 else 0.0
     passed = worst <= feasibility_tol and gains[0] > 0 and growth >= 0.5
