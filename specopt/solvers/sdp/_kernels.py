@@ -55,6 +55,25 @@ def a_of_ydt(rows, ii, jj, vals, Y, D, m):  # pragma: no cover - compiled
     return out
 
 
+@a_of_yyt.twin
+def _a_of_yyt_np(rows, ii, jj, vals, Y, m):
+    return np.bincount(rows, vals * np.einsum("ij,ij->i", Y[ii], Y[jj]), minlength=m)
+
+
+@adj_times.twin
+def _adj_times_np(rows, ii, jj, vals, w, X):
+    c = 0.5 * w[rows] * vals
+    n = X.shape[0]
+    M = sp.coo_array((np.r_[c, c], (np.r_[ii, jj], np.r_[jj, ii])), shape=(n, n)).tocsr()
+    return np.asarray(M @ X)
+
+
+@a_of_ydt.twin
+def _a_of_ydt_np(rows, ii, jj, vals, Y, D, m):
+    v = np.einsum("ij,ij->i", Y[ii], D[jj]) + np.einsum("ij,ij->i", D[ii], Y[jj])
+    return np.bincount(rows, vals * v, minlength=m)
+
+
 def adjoint_sparse(A, w: np.ndarray) -> sp.csr_array:
     """``A^*(w)`` as a sparse symmetric matrix."""
     c = 0.5 * w[A.rows] * A.vals

@@ -16,6 +16,7 @@ recession ray (:mod:`specopt.solvers.sdp.recession`) and a feasible point.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._jit import numba_loaded, numpy_twins_active, without_numba
 from . import ip_sparse
 from ._certificate import certify_point, measure, relative_residual
 from ._data import INACCURATE, OPTIMAL, LowRankSDPResult, Scaled, SparseRows, SymOp
@@ -48,6 +50,28 @@ IP_MAX_M = 8000
 DIAG_MIN_N = 20
 
 
+#: Below these sizes (matrix side, nonzeros of the rows) a process that has not imported numba
+#: yet solves with the kernels' NumPy twins and the interior point (no sphere method): numba's
+#: start-up (0.3 s import + 0.2-0.4 s loading the cached kernels, idle machine) would be most of
+#: the solve. Measured (benchmarks/low_rank_auto.py's families, fresh processes, load ~1): the
+#: NumPy Schur complement costs 1-5x the compiled one, a few ms per step at these sizes.
+JIT_FREE_MAX_N = 80
+JIT_FREE_MAX_NNZ = 1500
+
+
+def _jit_free_when_small(solve: Callable[..., LowRankSDPResult]) -> Callable[..., LowRankSDPResult]:
+    """Run ``solve`` with NumPy twins (:func:`specopt.solvers._jit.without_numba`) when the
+    problem is below ``JIT_FREE_MAX_N`` / ``JIT_FREE_MAX_NNZ`` and numba is not loaded yet."""
+
+    @functools.wraps(solve)
+    def wrapper(C: Any, A: SparseRows, *args: Any, **kwargs: Any) -> LowRankSDPResult:
+        small = A.n <= JIT_FREE_MAX_N and A.rows.size <= JIT_FREE_MAX_NNZ
+        with without_numba(small and not numba_loaded()):
+            return solve(C, A, *args, **kwargs)
+
+    return wrapper
+
+
 def mm_step_method(method: str, n: int, m: int) -> str:
     """The solver of one SDP (or majorize-minimize step): ``"ip"`` or ``"bm"``
     (``method="auto"``: by size, ``IP_MAX_N`` / ``IP_MAX_M``)."""
@@ -58,6 +82,7 @@ def mm_step_method(method: str, n: int, m: int) -> str:
     return "ip" if n <= IP_MAX_N and m <= IP_MAX_M else "bm"
 
 
+@_jit_free_when_small
 def solve_low_rank_sdp(
     C: SymOp | np.ndarray | sp.sparray,
     A: SparseRows,
@@ -170,7 +195,7 @@ def solve_low_rank_sdp(
     # the sphere method works on a sparse C~ (a dense or low-rank part is made dense: small n)
     sparse_c = (C.U is None and C.dense is None) or n <= 3000
     use_diag = d is not None and trace_bound is None and sparse_c and (
-        method == "bm" or (method == "auto" and n >= DIAG_MIN_N))
+        method == "bm" or (method == "auto" and n >= DIAG_MIN_N and not numpy_twins_active()))
     if use_diag and rank is None and Y0 is None:
         rank = min(max_rank, max(8, math.isqrt(2 * n) // 3 + 1))
     st = _start(P, Y0, y0, mu0, sigma0, rank, max_rank, rng)

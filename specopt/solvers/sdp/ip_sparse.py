@@ -224,6 +224,24 @@ def _schur_kernel(idx, coef, w, own, X, Z, m):  # pragma: no cover - compiled
     return M
 
 
+@_schur_kernel.twin
+def _schur_numpy(idx, coef, w, own, X, Z, m):
+    """:func:`_schur_kernel` with dense products: ``G = F^T X F`` for all terms at once
+    (``O(R n^2 + R^2 n)``; small problems, no compiled code)."""
+    R, s = idx.shape
+    n = X.shape[0]
+    live = idx >= 0
+    cols = np.repeat(np.arange(R), live.sum(axis=1))
+    F = sp.csc_array((coef[live], (idx[live], cols)), shape=(n, R))
+    Ft = F.T.tocsr()
+    # F^T X F = F^T (X F), X symmetric: (F^T X)^T = X F
+    H = np.asarray(Ft @ np.asarray(Ft @ X).T) * np.asarray(Ft @ np.asarray(Ft @ Z).T)
+    H *= np.outer(w, w)
+    O = sp.csr_array((np.ones(R), (own, np.arange(R))), shape=(m, R))
+    M = np.asarray(O @ np.asarray(O @ H).T)
+    return np.tril(M)
+
+
 def schur_complement(pf: tuple, X: np.ndarray, Z: np.ndarray, m: int) -> np.ndarray:
     """The lower triangle of ``M_rs = <A_r, X A_s Z>`` for the rows of :func:`padded_factors`
     (all a lower Cholesky factorization reads; the strict upper triangle is zero)."""
