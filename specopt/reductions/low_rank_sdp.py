@@ -89,10 +89,12 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
 #: generic solvers cannot run: Clarabel's dense KKT, SCS's eigendecompositions). The one-off
 #: numba start-up is not a criterion: SCS's time is unbounded from n = 24 (SDE > 30 s from
 #: n = 30, qap6 / qap8 > 70 s, mcp124-1 63 s on the conic route, gpp100 20 s and 4.4e-4 off)
-#: while the start-up is ~0.5 s idle. Known losses, all by the start-up in a cold process:
-#: max-cut G(n, 0.1) at n = 50-100 (3.7-4.2 s vs SCS 0.7-2.6 s at load 15), mcp100 (2.1 s vs
-#: SCS 1.3 s), theta at n = 50 (3.8 s vs 1.4 s), infp / infd (n = 30: 2.3 s, the first-budget
-#: run, vs SCS 0.25 s).
+#: while the start-up is ~0.5 s idle. Since then small solves skip numba altogether (NumPy twins,
+#: ``specopt.solvers.sdp._solve.JIT_FREE_MAX_N``): from the first solve the engine is at least
+#: as fast as the conic route at n = 24-50 on all four families (results/low_rank_auto_coldstart
+#: .json). The remaining loss: completion at n = 70-80 with 8 rows per n (engine 0.7-1.0 s vs
+#: SCS 0.3-0.5 s; results/low_rank_auto_rows.json), which no rows-per-n rule separates from
+#: qap6 / qap8 (6.2 n / 8.1 n rows, SCS > 70 s).
 PAYS_OFF_MIN_N = 24
 PAYS_OFF_ROWS_PER_N = 9
 PAYS_OFF_ANY_M_N = 300
