@@ -99,14 +99,15 @@ def scaled_dual_bound(P: Scaled, dual: float, lam: float) -> float | None:
     ``-c < lam < 0``: ``theta (y, mu)`` with ``theta = c / (c + lam)`` is dual feasible, since
     ``S(theta y) = theta S(y) + (1 - theta) C >= -theta |lam| + (theta - 1) c = 0``; so
     ``theta (b^T y - mu t)`` is a proven bound with no trace bound needed (and it beats
-    ``dual + lam T`` when ``T`` exceeds ``tr K``: the graph bound of an SDE is 2-4x). ``lam >= 0``:
-    ``dual`` itself. None without a margin (or with a face, whose ``lam`` is the reduced
-    slack's)."""
+    ``dual + lam T`` when ``T`` exceeds ``tr K``: the graph bound of an SDE is 2-4x).
+    ``lam >= 0``: the better of ``dual`` and ``theta dual`` (both feasible). None without a
+    margin (or with a face, whose ``lam`` is the reduced slack's)."""
     c = P.c_margin
     if c is None or P.face is not None or not math.isfinite(lam):
         return None
     if lam >= 0:
-        return dual
+        # y and theta y (theta <= 1) are both dual feasible: the better of the two bounds
+        return max(dual, dual * c / (c + lam))
     if -lam >= c:
         return None
     return dual * c / (c + lam)

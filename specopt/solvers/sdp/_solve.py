@@ -222,7 +222,10 @@ def solve_low_rank_sdp(
                      sigma_max=sigma_max, eig_k=eig_k, dense_threshold=dense_threshold,
                      max_rank=max_rank, time_limit=time_limit, t_start=t_start, verbose=verbose,
                      callback=callback, objective_scale=objective_scale,
-                     objective_offset=objective_offset)
+                     objective_offset=objective_offset,
+                     # C <= -c I (SDE/MVU): the certificate is the scaled dual bound, and the
+                     # complementarity dual drives the multipliers and the rank near the optimum
+                     ls_mode=P.c_margin is not None and P.face is None)
     if use_diag:
         run_bm_diag(P, d, st, opts, rng, r0=rank)
     else:

@@ -45,6 +45,19 @@ from .lbfgs import lbfgs_exact
 
 __all__ = ["BMOptions", "BMState", "run_bm"]
 
+#: the penalty cap of the complementarity-driven mode (``BMOptions.ls_mode``): measured on SDE
+#: digits N = 1000 from the plain method's point (residual 6.9e-7, gap 8.6e-4 after 65 s CPU,
+#: sigma 2.6e4 with Newton-Krylov inner steps of 44 s): at sigma = 1e3 with L-BFGS inner solves
+#: and the least-squares multipliers, gap 1.4e-4 / 5.4e-6 / 5.6e-7 after 3 / 4 / 5 outer
+#: iterations (rank 19 -> 40)
+LS_SIGMA_MAX = 1e3
+#: the mode starts once the relative residual is within this factor of ``tol``
+LS_RES = 10.0
+#: outer iterations the mode may go without halving ``max(residual, gap)`` before the plain
+#: method takes over again (a degenerate spiral SDE at n = 20 stalled at residual 8e-5 with the
+#: penalty held at 1e3)
+LS_PATIENCE = 5
+
 
 @dataclass(frozen=True)
 class BMOptions:
@@ -67,6 +80,12 @@ class BMOptions:
     #: the printed objective is ``scale * objective + offset`` (the caller's own objective)
     objective_scale: float = 1.0
     objective_offset: float = 0.0
+    #: complementarity-driven multipliers (:func:`_certify`): once nearly feasible, the next
+    #: multipliers are the least-squares complementarity dual and the rank grows along its
+    #: slack's negative eigenvectors; the penalty drops to at most ``LS_SIGMA_MAX`` and the inner
+    #: solver is the exact-step L-BFGS from then on (the front end turns it on when
+    #: ``C <= -c I``: SDE/MVU)
+    ls_mode: bool = False
 
     def out_of_time(self) -> bool:
         return self.time_limit is not None and time.perf_counter() - self.t_start > self.time_limit
@@ -90,6 +109,11 @@ class BMState:
     status: str = INACCURATE
     #: ``(score, Y, y, mu, lam, cert)`` of the best point by ``max(residual, gap)``
     best: tuple | None = None
+    #: the complementarity-driven mode (``BMOptions.ls_mode``): its best score and the
+    #: iterations since it improved 2x; off for good after ``LS_PATIENCE`` without
+    ls_best: float = math.inf
+    ls_wait: int = 0
+    ls_off: bool = False
     hist: dict[str, list[float]] = field(default_factory=lambda: {
         k: [] for k in ("objective", "primal_residual", "lambda_min", "sigma", "rank",
                         "inner_iterations", "gap", "time_inner", "time_eig", "polish",
@@ -193,7 +217,9 @@ def _inner_solve(P: Scaled, st: BMState, opts: BMOptions) -> tuple[int, bool]:
 
     scale_g = max(1.0, float(np.linalg.norm(P.C.matmat(st.Y))))
     method = opts.inner if opts.inner != "auto" else (
-        "lbfgs-exact" if sigma < 1e3 else "trust-krylov")
+        "lbfgs-exact" if sigma < 1e3 or (opts.ls_mode and not st.ls_off
+                                         and sigma <= LS_SIGMA_MAX)
+        else "trust-krylov")
     if method == "lbfgs-exact":
         cap = opts.inner_max_iters
         out = lbfgs_exact(P, st.Y, y, sigma, mu, st.gtol * scale_g / math.sqrt(st.Y.size), cap,
@@ -233,21 +259,30 @@ def _update_multipliers(P: Scaled, st: BMState) -> tuple[float, float]:
     return res, float(np.sum(P.C.matmat(st.Y) * st.Y))
 
 
+def _ls_active(st: BMState, opts: BMOptions, res: float) -> bool:
+    """The complementarity-driven mode is on at this residual (and has not been given up)."""
+    return opts.ls_mode and not st.ls_off and res <= LS_RES * opts.tol
+
+
 def _certify(P: Scaled, st: BMState, obj: float, res: float, opts: BMOptions,
              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float, float]:
     """The dual slack's smallest eigenpairs at ``st.y`` and the certificate; near feasibility
     the complementarity dual (``y`` minimizing ``||P (C - A^*(y) + mu I) Y||_F``, LSQR) replaces
-    ``st.y`` when its gap is smaller. Returns ``(eigenvalues, eigenvectors, error, objective)``."""
-    lamv, vecs, err = min_eigs(P, st.y, st.mu, opts.eig_k, opts.dense_threshold, rng)
+    ``st.y`` when its gap is smaller, and always with ``opts.ls_mode`` unless ``st.y`` is
+    already certified (its negative eigenvectors then drive the rank growth: at a point that is
+    not optimal they are the directions the factor lacks). Returns ``(eigenvalues,
+    eigenvectors, error, objective)``."""
+    k = max(opts.eig_k, 8) if opts.ls_mode else opts.eig_k
+    lamv, vecs, err = min_eigs(P, st.y, st.mu, k, opts.dense_threshold, rng)
     st.lam = float(lamv[0]) - err
     st.cert = certificate(P, st.y, st.mu, obj, st.lam)
     if res <= 100 * opts.tol and not st.cert.ok(opts.tol) and not opts.out_of_time():
         y_ls = ls_dual(P, st.Y, st.y, st.mu)
-        lam_ls_v, vecs_ls, err_ls = min_eigs(P, y_ls, st.mu, opts.eig_k, opts.dense_threshold, rng)
+        lam_ls_v, vecs_ls, err_ls = min_eigs(P, y_ls, st.mu, k, opts.dense_threshold, rng)
         lam_ls = float(lam_ls_v[0]) - err_ls
         cert_ls = certificate(P, y_ls, st.mu, obj, lam_ls)
         st.hist["ls_dual_gap"].append(cert_ls.gap)
-        if cert_ls.gap < st.cert.gap:
+        if cert_ls.gap < st.cert.gap or _ls_active(st, opts, res):
             st.y, st.lam, st.cert = y_ls, lam_ls, cert_ls
             lamv, vecs, err = lam_ls_v, vecs_ls, err_ls
     return lamv, vecs, err, obj
@@ -305,9 +340,12 @@ def _grow_rank(P: Scaled, st: BMState, lamv: np.ndarray, vecs: np.ndarray, err: 
     once when the slack is far from PSD (an unconverged inner solve at too low a rank otherwise
     never ends: digits N = 1797 stayed at rank 8 with lambda_min ~ -3 for 20 outer iterations)."""
     grow_tol = max(opts.tol, 0.1 * res)
+    ls_grow = _ls_active(st, opts, res)  # the multipliers are the LS dual's
+    if ls_grow:
+        grow_tol = 0.1 * opts.tol
     if st.lam < -grow_tol and st.Y.shape[1] < opts.max_rank and (
-            inner_ok or st.lam < -100 * grow_tol or res <= opts.tol):
-        neg = lamv < -max(err, 1e-10)
+            inner_ok or ls_grow or st.lam < -100 * grow_tol or res <= opts.tol):
+        neg = lamv < -max(err, grow_tol if ls_grow else 1e-10)
         V = vecs[:, neg][:, : opts.max_rank - st.Y.shape[1]]
         st.Y = grow(P, st.Y, st.y, st.sigma, st.mu, V)
         st.growths += 1
@@ -317,7 +355,18 @@ def _update_penalty(st: BMState, res: float, opts: BMOptions) -> None:
     """Raise ``sigma`` when the residual did not drop 4x (unless it is already below
     ``0.1 tol``: a larger penalty then only slows the inner solves, measured on SDE digits
     N = 300 where ``sigma`` climbed to 1e6 at residual 1e-10); tighten the inner tolerance."""
-    if res > 0.25 * st.prev_res and res > 0.1 * opts.tol:
+    if _ls_active(st, opts, res):
+        # the multipliers are the complementarity dual's: a moderate penalty suffices and keeps
+        # the inner solves (L-BFGS) well conditioned; given up when it stalls
+        score = max(res, st.cert.gap)
+        if score <= 0.5 * st.ls_best:
+            st.ls_best, st.ls_wait = score, 0
+        else:
+            st.ls_wait += 1
+            st.ls_off = st.ls_wait >= LS_PATIENCE
+        if not st.ls_off:
+            st.sigma = min(st.sigma, LS_SIGMA_MAX)
+    if not _ls_active(st, opts, res) and res > 0.25 * st.prev_res and res > 0.1 * opts.tol:
         st.sigma = min(st.sigma * opts.sigma_factor, opts.sigma_max)
     st.prev_res = res
     st.gtol = max(min(0.5 * st.gtol, 0.1 * res), 0.1 * opts.tol)
