@@ -308,7 +308,7 @@ def family_tasks(N: int, spec: dict, D: int = 10, J: int = 10):
 
 
 def _solve_method(method: str, tasks, bias: bool, tol: float, time_limit: float) -> dict:
-    from specopt.learn._transformation_cvx import qcqp_master, solve_conic
+    from specopt.learn._transformation_cvx import face_polish, qcqp_master, solve_conic
     from specopt.solvers.extragradient import extragradient
     from specopt.solvers.transformation import matrix_generation
 
@@ -319,7 +319,7 @@ def _solve_method(method: str, tasks, bias: bool, tol: float, time_limit: float)
                 "iterations": 1, "status": r.status}
     if method == "matrix_generation":
         r = matrix_generation(tasks, qcqp_master(), bias=bias, tol=tol, max_iter=500,
-                              time_limit=time_limit)
+                              time_limit=time_limit, polish=face_polish())
     elif method == "extragradient":
         r = extragradient(tasks, bias=bias, tol=tol, max_iter=10**7, time_limit=time_limit)
     elif method == "schur_sdp":
