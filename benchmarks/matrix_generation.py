@@ -228,7 +228,8 @@ def run_family_case(method: str, D: int, S: int, i: int, tol: float,
     if method == "route":
         cert = specopt.certificate(prob)
         rec.update(bound=cert.bound, gap=cert.gap, iterations=cert.iterations,
-                   rank=int(cert.extra.get("rank", -1)) if cert.extra else None)
+                   rank=int(cert.extra.get("rank", -1)) if cert.extra else None,
+                   full_space_round=(cert.history or {}).get("full_space", [None])[0])
     return rec
 
 
