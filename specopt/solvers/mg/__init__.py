@@ -147,11 +147,11 @@ def solve_spectraplex_lp(
         that of an exactly feasible point (falls back to the exact master if none exists).
     warm_start : start the interior-point PSD-block master of each round from the previous
         round's point in the new block (shifted into the interior) instead of a cold start.
-    full_space : PSD row master: for ``n <= full_space`` (0, default: never), once the number
-        of directions X uses (weight above 1e-5 t) is the same for ``FULL_SPACE_STABLE`` rounds,
-        at least ``FULL_SPACE_MIN_RANK n``, and the gap is below ``FULL_SPACE_GAP``, the block
-        becomes the whole space (P = I, no aggregate) and the master is solved exactly on its
-        rows (re-solved until no row outside the working set is violated): the restricted
+    full_space : PSD row master: for ``n <= full_space`` (0, default: never), once X uses at
+        least ``FULL_SPACE_MIN_RANK n`` directions (weight above 1e-5 t; the same number for
+        ``FULL_SPACE_STABLE`` rounds, 1 by default) and the gap is below ``FULL_SPACE_GAP``, the
+        block becomes the whole space (P = I, no aggregate) and the master is solved exactly on
+        its rows (re-solved until no row outside the working set is violated): the restricted
         master is then the SDP itself on those rows, and its duals certify. The round it kicks
         in is ``history["full_space"]``.
     pricing : "eig" (default): the top eigenvectors of ``H(y)`` at the master duals and the

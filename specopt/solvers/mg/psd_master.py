@@ -287,9 +287,13 @@ def _price(prob: SpectraplexLP, opts: MGOptions, best: BestBound, v0, y: np.ndar
 
 
 #: ``full_space``: the switch to P = I needs this many rounds with the same number of directions
-#: in X (weight above ``_RANK_TOL t``) ...
-FULL_SPACE_STABLE = 3
-#: ... and a relative gap at most this ...
+#: in X (weight above ``_RANK_TOL t``) ... (3 was measured slower than 1 on the D = 100 family:
+#: member 6 8.6 -> 6.1 s CPU, member 7 6.3 -> 3.9-4.8 s, members 4 and 11 unchanged (same round);
+#: the full-space master is the SDP on the working rows whatever the face, so waiting for a
+#: stable rank only delays it)
+FULL_SPACE_STABLE = 1
+#: ... and a relative gap at most this (3e-2 switched member 6 at round 6 with the working set
+#: still growing: 9.1 s CPU against 6.1 with 1e-2) ...
 FULL_SPACE_GAP = 1e-2
 #: ... and that rank at least this fraction of n (low-rank members 0 and 2 of the D = 100 family,
 #: rank 3 and 5, switched after 6-10 rounds and took 1.3 -> 1.8 and 1.1 -> 2.4 s CPU: the k = n
