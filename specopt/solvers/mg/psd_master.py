@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import highspy
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 from .._highs import add_csc_cols, add_empty_rows, highs_bounds, new_highs, run_highs
 from .._status import SolverStatus
@@ -235,7 +236,8 @@ def _solve_round(prob: SpectraplexLP, opts: MGOptions, blk: Block, rows: _Rows,
     return pt, ax, viol
 
 
-def _off_block(prob: SpectraplexLP, w: np.ndarray, P: np.ndarray, k: int) -> np.ndarray:
+def _off_block(prob: SpectraplexLP, w: np.ndarray, P: np.ndarray, k: int,
+               dense: bool) -> np.ndarray:
     """Top-``k`` eigenvectors of the dual slack's gradient off the block,
     ``(I - P P^T) H (I - P P^T)`` with ``H = sum_r w_r A_r`` (``pricing="gradient"``)."""
     full, n = prob.full, prob.n
@@ -245,14 +247,12 @@ def _off_block(prob: SpectraplexLP, w: np.ndarray, P: np.ndarray, k: int) -> np.
     def proj(x):
         return x - P @ (P.T @ x)
 
-    if n <= 300:
+    if dense:
         H = full.adjoint_dense(w)
         HP = H @ P
         Hp = H - P @ HP.T - HP @ P.T + P @ ((P.T @ HP) @ P.T)
         vals, vecs = np.linalg.eigh(0.5 * (Hp + Hp.T))
         return vecs[:, ::-1][:, :k]
-    import scipy.sparse.linalg as spla
-
     lin = spla.LinearOperator((n, n), dtype=float, matvec=lambda x: proj(
         full.adjoint_matvec(w, proj(np.reshape(x, (n, 1))))[:, 0]))
     return spla.eigsh(lin, k=min(k, n - 2), which="LA", tol=1e-8)[1]
@@ -270,7 +270,7 @@ def _price(prob: SpectraplexLP, opts: MGOptions, best: BestBound, v0, y: np.ndar
     yp = y if ys is None else ys
     vals, vecs = _top_eigs(full, np.append(1.0, -yp), cpr, dense, v0, 1e-10)
     best = best.improve(bound_at(prob, vals[0], yp, ztol=1e-7), yp)
-    extra = (_off_block(prob, np.append(1.0, -y), P, cpr)
+    extra = (_off_block(prob, np.append(1.0, -y), P, cpr, dense)
              if opts.pricing == "gradient" and P is not None else None)
     if ys is None and extra is None:
         return best, vals, vecs, vals - mu
