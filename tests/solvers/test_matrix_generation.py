@@ -302,7 +302,8 @@ def test_capped_row_joins_keep_the_most_violated_and_stay_certified(monkeypatch)
     assert abs(runs[0].objective - runs[1].objective) <= 2e-6 * max(1.0, abs(ref))
 
 
-@pytest.mark.parametrize(("D", "S", "seed"), [(12, 200, 1), (20, 300, 2)])
+@pytest.mark.parametrize(("D", "S", "seed"),
+                         [(12, 200, 1), pytest.param(20, 300, 2, marks=pytest.mark.slow)])
 def test_full_space_switch_and_gradient_pricing_certify_and_agree(D, S, seed):
     """``full_space``: once the rank X uses is stable (and the gap below 1e-2) the block
     becomes the whole space and the master is exact on its rows: the run is certified (far
