@@ -228,7 +228,13 @@ def run_family_case(method: str, D: int, S: int, i: int, tol: float,
     if method == "route":
         cert = specopt.certificate(prob)
         rec.update(bound=cert.bound, gap=cert.gap, iterations=cert.iterations,
-                   rank=int(cert.extra.get("rank", -1)) if cert.extra else None)
+                   rank=int(cert.extra.get("rank", -1)) if cert.extra else None,
+                   full_space_round=(cert.history or {}).get("full_space", [None])[0])
+        h = cert.history or {}
+        rec["solver_wall_to_gap"] = {  # the solver's own (wall) seconds to each gap
+            f"{g:.0e}": next((t for t, x in zip(h.get("time", []), h.get("gap", []),
+                                                strict=False) if x <= g), None)
+            for g in (1e-2, 1e-3, 1e-4)}
     return rec
 
 

@@ -308,7 +308,7 @@ def family_tasks(N: int, spec: dict, D: int = 10, J: int = 10):
 
 
 def _solve_method(method: str, tasks, bias: bool, tol: float, time_limit: float) -> dict:
-    from specopt.learn._transformation_cvx import qcqp_master, solve_conic
+    from specopt.learn._transformation_cvx import face_polish, qcqp_master, solve_conic
     from specopt.solvers.extragradient import extragradient
     from specopt.solvers.transformation import matrix_generation
 
@@ -319,7 +319,7 @@ def _solve_method(method: str, tasks, bias: bool, tol: float, time_limit: float)
                 "iterations": 1, "status": r.status}
     if method == "matrix_generation":
         r = matrix_generation(tasks, qcqp_master(), bias=bias, tol=tol, max_iter=500,
-                              time_limit=time_limit)
+                              time_limit=time_limit, polish=face_polish())
     elif method == "extragradient":
         r = extragradient(tasks, bias=bias, tol=tol, max_iter=10**7, time_limit=time_limit)
     elif method == "schur_sdp":
@@ -469,10 +469,54 @@ def family_table(records: list[dict]) -> str:
     return "\n".join(lines) + "\n\n" + markdown_table(family_summary(records), cols)
 
 
+def run_decision(sizes, per_size: int, tol: float = 1e-4) -> list[dict]:
+    """Issue 22: matrix generation's decision values against the conic form's on the family
+    (training points, bias): ``max |f - f_conic| / max(1, max |f_conic|)`` with and without
+    the face + KKT polish, the certified gaps and CPU seconds (this process, in turn)."""
+    import os
+
+    from specopt.learn._transformation_cvx import face_polish, qcqp_master, solve_conic
+    from specopt.solvers.transformation import b_matrix, kernel_margins, matrix_generation
+
+    def dec(task, r):
+        return kernel_margins(task, r.M, b_matrix(task, r.alphas[0])) + r.biases[0]
+
+    out = []
+    for N in sizes:
+        for i in range(per_size):
+            tasks = family_tasks(N, family_spec(i, N))
+            t = tasks[0]
+            rec: dict = {"N": N, "i": i, "spec": family_spec(i, N), "load": os.getloadavg()[0]}
+            c0 = time.process_time()
+            raw = solve_conic(tasks, bias=True, polish=False)
+            rec["conic_raw_cpu"] = time.process_time() - c0
+            c0 = time.process_time()
+            rc = solve_conic(tasks, bias=True)
+            rec.update(conic_cpu=time.process_time() - c0, conic_gap=rc.gap,
+                       conic_raw_gap=raw.gap)
+            fc = dec(t, rc)
+            sc = max(1.0, float(np.max(np.abs(fc))))
+            rec["conic_raw_df"] = float(np.max(np.abs(dec(t, raw) - fc)) / sc)
+            for key, pol in (("mg", None), ("mg_polish", face_polish())):
+                c0 = time.process_time()
+                r = matrix_generation(tasks, qcqp_master(), bias=True, tol=tol, max_iter=500,
+                                      time_limit=120.0, polish=pol)
+                rec.update({f"{key}_cpu": time.process_time() - c0, f"{key}_gap": r.gap,
+                            f"{key}_rounds": r.iterations,
+                            f"{key}_df": float(np.max(np.abs(dec(t, r) - fc)) / sc)})
+            print(f"  N={N} i={i}: conic gap {rec['conic_gap']:.1e} (raw {raw.gap:.1e}, "
+                  f"df {rec['conic_raw_df']:.1e}); mg gap {rec['mg_gap']:.1e} df "
+                  f"{rec['mg_df']:.1e}; polished gap {rec['mg_polish_gap']:.1e} df "
+                  f"{rec['mg_polish_df']:.1e} ({rec['mg_cpu']:.1f} / "
+                  f"{rec['mg_polish_cpu']:.1f} s CPU)", flush=True)
+            out.append(rec)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--part", default="all",
-                    choices=["all", "synthetic", "digits", "timing", "family"])
+                    choices=["all", "synthetic", "digits", "timing", "family", "decision"])
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--digit-runs", type=int, default=3)
     ap.add_argument("--sizes", type=int, nargs="+", default=None,
@@ -495,6 +539,13 @@ def main() -> None:
         m, N, i = args.family_case
         print(json.dumps(one_family_case(m, int(N), int(i), args.bias,
                                          time_limit=args.time_limit), default=float))
+        return
+    if args.part == "decision":
+        import os
+
+        recs = run_decision(args.sizes or [50, 200, 1000], args.per_size)
+        write_json("transformation_decision", [], {"records": recs, "tol": 1e-4,
+                                                   "load_end": os.getloadavg()})
         return
     if args.part == "family":
         import os

@@ -47,7 +47,7 @@ from ._base import (
     progress_callback,
     summary_lines,
 )
-from ._transformation_cvx import qcqp_master, solve_conic
+from ._transformation_cvx import face_polish, qcqp_master, solve_conic
 
 __all__ = ["RampFeatures", "TransformationSVM", "MultitaskTransformationSVM"]
 
@@ -167,7 +167,8 @@ def _fit_matrix(tasks, model, solver, bias, tol, max_iter, conic_solver, verbose
         return r.M, r.alphas, r.biases, r.gap, {"iterations": 1, "solver": "conic"}
     if solver == "matrix_generation":
         r = matrix_generation(tasks, qcqp_master(conic_solver), bias=bias, tol=tol,
-                              max_iter=max_iter or 200, callback=cb)
+                              max_iter=max_iter or 200, callback=cb,
+                              polish=face_polish(conic_solver))
         finish_progress(cb, _mg_summary(r))
     else:
         r = extragradient(tasks, bias=bias, tol=tol, max_iter=max_iter or 50_000)

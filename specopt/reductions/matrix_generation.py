@@ -22,7 +22,9 @@ Options: ``tol`` (1e-6), ``max_iters``, ``time_limit``, ``master`` ("psd", defau
 ``max_rank`` (30), ``row_selection`` (500), ``row_band`` (1e-3 here; 1e-2 in the solver),
 ``max_join`` (0.5 here: at most half the working set's size of violated rows join per round;
 inf in the solver),
-``resolve_rows`` (False), ``columns_per_round`` (5), ``smoothing`` (0.5), ``cuts`` ("auto":
+``resolve_rows`` (False), ``full_space`` (150 here: for n up to it the master becomes the SDP on
+the working rows once X uses >= n/16 directions at gap <= 1e-2; 0 in the solver), ``pricing``
+("eig"; or "gradient"), ``columns_per_round`` (5), ``smoothing`` (0.5), ``cuts`` ("auto":
 hinge rows in the 1-slack cut master of ``specopt.solvers.mg.cuts`` from 5000 of them or with
 Dask data; True / False),
 ``prune_after``, ``max_columns``, ``dense_threshold`` (see the solver's docstring).
@@ -61,8 +63,14 @@ from .registry import register_route
 _ROUTE_OPTS = (
     "tol", "max_iters", "time_limit", "master", "max_rank", "columns_per_round", "smoothing",
     "prune_after", "max_columns", "dense_threshold", "row_selection", "row_band", "max_join",
-    "resolve_rows", "warm_start", "cuts",
+    "resolve_rows", "warm_start", "full_space", "pricing", "cuts",
 )
+
+#: The route's ``full_space`` (the solver's default is 0, never): for ``n`` up to this the PSD
+#: master switches to the whole space once X uses >= n/16 directions at gap <= 1e-2 (issue 22).
+#: A k = n block is k(k+1)/2 = 11325 svec entries at n = 150; the row-space interior point's
+#: cost grows with the rows, not with that number, but its dense k x k work as n^3 per step.
+FULL_SPACE_N = 150
 
 #: ``route="auto"`` picks matrix generation when ``n >= PAYS_OFF_MIN_N``, there are at least
 #: ``PAYS_OFF_MIN_ROWS`` constraint rows and the stacked data ``|rows| * n^2`` (what the conic
@@ -474,8 +482,11 @@ class MatrixGenerationRoute(Route):
         # max_join 0.5: at most half the working set's size joins per round (the most violated
         # rows); the early masters stay small while the subspace is wrong: member 11 (rank 19)
         # 22.1 -> 11.2 s CPU, member 4 9.6 -> 6.6, low-rank members 0 / 2 1.8 -> 1.2 / 2.2 -> 0.9
+        # full_space 150: once X uses >= n/16 directions at gap <= 1e-2, the master becomes the
+        # SDP on the working rows (P = I, exact rows): the worst family member 7 (rank 10, 171
+        # rounds of a tailing bound) 22-23 -> 4-5 s CPU, 13 rounds (issue 22)
         kw = {"master": "psd", "max_rank": 30, "smoothing": 0.5, "row_band": 1e-3,
-              "max_join": 0.5, **opts}
+              "max_join": 0.5, "full_space": FULL_SPACE_N, **opts}
 
         lp = data.lp
 

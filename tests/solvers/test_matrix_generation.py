@@ -300,3 +300,37 @@ def test_capped_row_joins_keep_the_most_violated_and_stay_certified(monkeypatch)
         if status == cp.OPTIMAL:
             assert abs(res.objective - ref) <= 1e-5 * max(1.0, abs(ref))
     assert abs(runs[0].objective - runs[1].objective) <= 2e-6 * max(1.0, abs(ref))
+
+
+@pytest.mark.parametrize(("D", "S", "seed"),
+                         [(12, 200, 1), pytest.param(20, 300, 2, marks=pytest.mark.slow)])
+def test_full_space_switch_and_gradient_pricing_certify_and_agree(D, S, seed):
+    """``full_space``: once the rank X uses is stable (and the gap below 1e-2) the block
+    becomes the whole space and the master is exact on its rows: the run is certified (far
+    below tol: the master is the SDP on its rows), records the round it switched, and agrees
+    with Clarabel and with the run without the switch; ``pricing="gradient"`` (eigenvectors
+    off the block) as well."""
+    P, Q, C = _noisy_random_triplets(seed, D=D, S=S)
+    G, c, lb, ub, zlb, zub = _psdboost_data(P, Q, C)
+    kw = dict(tol=1e-6, max_iters=400, master="psd", max_rank=4, row_selection=10)
+    op = triplet_operator(P, Q)
+    base = solve_spectraplex_lp(op, None, G, c, lb, ub, zlb, zub, **kw)
+    full = solve_spectraplex_lp(op, None, G, c, lb, ub, zlb, zub, full_space=D, **kw)
+    grad = solve_spectraplex_lp(op, None, G, c, lb, ub, zlb, zub, pricing="gradient",
+                                dense_threshold=0, **kw)  # (the matrix-free eigen-solves)
+    assert "full_space" not in base.history and "full_space" not in grad.history
+    sw = full.history["full_space"][0]
+    assert 3 <= sw < full.iterations and full.iterations <= base.iterations
+    ref, status = _psdboost_cvxpy(P, Q, C, with_status=True)
+    for res in (base, full, grad):
+        assert res.status == "optimal"
+        assert res.bound - res.objective <= 1e-6 * max(1.0, abs(res.objective))
+        if status == cp.OPTIMAL:
+            assert abs(res.objective - ref) <= 1e-5 * max(1.0, abs(ref))
+        X = res.X
+        assert abs(np.trace(X) - 1) <= 1e-9 and np.linalg.eigvalsh(X).min() >= -1e-10
+    # n above the limit: no switch
+    off = solve_spectraplex_lp(op, None, G, c, lb, ub, zlb, zub, full_space=D - 1, **kw)
+    assert "full_space" not in off.history
+    with pytest.raises(ValueError, match="pricing"):
+        solve_spectraplex_lp(op, None, G, c, lb, ub, zlb, zub, pricing="newton", **kw)

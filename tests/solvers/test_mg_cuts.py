@@ -243,3 +243,35 @@ def test_hinge_structure_matches_its_definition(seed, m, p):
     g = G.toarray()[hs.rows, hs.cols]
     assert np.allclose(hs.gabs, np.abs(g)) and np.array_equal(hs.sign, np.sign(g))
     assert np.allclose(hs.weight, -c[hs.cols] / np.abs(g))
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_warm_started_cut_master_has_the_cold_optimum(monkeypatch, warm):
+    """Each warm-started cut master (the previous round's point and duals mapped to the new
+    block, band and cuts) reaches the optimum of the same master solved cold; without
+    CUT_WARM_START (the default) none is started; the run's result does not depend on it."""
+    monkeypatch.setattr(mg_cuts, "CUT_WARM_START", warm)
+    P, Q = _rows(7, 600, 20, 1.0)  # blocks of k >= 16 over ~400 rows: interior-point masters
+    A, G, c, lb, ub, zlb, zub = _data(P, Q, 20.0 / 600, False)
+    orig, pairs, starts = mg_cuts._psd_block_master, [], []
+
+    def both(*a, start=None, info=None, **kw):
+        res = orig(*a, start=start, info=info, **kw)
+        starts.append(start is not None)
+        if start is not None:
+            pairs.append((res[0], orig(*a, **kw)[0]))
+        return res
+
+    monkeypatch.setattr(mg_cuts, "_psd_block_master", both)
+    res = solve_spectraplex_lp(A, None, G, c, lb, ub, zlb, zub, master="psd", tol=1e-8,
+                               cuts=True)
+    assert "cuts" in res.history and res.status == "optimal"
+    if warm:
+        assert len(pairs) >= 2
+        for a, b in pairs:
+            assert abs(a - b) <= 1e-6 * max(1.0, abs(b))
+    else:
+        assert not any(starts)
+    ref = solve_spectraplex_lp(A, None, G, c, lb, ub, zlb, zub, master="psd", tol=1e-8,
+                               cuts=False)
+    assert abs(res.objective - ref.objective) <= 1e-6 * max(1.0, abs(ref.objective))

@@ -109,6 +109,8 @@ def solve_spectraplex_lp(
     max_join: float = np.inf,
     resolve_rows: bool = False,
     warm_start: bool = True,
+    full_space: int = 0,
+    pricing: str = "eig",
     verbose: bool = False,
     callback: Callable[..., None] | None = None,
     cuts: str | bool = "auto",
@@ -145,6 +147,17 @@ def solve_spectraplex_lp(
         that of an exactly feasible point (falls back to the exact master if none exists).
     warm_start : start the interior-point PSD-block master of each round from the previous
         round's point in the new block (shifted into the interior) instead of a cold start.
+    full_space : PSD row master: for ``n <= full_space`` (0, default: never), once X uses at
+        least ``FULL_SPACE_MIN_RANK n`` directions (weight above 1e-5 t; the same number for
+        ``FULL_SPACE_STABLE`` rounds, 1 by default) and the gap is below ``FULL_SPACE_GAP``, the
+        block becomes the whole space (P = I, no aggregate) and the master is solved exactly on
+        its rows (re-solved until no row outside the working set is violated): the restricted
+        master is then the SDP itself on those rows, and its duals certify. The round it kicks
+        in is ``history["full_space"]``.
+    pricing : "eig" (default): the top eigenvectors of ``H(y)`` at the master duals and the
+        smoothed point; "gradient": also the top eigenvectors of the dual slack's gradient
+        step off the block, ``(I - P P^T) H(y) (I - P P^T)`` (directions the block cannot
+        represent; see docs/routes/matrix_generation.md for the measurement).
     cuts : hinge rows (a slack private to the row, in ``[0, inf)``, with negative cost) in the
         1-slack cutting-plane master of :mod:`specopt.solvers.mg.cuts` (PSD master only):
         "auto" (default) from ``cuts.CUT_MIN_ROWS`` hinge rows on or for Dask-backed data,
@@ -162,9 +175,11 @@ def solve_spectraplex_lp(
         columns_per_round=columns_per_round, smoothing=smoothing, prune_after=prune_after,
         max_columns=max_columns, dense=prob.n <= dense_threshold, init_columns=init_columns,
         big_m=big_m, max_rank=max_rank, row_selection=row_selection, row_band=row_band,
-        max_join=max_join, resolve_rows=resolve_rows, warm_start=warm_start, verbose=verbose,
-        callback=callback,
+        max_join=max_join, resolve_rows=resolve_rows, warm_start=warm_start,
+        full_space=full_space, pricing=pricing, verbose=verbose, callback=callback,
     )
+    if pricing not in ("eig", "gradient"):
+        raise ValueError(f"pricing must be 'eig' or 'gradient', got {pricing!r}")
     if master == "psd" and cuts:
         res = _cut_master(prob, opts, RoundLog(t0, offset, callback, ("cuts",)), cuts)
         if res is not None:

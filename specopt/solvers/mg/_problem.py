@@ -120,5 +120,7 @@ class MGOptions:
     max_join: float = np.inf
     resolve_rows: bool = False
     warm_start: bool = True
+    full_space: int = 0
+    pricing: str = "eig"
     verbose: bool = False
     callback: Callable[..., None] | None = None

@@ -16,10 +16,12 @@ from dataclasses import dataclass, replace
 import highspy
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 
 from .._highs import add_csc_cols, add_empty_rows, highs_bounds, new_highs, run_highs
 from .._status import SolverStatus
 from ._block import (
+    _RANK_TOL,
     Block,
     MasterStart,
     _psd_block_master,
@@ -234,24 +236,69 @@ def _solve_round(prob: SpectraplexLP, opts: MGOptions, blk: Block, rows: _Rows,
     return pt, ax, viol
 
 
+def _off_block(prob: SpectraplexLP, w: np.ndarray, P: np.ndarray, k: int,
+               dense: bool) -> np.ndarray:
+    """Top-``k`` eigenvectors of the dual slack's gradient off the block,
+    ``(I - P P^T) H (I - P P^T)`` with ``H = sum_r w_r A_r`` (``pricing="gradient"``)."""
+    full, n = prob.full, prob.n
+    if P.shape[1] >= n - 1:
+        return np.zeros((n, 0))
+
+    def proj(x):
+        return x - P @ (P.T @ x)
+
+    if dense:
+        H = full.adjoint_dense(w)
+        HP = H @ P
+        Hp = H - P @ HP.T - HP @ P.T + P @ ((P.T @ HP) @ P.T)
+        vals, vecs = np.linalg.eigh(0.5 * (Hp + Hp.T))
+        return vecs[:, ::-1][:, :k]
+    lin = spla.LinearOperator((n, n), dtype=float, matvec=lambda x: proj(
+        full.adjoint_matvec(w, proj(np.reshape(x, (n, 1))))[:, 0]))
+    return spla.eigsh(lin, k=min(k, n - 2), which="LA", tol=1e-8)[1]
+
+
 def _price(prob: SpectraplexLP, opts: MGOptions, best: BestBound, v0, y: np.ndarray,
-           mu: float):
+           mu: float, P: np.ndarray | None = None):
     """Eigenvectors at the separation point and the bound there; with smoothing the master
     duals are priced too (one more eigen-solve, cheap next to the master: their bound is often
-    the better one, and their columns never misprice). Returns ``(best, vals, vecs, rc)``."""
+    the better one, and their columns never misprice); with ``pricing="gradient"`` also the
+    top eigenvectors off the block ``P`` (:func:`_off_block`). Returns ``(best, vals, vecs,
+    rc)``."""
     full, cpr, dense = prob.full, opts.columns_per_round, opts.dense
     ys = best.smoothed(y, opts.smoothing)
     yp = y if ys is None else ys
     vals, vecs = _top_eigs(full, np.append(1.0, -yp), cpr, dense, v0, 1e-10)
     best = best.improve(bound_at(prob, vals[0], yp, ztol=1e-7), yp)
-    if ys is None:
+    extra = (_off_block(prob, np.append(1.0, -y), P, cpr, dense)
+             if opts.pricing == "gradient" and P is not None else None)
+    if ys is None and extra is None:
         return best, vals, vecs, vals - mu
-    vm, Um = _top_eigs(full, np.append(1.0, -y), cpr, dense, v0, 1e-10)
-    best = best.improve(bound_at(prob, vm[0], y, ztol=1e-7), y)
-    vecs = np.linalg.qr(np.hstack([Um, vecs]))[0]
+    if ys is not None:
+        vm, Um = _top_eigs(full, np.append(1.0, -y), cpr, dense, v0, 1e-10)
+        best = best.improve(bound_at(prob, vm[0], y, ztol=1e-7), y)
+        vals = np.append(vm[0], vals)
+        vecs = np.hstack([Um, vecs])
+    if extra is not None:
+        vecs = np.hstack([vecs, extra])
+    vecs = np.linalg.qr(vecs)[0]
     rc = full.quad(vecs).T @ np.append(1.0, -y) - mu
-    return best, np.append(vm[0], vals), vecs, rc
+    return best, vals, vecs, rc
 
+
+#: ``full_space``: the switch to P = I needs this many rounds with the same number of directions
+#: in X (weight above ``_RANK_TOL t``) ... (3 was measured slower than 1 on the D = 100 family:
+#: member 6 8.6 -> 6.1 s CPU, member 7 6.3 -> 3.9-4.8 s, members 4 and 11 unchanged (same round);
+#: the full-space master is the SDP on the working rows whatever the face, so waiting for a
+#: stable rank only delays it)
+FULL_SPACE_STABLE = 1
+#: ... and a relative gap at most this (3e-2 switched member 6 at round 6 with the working set
+#: still growing: 9.1 s CPU against 6.1 with 1e-2) ...
+FULL_SPACE_GAP = 1e-2
+#: ... and that rank at least this fraction of n (low-rank members 0 and 2 of the D = 100 family,
+#: rank 3 and 5, switched after 6-10 rounds and took 1.3 -> 1.8 and 1.1 -> 2.4 s CPU: the k = n
+#: master costs more than the few rounds it saves there; rank 10-19 members gained 10-75%)
+FULL_SPACE_MIN_RANK = 1 / 16
 
 #: The next master is warm-started only if this one took at most this many interior-point steps.
 WARM_AFTER_STEPS = 40
@@ -305,9 +352,11 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
     status = SolverStatus.MAX_ITERS
     it = 0
     start = None
+    ranks: list[int] = []
+    ropts = opts  # the round's options (exact working set after the full-space switch)
     for it in range(1, opts.max_iters + 1):
         k = blk.P.shape[1]
-        pt, ax, viol = _solve_round(prob, opts, blk, rows, zcur, start)
+        pt, ax, viol = _solve_round(prob, ropts, blk, rows, zcur, start)
         zcur = pt.z
         n_before, n_joined = int(rows.work.sum()), 0
         if rows.select:
@@ -318,7 +367,7 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
         lw, Vw, Q, s2 = iterate_factor(blk.P, pt.W, blk.Ubar, blk.thbar, pt.alpha, prob.trace)
         if pt.obj > top.obj:
             top = _Best(pt.obj, Q, s2, pt.z, y, pt.mu)
-        best, vals, vecs, rc = _price(prob, opts, best, v0, y, pt.mu)
+        best, vals, vecs, rc = _price(prob, opts, best, v0, y, pt.mu, blk.P)
         v0 = vecs[:, 0]
         gap = log.record(it, top.obj, best.value, k, float(vals[0]))
         if opts.verbose:
@@ -335,7 +384,19 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
         if not keep.any() and viol is None:
             status = SolverStatus.STALLED
             break  # (rows just joined the working set: the next master differs, go on)
-        blk = _next_block(prob, opts, blk, lw, Vw, vecs[:, keep], pt.alpha)
+        ranks.append(int((s2 > _RANK_TOL * prob.trace).sum()))
+        if (ropts is opts and prob.n <= opts.full_space and gap <= FULL_SPACE_GAP
+                and len(ranks) >= FULL_SPACE_STABLE and ranks[-1] >= FULL_SPACE_MIN_RANK * prob.n
+                and len(set(ranks[-FULL_SPACE_STABLE:])) == 1):
+            # the rank is identified: the block becomes the whole space, the master exact
+            ropts = replace(opts, resolve_rows=True)
+            log.hist["full_space"] = [it]
+            if opts.verbose:
+                print(f"[mg-psd] full-space master from round {it + 1} (rank {ranks[-1]})")
+        if ropts is not opts:
+            blk = Block(np.eye(prob.n))
+        else:
+            blk = _next_block(prob, opts, blk, lw, Vw, vecs[:, keep], pt.alpha)
         # warm start after an interior-point master of moderate difficulty, unless many rows
         # join: after Clarabel (a vertex-like point), a long solve or a working set that grew
         # 5x (189 -> 928 rows) the warm start was measured to fail (35 wasted steps, then cold)
