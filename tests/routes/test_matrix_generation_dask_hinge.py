@@ -120,3 +120,57 @@ def test_route_direct_hinge_refuses_options_it_cannot_use():
                       5.0, False)
     with pytest.raises(ValueError, match="cut master"):
         specopt.solve(prob, route="matrix_generation", cuts=False)
+
+
+@pytest.mark.slow
+def test_route_client_memory_does_not_grow_with_the_rows():
+    """The route (analysis, extraction, 6 rounds of the cut master, results mapped back) on
+    rows persisted on a LocalCluster: 8x the rows cost the client less than 3 floats per added
+    row (each peak the smaller of two solves: the event loop adds a few MB of noise). Not
+    included: ``specopt.solve``'s check of the returned point, which evaluates the user's
+    objective through CVXPY (``row_quad_forms(V, X).value``: m numbers per term, transiently)."""
+    import time
+    import tracemalloc
+
+    from specopt.reductions.base import Match, RunContext
+    from specopt.reductions.matrix_generation import MatrixGenerationRoute
+
+    distributed = pytest.importorskip("distributed")
+    import specopt.solvers.mg._dask_hinge as dh
+
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", memory_limit="2GiB")
+    client = distributed.Client(cluster)
+    try:
+        client.run(lambda: __import__("specopt.solvers.mg.dask_rows"))
+        old = dh.SELECT_GATHER
+        dh.SELECT_GATHER = 1000  # the selection of rho runs its order-statistics pass
+
+        def peak(m):
+            P, Q = _rows(5, m=m, D=5)
+            Pd = client.persist(da.from_array(P, chunks=(-(-m // 4), -1)))
+            Qd = client.persist(da.from_array(Q, chunks=(-(-m // 4), -1)))
+            distributed.wait([Pd, Qd])
+            del P, Q
+            prob = _model_var(Pd, Qd, 10.0, False)
+            route = MatrixGenerationRoute()
+            tracemalloc.start()
+            try:
+                data = route.extract(prob)
+                ctx = RunContext(prob, Match(True, "", data), None, False, None,
+                                 time.perf_counter())
+                res = route.invert(route.run(data, ctx, tol=1e-9, max_iters=6), ctx)
+                out = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert data.hinge is not None and res.bound >= res.objective - 1e-9
+            return out
+
+        m1, m2 = 20_000, 160_000
+        p1, p2 = min(peak(m1), peak(m1)), min(peak(m2), peak(m2))
+        print(f"client peak {p1 / 1e6:.1f} MB at {m1} rows, {p2 / 1e6:.1f} MB at {m2} rows")
+        assert p2 - p1 < 24 * (m2 - m1)
+    finally:
+        dh.SELECT_GATHER = old
+        client.close()
+        cluster.close()
