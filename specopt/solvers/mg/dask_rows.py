@@ -166,8 +166,33 @@ def _rows_eval(kind: str, arg: np.ndarray, signs: tuple, Vs: tuple, idx=None) ->
 
 def _blk_rows_matvec(kind, arg, scale, vec, nsig, *sv):
     """``(rows of the block) @ vec`` -> (block rows,)."""
+    wv = scale * np.asarray(vec, dtype=float)
+    Vs = [_V(V) for V in sv[nsig:]]
+    if kind == "quad" and all(isinstance(V, _TripBlock) for V in Vs) and np.all(wv >= 0):
+        return _finite(_trip_quad(np.asarray(arg, dtype=float) * np.sqrt(wv), sv[:nsig], Vs))
     R = _rows_eval(kind, arg, sv[:nsig], sv[nsig:])
-    return R @ (scale * vec)
+    return R @ wv
+
+
+def _trip_quad(Us: np.ndarray, signs: tuple, Vs: list) -> np.ndarray:
+    """``sum_j s_j |(d_a - d_b)^T Us|^2`` per row of index-triple blocks (the activities
+    ``<A_r, Us Us^T>``): the rows of ``data @ Us`` gathered once per triple column (difference
+    rows sharing a column, as PSDBoost's ``a_i - a_k`` and ``a_i - a_j``, gather it once),
+    no ``(rows, k)`` square formed per term."""
+    got: dict = {}
+
+    def col(V, c):
+        key = (id(V.data), V.T.ctypes.data, c)
+        if key not in got:
+            got[key] = _points_times(V.data, Us)[V.T[:, c]]
+        return got[key]
+
+    out = None
+    for s, V in zip(signs, Vs, strict=True):
+        B = col(V, V.a) - col(V, V.b)
+        term = np.einsum("ij,ij->i", B, B) * s
+        out = term if out is None else out + term
+    return out
 
 
 def _blk_rows_rmatvec(kind, arg, scale, idx, w, nsig, *sv):
