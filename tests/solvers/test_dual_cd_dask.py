@@ -52,7 +52,7 @@ def test_dask_qp_matches_in_memory_and_is_certified(seed, n, m, C, nonneg, corr,
     if nonneg:
         assert w.min() >= 0.0
     if polish:  # sample, then (bands, near rows, primal) per polish round
-        assert res.iterations < plain.iterations
+        assert res.iterations <= 1 + 3 * dd.POLISH_ROUNDS
     # one progress call per step, objective / bound monotone (best so far)
     assert len(calls) >= 1 and calls[-1]["gap"] <= 1e-6
     assert all(b["objective"] <= a["objective"] for a, b in zip(calls, calls[1:], strict=False))
