@@ -192,12 +192,18 @@ def _count_round_trips() -> dict:
     its ``dask.persist`` calls (non-blocking on a distributed client)."""
     import dask
 
-    counts = {"compute": 0, "persist": 0}
+    counts = {"compute": 0, "persist": 0, "compute_wall_s": 0.0, "compute_cpu_s": 0.0}
 
     def counted(name, fn):
         def call(*a, **k):
             counts[name] += 1
-            return fn(*a, **k)
+            t0, c0 = time.perf_counter(), time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:  # the client's wall time waiting for the cluster (and its own CPU then)
+                if name == "compute":
+                    counts["compute_wall_s"] += time.perf_counter() - t0
+                    counts["compute_cpu_s"] += time.process_time() - c0
         return call
 
     dask.compute = counted("compute", dask.compute)

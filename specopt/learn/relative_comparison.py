@@ -95,6 +95,11 @@ def draw_triplets(y: np.ndarray, n_triplets: int, random_state: Any = None) -> n
     return np.column_stack([i, j, k])
 
 
+#: with Dask triplets, from ``2 * COARSE_ROWS`` of them on, the QP's warm start is solved on
+#: about this many (every ``s``-th; ``dual_cd_dask(coarse=...)``)
+COARSE_ROWS = 2_000_000
+
+
 class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
     """Learn w >= 0 of the metric (u - v)^T A diag(w) A^T (u - v) from triplets.
 
@@ -211,8 +216,11 @@ class RelativeComparisonMetric(MahalanobisMixin, BaseEstimator):
         cb = progress_callback(self.verbose, "dual_cd", f"RelativeComparisonMetric on Dask: "
                                f"{Z.shape[0]} triplets in {Z.numblocks[0]} blocks, "
                                f"{Z.shape[1]} weights, C={self.C:g}", "step")
+        n, coarse = int(Z.shape[0]), None
+        if n >= 2 * COARSE_ROWS:  # warm start on every s-th triplet (dual_cd_dask's coarse)
+            coarse = triplet_z_rows(X @ A, T[:: n // COARSE_ROWS])
         res = dual_cd_dask(AtA * AtA, Z, self.C, nonneg=True, tol=self.tol, ridge=self.ridge,
-                           max_passes=self.max_passes, callback=cb)
+                           max_passes=self.max_passes, callback=cb, coarse=coarse)
         self.triplets_ = T
         return self._store(res, A, cb, "data passes")
 

@@ -32,6 +32,7 @@ Dask data; True / False),
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,7 @@ from ..solvers.mg import (
 )
 from ..solvers.mg.dask_rows import DaskRowOperator, is_dask_array
 from ..validate import check_finite
+from ._dask_hinge import dask_hinge_data, run_dask_hinge
 from .analysis import AffineMap, HingeTerm, short, try_analyze, zero_map
 from .base import Match, Route, RouteMismatch, RouteResult, RunContext
 from .registry import register_route
@@ -146,6 +148,9 @@ class MGData:
     trace_con: tuple[cp.Constraint, float] | None = None
     psd_con: cp.Constraint | None = None
     n_factored: int = 0
+    #: one hinge over Dask rows read directly (specopt.reductions._dask_hinge): the cut
+    #: master's problem with its per-row state on the workers, no per-row LP arrays
+    hinge: Any = None
 
 
 def _parts(amap: AffineMap, X: cp.Variable, zvars: list[cp.Variable], label: str):
@@ -201,6 +206,9 @@ def extract(problem: cp.Problem) -> MGData:
     if desc is None:
         raise RouteMismatch(why)
     X, psd_con, zvars = _variables(desc, problem)
+    direct = dask_hinge_data(desc, problem, X, psd_con, zvars, sys.modules[__name__])
+    if direct is not None:
+        return direct
     n = X.shape[0]
     # objective: affine part plus hinge sums lifted to slack rows
     sense = -float(desc.sense)  # +1 maximize, -1 minimize
@@ -489,6 +497,8 @@ class MatrixGenerationRoute(Route):
               "max_join": 0.5, "full_space": FULL_SPACE_N, **opts}
 
         lp = data.lp
+        if data.hinge is not None:  # one hinge over Dask rows: the cut master directly
+            return MGOutcome(*run_dask_hinge(data, ctx.callback, kw), _backend(kw))
 
         def solve(kw):
             return solve_spectraplex_lp(
@@ -562,8 +572,9 @@ class MatrixGenerationRoute(Route):
         con, a = data.trace_con
         dual[con.id] = float(res.mu / a) if con.shape == () else np.full(con.shape, res.mu / a)
         if data.psd_con is not None:
-            w = np.append(1.0, -y)
-            H = lp.full.adjoint_dense(w)
+            H = getattr(res, "H", None)  # the direct hinge path keeps y on the workers
+            if H is None:
+                H = lp.full.adjoint_dense(np.append(1.0, -y))
             dual[data.psd_con.id] = res.mu * np.eye(lp.n) - H
         return dual
 

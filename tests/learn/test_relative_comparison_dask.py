@@ -53,3 +53,18 @@ def test_numpy_points_with_dask_triplets_and_bad_data_named():
             RelativeComparisonMetric().fit(X, triplets=da.from_array(T + 60, chunks=100))
         with pytest.raises(ValueError, match="integers"):
             RelativeComparisonMetric().fit(X, triplets=da.from_array(T * 1.0, chunks=100))
+
+
+def test_dask_fit_with_a_coarse_warm_start(monkeypatch):
+    """From ``2 * COARSE_ROWS`` triplets on the learner warm-starts on every s-th triplet
+    (``COARSE_ROWS`` lowered here): same certified optimum as in memory."""
+    import specopt.learn.relative_comparison as rc
+
+    monkeypatch.setattr(rc, "COARSE_ROWS", 200)
+    X, T = _data(3)
+    mem = RelativeComparisonMetric(C=0.5, tol=1e-8).fit(X, triplets=T)
+    with dask.config.set(scheduler="sync"):
+        est = RelativeComparisonMetric(C=0.5, tol=1e-6).fit(
+            da.from_array(X, chunks=(50, -1)), triplets=da.from_array(T, chunks=(200, 3)))
+    assert est.converged_ and est.gap_ <= 1e-6 * max(1.0, est.objective_)
+    assert abs(est.objective_ - mem.objective_) <= est.gap_ + mem.gap_ + 1e-12

@@ -271,3 +271,36 @@ def test_dask_nonfinite_data_named_not_hung(rng, bad, where):
         with pytest.raises(ValueError, match="NaN or inf"):
             specopt.solve(prob, route="matrix_generation", master=master, time_limit=30)
         assert prob.variables()[0].value is None and prob.status is None
+
+
+@pytest.mark.parametrize("N", [40, 5000])
+def test_triplet_block_cut_and_activities_match_the_rows(N):
+    """The cut matrix of index-triple rows (the Laplacian form when the rows touch fewer points
+    than they are: N = 40; the gathered rows otherwise: N = 5000) and their activities (one
+    gather per triple column) equal the explicit difference rows' ``sum w_r s_j v v^T`` and
+    ``sum s_j (v^T U)^2 theta``, with per-row weights, a row subset and signs per row."""
+    from specopt.solvers.mg import dask_rows as dr
+
+    rng = np.random.default_rng(N)
+    m, D = 300, 6
+    data = rng.normal(size=(N, D))
+    T = rng.integers(0, N, (m, 3)).astype(np.int32)
+    P, Q = data[T[:, 0]] - data[T[:, 2]], data[T[:, 0]] - data[T[:, 1]]
+    sq = rng.choice([-1.0, 2.0], m)
+    sv = (1.0, sq, ("trip", T, data, 0, 2), ("trip", T, data, 0, 1))
+    calls = []
+    orig = dr._trip_gram
+    dr_gram = lambda *a: calls.append(orig(*a)) or calls[-1]  # noqa: E731
+    for idx in (slice(None), np.sort(rng.choice(m, 120, replace=False))):
+        w = rng.normal(size=m)[idx]
+        ref = P[idx].T @ (w[:, None] * P[idx]) + Q[idx].T @ ((w * sq[idx])[:, None] * Q[idx])
+        try:
+            dr._trip_gram = dr_gram
+            got = dr._blk_adjoint(idx, w, None, 2, *sv)
+        finally:
+            dr._trip_gram = orig
+        assert np.allclose(got, ref, atol=1e-10 * np.abs(ref).max())
+    assert (calls[-1] is None) == (N == 5000)  # which form ran
+    U, th = rng.normal(size=(D, 3)), rng.random(3)
+    act = ((P @ U) ** 2) @ th + sq * (((Q @ U) ** 2) @ th)
+    assert np.allclose(dr._blk_rows_matvec("quad", U, 0.5, th, 2, *sv), 0.5 * act)

@@ -93,8 +93,11 @@ class ObjectiveReader:
         to its shape); returns True (the atom was read)."""
         if inner.shape != node.shape:
             inner = inner + np.zeros(node.shape)
-        self.terms.append(HingeTerm("hinge", node, inner=inner,
-                                    weights=sign * Wf.ravel(order="F")))
+        if Wf.size and not any(Wf.strides):  # one weight (a broadcast view): keep it a view,
+            flat = np.broadcast_to(sign * float(Wf.flat[0]), (Wf.size,))  # O(1) for |S| rows
+        else:
+            flat = sign * Wf.ravel(order="F")
+        self.terms.append(HingeTerm("hinge", node, inner=inner, weights=flat))
         return True
 
     def add_quad(self, node: Any, u: Any, P: np.ndarray | sp.sparray) -> bool:
@@ -177,7 +180,7 @@ def _read_sum(r: ObjectiveReader, node: Any, W: np.ndarray) -> bool:
     a = node.args[0]
     axis = node.axis
     if axis is None:
-        r.read(a, np.full(a.shape, float(np.sum(W))))
+        r.read(a, np.broadcast_to(float(np.sum(W)), a.shape))  # no array per entry
         return True
     Wk = np.asarray(W).reshape(node.shape)
     if not node.keepdims:
@@ -331,11 +334,12 @@ def _read_maximum(r: ObjectiveReader, node: Any, W: np.ndarray) -> bool:
     affine): a constant or affine part and a hinge with weights ``W``."""
     if len(node.args) != 2:
         return False
-    Wf = np.broadcast_to(W, node.shape).astype(float)
+    Wf = np.broadcast_to(np.asarray(W, dtype=float), node.shape)
     for e, c in ((node.args[0], node.args[1]), (node.args[1], node.args[0])):
         cv = const_value(c)
         if cv is not None and is_linear(e):
-            r.constant += float(np.sum(Wf * np.broadcast_to(cv, node.shape)))
+            if np.any(cv):
+                r.constant += float(np.sum(Wf * np.broadcast_to(cv, node.shape)))
             return r.add_hinge(node, Wf, e - cv if np.any(cv) else e, 1.0)
     u, v = node.args
     if not (is_linear(u) and is_linear(v)):
@@ -352,7 +356,7 @@ def _read_minimum(r: ObjectiveReader, node: Any, W: np.ndarray) -> bool:
     u, v = node.args
     if const_value(v) is None and const_value(u) is not None:
         u, v = v, u
-    Wf = np.broadcast_to(W, node.shape).astype(float)
+    Wf = np.broadcast_to(np.asarray(W, dtype=float), node.shape)
     r.read(v, reduce_to(Wf, v.shape))
     return r.add_hinge(node, Wf, v - u, -1.0)
 

@@ -434,6 +434,9 @@ class DaskHinge(_Hinge):
         # what a certificate needs of the rows, measured in the same pass
         res.row_summary = {"xi_sum": float(summ[:, 1].sum()), "row_min": float(summ[:, 2].min()),
                            "xi_min": float(summ[:, 3].min()), "z_shared": np.array(top.z)}
+        # the pricing matrix C - A^*(y) of the bound's multipliers (the PSD constraint's dual
+        # without a pass over y)
+        res.H = None if bnd.trip is None else np.array(bnd.trip[0])
         return res
 
 
