@@ -204,6 +204,9 @@ HYBRID_TIGHT_TOL = 1e-5
 
 #: stalled but bounded certified-phase engine steps kept in a row before the conic backend
 HYBRID_MAX_BOUNDED = 3
+#: the share of the stationarity tolerance a kept step's relative gap may use (the rest is
+#: left for the MM decrease the measure is made of)
+BOUNDED_GAP_SHARE = 1.0
 
 
 def _usable(point: dict[str, Any]) -> bool:
@@ -278,7 +281,7 @@ class HybridRefiner:
                 or self.bounded_run >= HYBRID_MAX_BOUNDED:
             return False
         gap_abs = abs(float(res.objective) - float(res.bound))
-        if gap_abs / (1.0 + abs(float(point["objective"]))) > 0.5 * self.stat_tol:
+        if gap_abs / (1.0 + abs(float(point["objective"]))) > BOUNDED_GAP_SHARE * self.stat_tol:
             return False
         point["gap_abs"] = gap_abs
         point["bounded"] = True
