@@ -132,6 +132,7 @@ def run_one(kind: str, family: str, n: int) -> dict:
     return {"model": kind, "family": family, "N": n, "status": cert.status, "value": value,
             "time": elapsed, "cpu": cpu, "backend": cert.backend,
             "stop_reason": ex.get("stop_reason"), "hybrid_phases": ex.get("hybrid_phases"),
+            "bounded_steps": ex.get("hybrid_bounded_steps"),
             "solves": ex.get("subproblem_solves"), "tie_solves": ex.get("tie_check_solves"),
             "tie_time": ex.get("tie_check_time"), "stationarity": ex.get("stationarity"),
             "gate": cert.gate_reasons, "load": os.getloadavg()[0]}

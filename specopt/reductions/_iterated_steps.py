@@ -4,6 +4,7 @@ polish of inaccurate solves) or on the low-rank SDP engine, and counts what the 
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -201,6 +202,18 @@ HYBRID_MAX_LOOSE = 15
 HYBRID_TIGHT_TOL = 1e-5
 
 
+#: stalled but bounded certified-phase engine steps kept in a row before the conic backend
+HYBRID_MAX_BOUNDED = 3
+#: the share of the stationarity tolerance a kept step's relative gap may use (the rest is
+#: left for the MM decrease the measure is made of)
+BOUNDED_GAP_SHARE = 1.0
+
+
+def _usable(point: dict[str, Any]) -> bool:
+    """Certified to ``inner_tol``, or a bounded certified-phase engine step."""
+    return point.get("status") == cp.OPTIMAL or bool(point.get("bounded"))
+
+
 class HybridRefiner:
     """Inexact MM on the SDP engine with certified last steps (the ``refine`` hook of
     :func:`specopt.solvers.iterated_sdp.iterated_sdp`).
@@ -225,6 +238,13 @@ class HybridRefiner:
         #: (none in phase 0: 0.5-1.3 s per loose step on the 30-point spiral, for a point that
         #: only supplies the next linearization)
         self.bm_iters: int | None = None
+        #: the route's stationarity tolerance (set by the route): what a stalled phase 1 step
+        #: must bound (see :meth:`_bounded`)
+        self.stat_tol: float | None = None
+        self.bounded = 0
+        self.bounded_run = 0
+        #: off during the tie check (its solves' decreases do not count a gap)
+        self.allow_bounded = True
 
     def engine_step(self, point: dict[str, Any]) -> None:
         """Book an engine step; phase 0 points are marked inaccurate, a phase 1 step that does
@@ -238,9 +258,36 @@ class HybridRefiner:
             self.loose_steps += 1
             if self.loose_steps >= HYBRID_MAX_LOOSE:
                 self._tighten()
-        elif point["status"] != cp.OPTIMAL:
+        elif point["status"] == cp.OPTIMAL:
+            self.bounded_run = 0
+        else:
+            if self._bounded(point):
+                return  # kept: its gap enters the stationarity measure
             self.phase = 2
             self.runner.to_conic("engine step not certified to inner_tol")
+
+    def _bounded(self, point: dict[str, Any]) -> bool:
+        """A phase 1 step that stalled short of ``tight_tol`` but is usable: rows satisfied to
+        ``tight_tol`` and a proven bound whose gap, relative as the stationarity measure
+        (``/(1 + |value|)``), is at most half the stationarity tolerance (the other half is
+        left for the MM decrease the measure is made of). Its absolute gap is stored as
+        ``point["gap_abs"]``; the MM loop subtracts it from the step's majorizer value, so the
+        measure stays a proven upper bound of the decrease. At most ``HYBRID_MAX_BOUNDED`` in a
+        row: then the steps go to the conic backend as before."""
+        res = point["low_rank"]
+        if not self.allow_bounded or res.bound is None or not math.isfinite(res.gap) \
+                or self.stat_tol is None \
+                or res.primal_residual > self.tight_tol \
+                or self.bounded_run >= HYBRID_MAX_BOUNDED:
+            return False
+        gap_abs = abs(float(res.objective) - float(res.bound))
+        if gap_abs / (1.0 + abs(float(point["objective"]))) > BOUNDED_GAP_SHARE * self.stat_tol:
+            return False
+        point["gap_abs"] = gap_abs
+        point["bounded"] = True
+        self.bounded_run += 1
+        self.bounded += 1
+        return True
 
     def _tighten(self) -> None:
         self.phase = 1
@@ -251,8 +298,14 @@ class HybridRefiner:
     def __call__(self, prev_point: Any, point: Any) -> bool:
         """Called when the measure is small: True (go on) while the two points are not both
         certified and a more accurate phase is left."""
-        cur_ok = point.get("status") == cp.OPTIMAL
-        if cur_ok and prev_point is not None and prev_point.get("status") == cp.OPTIMAL:
+        cur_ok = _usable(point)
+        if cur_ok and prev_point is not None and _usable(prev_point):
+            # certified pair; a bounded step is certified to what the claim needs (its gap is
+            # in the measure; the returned point's rows hold to ``tight_tol``, the gate checks
+            # them again)
+            for p in (prev_point, point):
+                if p.get("bounded"):
+                    p["status"] = cp.OPTIMAL
             return False
         if self.phase == 0:
             # a small measure between points whose gap or residual is above ``tol`` says
