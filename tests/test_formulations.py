@@ -1196,6 +1196,41 @@ def test_hybrid_stalled_steps_certify_on_their_bound_and_agree_with_clarabel(mon
     assert value == pytest.approx(ref_value, rel=1e-3)
 
 
+def test_hybrid_steps_finish_on_clarabel_when_the_engine_rows_are_loose(monkeypatch):
+    """An engine point the run would return whose rows miss HYBRID_FINISH_ROW_TOL (here 0: every
+    engine point) is not returned: the run finishes on Clarabel (the returned point and the
+    step certifying it both conic), and its value is the all-Clarabel run's to the
+    stationarity tolerance."""
+    from specopt.reductions import _iterated_steps as its
+
+    _hybrid_from(monkeypatch, N_H)
+    ref = _spiral_knn_model("mve", N_H)
+    ref_value = specopt.solve(ref, inner="conic", init="relaxation")
+    monkeypatch.setattr(its, "HYBRID_FINISH_ROW_TOL", 0.0)
+    prob = _spiral_knn_model("mve", N_H)
+    value = specopt.solve(prob, init="relaxation")
+    cert = specopt.certificate(prob)
+    ex = cert.extra
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    assert cert.backend == "CLARABEL"
+    assert [f["reason"].split(":")[0] for f in ex["backend_fallbacks"]] == ["finish"]
+    # the engine steps, then at least two conic ones
+    assert ex["subproblem_solves"] >= len(ex["hybrid_phases"]) + 2
+    assert abs(value - ref_value) <= 1e-4 * (1 + abs(ref_value))
+
+
+def test_row_residual_is_the_worst_relative_row():
+    from specopt.reductions._iterated_steps import row_residual
+    from specopt.solvers.sdp import SparseRows
+
+    A = SparseRows.from_pairs(np.array([[0, 1], [1, 2]]), 3)
+    eng = type("E", (), {"d0": type("D", (), {"A": A, "b": np.array([1.0, 4.0])})()})()
+    Y = np.array([[0.0], [1.0], [3.0]])  # squared distances 1 and 4: exact
+    assert row_residual(eng, Y @ Y.T) == pytest.approx(0.0, abs=1e-15)
+    Y[2, 0] = 3.1  # 4.41 against 4: 0.41 / 5
+    assert row_residual(eng, Y @ Y.T) == pytest.approx(0.41 / 5.0)
+
+
 def test_bounded_step_measure_counts_the_gap():
     """The MM loop subtracts a step's proven gap from its majorizer value: the same steps
     with a gap of 10 x the stationarity tolerance do not certify."""
