@@ -117,9 +117,11 @@ def model(kind: str, X: np.ndarray, k: int = 4, d: int = 2):
     raise ValueError(kind)
 
 
-def run_one(kind: str, family: str, n: int, inner: str | None = None) -> dict:
-    """One case with default options (``inner``: the route's ``inner=``, e.g. ``"conic"`` for
-    the all-Clarabel reference run)."""
+def run_one(kind: str, family: str, n: int, inner: str | None = None,
+            tol: float | None = None) -> dict:
+    """One case with default options (``inner``, ``tol``: the route's ``inner=`` and ``tol=``,
+    e.g. ``"conic"`` and 1e-5 for the all-Clarabel reference run at the hybrid steps'
+    stationarity tolerance, 1e-4)."""
     import warnings
 
     import specopt
@@ -127,7 +129,8 @@ def run_one(kind: str, family: str, n: int, inner: str | None = None) -> dict:
     warnings.simplefilter("ignore")
     prob = model(kind, points(family, n))
     t0, c0 = time.perf_counter(), time.process_time()
-    value = specopt.solve(prob) if inner is None else specopt.solve(prob, inner=inner)
+    opts = {k: v for k, v in (("inner", inner), ("tol", tol)) if v is not None}
+    value = specopt.solve(prob, **opts)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     cert = specopt.certificate(prob)
     ex = cert.extra
@@ -239,13 +242,18 @@ def main() -> None:
                     "triples) join this run's table")
     ap.add_argument("--inner", help="the route's inner= for every case (conic: the "
                     "all-Clarabel reference)")
+    ap.add_argument("--tol", type=float, help="the route's tol= for every case (the "
+                    "stationarity tolerance is 10 tol; Clarabel's default tol 1e-6 gives 1e-5, "
+                    "the hybrid steps' 1e-4: pass 1e-5 with --inner conic for the same tolerance)")
     ap.add_argument("--compare", help="results/<name>.json (a reference run): the worst "
                     "relative value difference on the cases stationary in both")
-    ap.add_argument("--one", nargs="+", help="MODEL FAMILY N [INNER]")
+    ap.add_argument("--one", nargs="+", help="MODEL FAMILY N [INNER|-] [TOL]")
     ap.add_argument("--one-mve", nargs="+", help="N SEED [VARIANT]")
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(run_one(a.one[0], a.one[1], int(a.one[2]), *a.one[3:]), default=str))
+        inner = a.one[3] if len(a.one) > 3 and a.one[3] != "-" else None
+        tol = float(a.one[4]) if len(a.one) > 4 else None
+        print(json.dumps(run_one(a.one[0], a.one[1], int(a.one[2]), inner, tol), default=str))
         return
     if a.compare and not (a.sizes or a.mve):
         print(json.dumps(compare(load_rows(a.out), load_rows(a.compare)), indent=1))
@@ -259,7 +267,8 @@ def main() -> None:
         for kind in a.models:
             for fam in a.families:
                 r = run_json_subprocess([__file__, "--one", kind, fam, str(n)]
-                                        + ([a.inner] if a.inner else []), a.timeout, ROOT.parent)
+                                        + [a.inner or "-"] + ([str(a.tol)] if a.tol else []),
+                                        a.timeout, ROOT.parent)
                 r.update({"model": kind, "family": fam, "N": n})
                 r.setdefault("time", a.timeout)
                 r.setdefault("load", os.getloadavg()[0])
@@ -292,7 +301,7 @@ def main() -> None:
                                                  "wall median / worst s", "CPU median / worst s",
                                                  "IP steps (total)", "MM steps", "load"]))
     write_json(a.out, rows, {"sizes": a.sizes, "families": a.families, "timeout": a.timeout,
-                             "inner": a.inner})
+                             "inner": a.inner, "tol": a.tol})
     if a.compare:
         print(json.dumps(compare(rows, load_rows(a.compare)), indent=1))
 
