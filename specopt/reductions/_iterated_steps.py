@@ -270,6 +270,8 @@ class HybridRefiner:
         #: ``HYBRID_FINISH_ROW_TOL``)
         self.finishing = False
         self.finish_row_tol: float | None = HYBRID_FINISH_ROW_TOL
+        #: the loop's stationarity measure at the current call (set by the loop)
+        self.measure = 0.0
 
     def engine_step(self, point: dict[str, Any]) -> None:
         """Book an engine step; phase 0 points are marked inaccurate, a phase 1 step that does
@@ -337,7 +339,9 @@ class HybridRefiner:
         cur_ok = _usable(point, self.finishing)
         if cur_ok and prev_point is not None and _usable(prev_point, self.finishing):
             if self._can_finish() and "low_rank" in prev_point \
-                    and prev_point["row_residual"] > self.finish_row_tol:
+                    and prev_point["row_residual"] > self.finish_row_tol \
+                    and (self.stat_tol is None or self.measure <= self.stat_tol):
+                # (only when the run would stop here: between, the engine steps go on)
                 # the point to return meets its rows too loosely for its value to be the
                 # conic backend's: the last steps on that backend (MM from this point, the
                 # returned point and the one certifying it both conic)

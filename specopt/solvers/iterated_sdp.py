@@ -212,6 +212,8 @@ def _single_run(
         if val < best_val:
             best_point, best_K, best_val = point, K_new, val
         if stationarity_tol is not None:
+            if refine is not None:
+                refine.measure = measure  # the measure of this call (the refiner may use it)
             if refine is not None and measure <= max(stationarity_tol, refine.tol) \
                     and refine(prev_point, point):
                 pass  # the steps were not accurate enough to stop: now they are, go on
