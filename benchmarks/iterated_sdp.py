@@ -117,7 +117,11 @@ def model(kind: str, X: np.ndarray, k: int = 4, d: int = 2):
     raise ValueError(kind)
 
 
-def run_one(kind: str, family: str, n: int) -> dict:
+def run_one(kind: str, family: str, n: int, inner: str | None = None,
+            tol: float | None = None) -> dict:
+    """One case with default options (``inner``, ``tol``: the route's ``inner=`` and ``tol=``,
+    e.g. ``"conic"`` and 1e-5 for the all-Clarabel reference run at the hybrid steps'
+    stationarity tolerance, 1e-4)."""
     import warnings
 
     import specopt
@@ -125,13 +129,16 @@ def run_one(kind: str, family: str, n: int) -> dict:
     warnings.simplefilter("ignore")
     prob = model(kind, points(family, n))
     t0, c0 = time.perf_counter(), time.process_time()
-    value = specopt.solve(prob)
+    opts = {k: v for k, v in (("inner", inner), ("tol", tol)) if v is not None}
+    value = specopt.solve(prob, **opts)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     cert = specopt.certificate(prob)
     ex = cert.extra
     return {"model": kind, "family": family, "N": n, "status": cert.status, "value": value,
             "time": elapsed, "cpu": cpu, "backend": cert.backend,
             "stop_reason": ex.get("stop_reason"), "hybrid_phases": ex.get("hybrid_phases"),
+            "bounded_steps": ex.get("hybrid_bounded_steps"),
+            "fallbacks": [f.get("reason") for f in ex.get("backend_fallbacks") or []],
             "solves": ex.get("subproblem_solves"), "tie_solves": ex.get("tie_check_solves"),
             "tie_time": ex.get("tie_check_time"), "stationarity": ex.get("stationarity"),
             "gate": cert.gate_reasons, "load": os.getloadavg()[0]}
@@ -233,11 +240,23 @@ def main() -> None:
     ap.add_argument("--out", default="iterated_sdp", help="results/<out>.json")
     ap.add_argument("--merge", help="results/<name>.json whose rows (other model/N/family "
                     "triples) join this run's table")
-    ap.add_argument("--one", nargs=3)
+    ap.add_argument("--inner", help="the route's inner= for every case (conic: the "
+                    "all-Clarabel reference)")
+    ap.add_argument("--tol", type=float, help="the route's tol= for every case (the "
+                    "stationarity tolerance is 10 tol; Clarabel's default tol 1e-6 gives 1e-5, "
+                    "the hybrid steps' 1e-4: pass 1e-5 with --inner conic for the same tolerance)")
+    ap.add_argument("--compare", help="results/<name>.json (a reference run): the worst "
+                    "relative value difference on the cases stationary in both")
+    ap.add_argument("--one", nargs="+", help="MODEL FAMILY N [INNER|-] [TOL]")
     ap.add_argument("--one-mve", nargs="+", help="N SEED [VARIANT]")
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(run_one(a.one[0], a.one[1], int(a.one[2])), default=str))
+        inner = a.one[3] if len(a.one) > 3 and a.one[3] != "-" else None
+        tol = float(a.one[4]) if len(a.one) > 4 else None
+        print(json.dumps(run_one(a.one[0], a.one[1], int(a.one[2]), inner, tol), default=str))
+        return
+    if a.compare and not (a.sizes or a.mve):
+        print(json.dumps(compare(load_rows(a.out), load_rows(a.compare)), indent=1))
         return
     if a.one_mve:
         print(json.dumps(run_mve(int(a.one_mve[0]), int(a.one_mve[1]), *a.one_mve[2:]),
@@ -247,8 +266,9 @@ def main() -> None:
     for n in a.sizes:
         for kind in a.models:
             for fam in a.families:
-                r = run_json_subprocess([__file__, "--one", kind, fam, str(n)], a.timeout,
-                                        ROOT.parent)
+                r = run_json_subprocess([__file__, "--one", kind, fam, str(n)]
+                                        + [a.inner or "-"] + ([str(a.tol)] if a.tol else []),
+                                        a.timeout, ROOT.parent)
                 r.update({"model": kind, "family": fam, "N": n})
                 r.setdefault("time", a.timeout)
                 r.setdefault("load", os.getloadavg()[0])
@@ -280,7 +300,36 @@ def main() -> None:
         print(markdown_table(mve_summary(rows), ["model", "N", "instances", "stationary",
                                                  "wall median / worst s", "CPU median / worst s",
                                                  "IP steps (total)", "MM steps", "load"]))
-    write_json(a.out, rows, {"sizes": a.sizes, "families": a.families, "timeout": a.timeout})
+    write_json(a.out, rows, {"sizes": a.sizes, "families": a.families, "timeout": a.timeout,
+                             "inner": a.inner, "tol": a.tol})
+    if a.compare:
+        print(json.dumps(compare(rows, load_rows(a.compare)), indent=1))
+
+
+def load_rows(name: str) -> list[dict]:
+    return json.loads((ROOT / "results" / f"{name}.json").read_text())["rows"]
+
+
+def compare(rows: list[dict], ref: list[dict]) -> dict:
+    """Per N, the cases stationary in both runs and the worst relative value difference
+    ``|v - v_ref| / (1 + |v_ref|)`` (with the case), against a reference run (all-Clarabel)."""
+    stat = "stationary_point"
+    refd = {(r["model"], r["family"], r["N"]): r for r in ref if r.get("status") == stat}
+    out: dict = {}
+    for r in rows:
+        key = (r["model"], r["family"], r["N"])
+        if r.get("status") != stat or key not in refd:
+            continue
+        v, w = float(r["value"]), float(refd[key]["value"])
+        diff = abs(v - w) / (1.0 + abs(w))
+        o = out.setdefault(str(r["N"]), {"both_stationary": 0, "worst": 0.0, "case": None,
+                                          "over_1e-4": []})
+        o["both_stationary"] += 1
+        if diff > 1e-4:
+            o["over_1e-4"].append([key[0], key[1], f"{diff:.2e}"])
+        if diff >= o["worst"]:
+            o["worst"], o["case"] = diff, f"{key[0]} {key[1]}"
+    return out
 
 
 if __name__ == "__main__":

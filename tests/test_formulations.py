@@ -8,6 +8,8 @@ Parameter sweeps (change the value, re-solve) agree with fresh solves on every r
 
 from __future__ import annotations
 
+import dataclasses
+
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -1148,8 +1150,9 @@ def test_hybrid_steps_hand_over_to_clarabel_when_the_engine_does_not_certify(mon
     original = its.HybridRefiner.engine_step
 
     def failing(self, point):
-        if self.phase == 1:
+        if self.phase == 1:  # not certified, and no proven bound to keep it on
             point["status"] = cp.OPTIMAL_INACCURATE
+            point["low_rank"] = dataclasses.replace(point["low_rank"], bound=None)
         original(self, point)
 
     monkeypatch.setattr(its.HybridRefiner, "engine_step", failing)
@@ -1160,6 +1163,91 @@ def test_hybrid_steps_hand_over_to_clarabel_when_the_engine_does_not_certify(mon
     assert cert.backend == "CLARABEL"
     assert cert.extra["backend_fallbacks"][-1]["from"] == "low_rank_sdp"
     assert value == pytest.approx(ref, rel=1e-3)
+
+
+def test_hybrid_stalled_steps_certify_on_their_bound_and_agree_with_clarabel(monkeypatch):
+    """Certified-phase engine steps that stall short of inner_tol (injected: marked not
+    certified) but bound their majorizer within half the stationarity tolerance stay on the
+    engine; their gap enters the measure (the claim is the bound's), and the stationary value
+    is Clarabel's."""
+    from specopt.reductions import _iterated_steps as its
+
+    _hybrid_from(monkeypatch, N_H)
+    ref = _spiral_knn_model("mve", N_H)
+    ref_value = specopt.solve(ref, inner="conic", init="relaxation")
+    assert specopt.certificate(ref).backend == "CLARABEL"
+    original = its.HybridRefiner.engine_step
+
+    def stalled(self, point):
+        if self.phase == 1:
+            point["status"] = cp.OPTIMAL_INACCURATE
+        original(self, point)
+
+    monkeypatch.setattr(its.HybridRefiner, "engine_step", stalled)
+    prob = _spiral_knn_model("mve", N_H)
+    value = specopt.solve(prob, init="relaxation")
+    cert = specopt.certificate(prob)
+    ex = cert.extra
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    assert cert.backend == "low_rank_sdp" and ex["hybrid_bounded_steps"] >= 2
+    assert not ex["backend_fallbacks"]
+    passed, measured, tol = ex["stationarity"]
+    assert passed and measured <= tol
+    assert value == pytest.approx(ref_value, rel=1e-3)
+
+
+def test_hybrid_steps_finish_on_clarabel_when_the_engine_rows_are_loose(monkeypatch):
+    """An engine point the run would return whose rows miss HYBRID_FINISH_ROW_TOL (here 0: every
+    engine point) is not returned: the run finishes on Clarabel (the returned point and the
+    step certifying it both conic), and its value is the all-Clarabel run's to the
+    stationarity tolerance."""
+    from specopt.reductions import _iterated_steps as its
+
+    _hybrid_from(monkeypatch, N_H)
+    ref = _spiral_knn_model("mve", N_H)
+    ref_value = specopt.solve(ref, inner="conic", init="relaxation")
+    monkeypatch.setattr(its, "HYBRID_FINISH_ROW_TOL", 0.0)
+    prob = _spiral_knn_model("mve", N_H)
+    value = specopt.solve(prob, init="relaxation")
+    cert = specopt.certificate(prob)
+    ex = cert.extra
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    assert cert.backend == "CLARABEL"
+    assert [f["reason"].split(":")[0] for f in ex["backend_fallbacks"]] == ["finish"]
+    # the engine steps, then at least two conic ones
+    assert ex["subproblem_solves"] >= len(ex["hybrid_phases"]) + 2
+    assert abs(value - ref_value) <= 1e-4 * (1 + abs(ref_value))
+
+
+def test_row_residual_is_the_worst_relative_row():
+    from specopt.reductions._iterated_steps import row_residual
+    from specopt.solvers.sdp import SparseRows
+
+    A = SparseRows.from_pairs(np.array([[0, 1], [1, 2]]), 3)
+    eng = type("E", (), {"d0": type("D", (), {"A": A, "b": np.array([1.0, 4.0])})()})()
+    Y = np.array([[0.0], [1.0], [3.0]])  # squared distances 1 and 4: exact
+    assert row_residual(eng, Y @ Y.T) == pytest.approx(0.0, abs=1e-15)
+    Y[2, 0] = 3.1  # 4.41 against 4: 0.41 / 5
+    assert row_residual(eng, Y @ Y.T) == pytest.approx(0.41 / 5.0)
+
+
+def test_bounded_step_measure_counts_the_gap():
+    """The MM loop subtracts a step's proven gap from its majorizer value: the same steps
+    with a gap of 10 x the stationarity tolerance do not certify."""
+    from specopt.solvers.iterated_sdp import iterated_sdp
+
+    beta = np.array([-1.0, 0.0, 0.0])
+
+    def step(B, gap):  # min tr(B K) over K = diag(k), k >= 0, sum k = 1: K = e_1 (tight)
+        K = np.diag([1.0, 0.0, 0.0])
+        return {"K": K, "objective": float(np.sum(B * K)), "gap_abs": gap}
+
+    for gap, expect in ((0.0, True), (2e-3, False)):
+        res = iterated_sdp(lambda B, g=gap: step(B, g),
+                           lambda p: -np.linalg.eigvalsh(p["K"])[-1],
+                           np.diag([1.0, 0.5, 0.2]), beta, get_K=lambda p: p["K"],
+                           max_iters=4, stationarity_tol=1e-4)
+        assert res.converged is expect, (gap, res.history["stationarity"])
 
 
 def test_hybrid_steps_capped_are_not_claimed(monkeypatch):

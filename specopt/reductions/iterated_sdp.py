@@ -243,6 +243,8 @@ class IteratedSDPRoute(Route):
         loop = loop_options(cfg, runner)
         max_iters = int(loop.pop("max_iters", MAX_ITERS))
         stat_tol = max(10.0 * float(loop["tol"]), STATIONARITY_TOL)
+        if runner.refiner is not None:
+            runner.refiner.stat_tol = stat_tol
         cb = ctx.callback
         callback = None if cb is None else (
             lambda it, objective=None, **kw: cb(it, objective=surr.sense * objective, **kw))
@@ -358,8 +360,12 @@ def _timed_check(surr: Surrogate, runner: StepRunner, res: Any, used: int, stat_
     solves0, t0 = stats.solves, time.perf_counter()
     budget = min(MAX_TIE_SOLVES, max(MIN_TIE_SOLVES, int(TIE_SOLVE_FRACTION * used)))
     base_step = res.last_step if res.stop_reason == "stationary" else None
+    if runner.refiner is not None:
+        runner.refiner.allow_bounded = False  # the check's solves certify to inner_tol
     out = stationarity_check(surr, res.point, runner, stat_tol, seed, base_step=base_step,
                              budget=budget)
+    if runner.refiner is not None:
+        runner.refiner.allow_bounded = True
     stats.tie_solves += stats.solves - solves0
     # the solves the claim rests on: the certifying step and the tie-check solves
     stats.check_statuses = list(stats.statuses[solves0:])
@@ -414,6 +420,8 @@ def _extra(out: MMOutcome, sign: int) -> dict[str, Any]:
         "tie_escapes": len(results) - 1,
         # hybrid steps: the phase of every engine step (0 loose, 1 certified), conic after
         "hybrid_phases": None if out.runner.refiner is None else list(out.runner.refiner.phases),
+        # certified-phase engine steps that stalled short of inner_tol, kept on their bound
+        "hybrid_bounded_steps": None if out.runner.refiner is None else out.runner.refiner.bounded,
     }
 
 
