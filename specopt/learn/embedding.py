@@ -83,6 +83,11 @@ _CLARABEL_MAX_N = 50
 #: ~3): digits N = 40 engine 0.47 s vs Clarabel 0.27 s (same value); swiss roll N = 40 engine
 #: 48 s certified vs Clarabel 2.2 s `optimal_inaccurate` with a 0.3% lower value.
 LOW_RANK_MIN_N = 50
+#: Up to this many points SDE starts the engine cold (its interior point) instead of from the
+#: affinity factor (which sends it to the factored method). Measured (whole fits, fresh processes,
+#: n_neighbors 8, load 2-14): N = 60 digits 0.22 s cold vs 6.8 s from the factor, swiss roll
+#: 0.8 s vs > 120 s; N = 150 digits 3.2 s vs 59.7 s.
+SDE_COLD_MAX_N = 200
 #: From this many points on, MVE runs its majorize-minimize steps on the low-rank engine
 #: (``low_rank_mm``: each step the sparse-row interior point, certified; the factored method
 #: above its size range). Measured (whole fits, learner defaults, same run, load ~5): N = 40
@@ -463,7 +468,8 @@ class SemidefiniteEmbedding(_EmbeddingBase):
         if self._use_low_rank(A.shape[0]):
             rows, d2, T = self._low_rank_data(A, C)
             n = A.shape[0]
-            Y0 = self._low_rank_start(A, min(n - 1, 2 * self.n_components + 20))
+            Y0 = None if n <= SDE_COLD_MAX_N else self._low_rank_start(
+                A, min(n - 1, 2 * self.n_components + 20))
             cb = progress_callback(self.verbose, "low_rank_sdp", f"SemidefiniteEmbedding: "
                                    f"N={n}, {rows.m} edges", "iteration")
             res = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
