@@ -237,4 +237,5 @@ def test_transformation_svm_verbose_prints_rounds(capfd):
     assert "route transformation matrix generation" in out and "Summary" in out
     rows = _rows(out, "round")
     assert len(rows) >= 1 and int(rows[-1][0]) == est.n_iter_
-    assert float(rows[-1][3]) == pytest.approx(est.gap_, rel=0.01, abs=1e-12)
+    # the last round's printed gap; the final face / KKT polish only lowers it
+    assert est.gap_ <= float(rows[-1][3]) * 1.01 + 1e-12

@@ -304,12 +304,15 @@ def test_capped_row_joins_keep_the_most_violated_and_stay_certified(monkeypatch)
 
 @pytest.mark.parametrize(("D", "S", "seed"),
                          [(12, 200, 1), pytest.param(20, 300, 2, marks=pytest.mark.slow)])
-def test_full_space_switch_and_gradient_pricing_certify_and_agree(D, S, seed):
+def test_full_space_switch_and_gradient_pricing_certify_and_agree(D, S, seed, monkeypatch):
     """``full_space``: once the rank X uses is stable (and the gap below 1e-2) the block
     becomes the whole space and the master is exact on its rows: the run is certified (far
     below tol: the master is the SDP on its rows), records the round it switched, and agrees
     with Clarabel and with the run without the switch; ``pricing="gradient"`` (eigenvectors
     off the block) as well."""
+    from specopt.solvers.mg import psd_master
+
+    monkeypatch.setattr(psd_master, "FULL_SPACE_MIN_N", 1)  # small n here: the mechanism
     P, Q, C = _noisy_random_triplets(seed, D=D, S=S)
     G, c, lb, ub, zlb, zub = _psdboost_data(P, Q, C)
     kw = dict(tol=1e-6, max_iters=400, master="psd", max_rank=4, row_selection=10)

@@ -299,6 +299,10 @@ FULL_SPACE_GAP = 1e-2
 #: rank 3 and 5, switched after 6-10 rounds and took 1.3 -> 1.8 and 1.1 -> 2.4 s CPU: the k = n
 #: master costs more than the few rounds it saves there; rank 10-19 members gained 10-75%)
 FULL_SPACE_MIN_RANK = 1 / 16
+#: ... and n at least this (a PSDBoost D = 6 fit at tol 1e-8 switched at once, then repeated the
+#: full-space master 2000 rounds at its solver's accuracy, 2.5e-8: 32 s where the block master
+#: certifies 5e-11 in 3 rounds).
+FULL_SPACE_MIN_N = 32
 
 #: The next master is warm-started only if this one took at most this many interior-point steps.
 WARM_AFTER_STEPS = 40
@@ -381,11 +385,13 @@ def solve_psd(prob: SpectraplexLP, opts: MGOptions, log: RoundLog) -> MatrixGene
             status = SolverStatus.TIME_LIMIT
             break
         keep = rc > 1e-12 * max(1.0, abs(top.obj))
-        if not keep.any() and viol is None:
+        if (not keep.any() or ropts is not opts) and viol is None:
+            # (full space: the master was the SDP on every row it needs; nothing left to add)
             status = SolverStatus.STALLED
             break  # (rows just joined the working set: the next master differs, go on)
         ranks.append(int((s2 > _RANK_TOL * prob.trace).sum()))
-        if (ropts is opts and prob.n <= opts.full_space and gap <= FULL_SPACE_GAP
+        if (ropts is opts and FULL_SPACE_MIN_N <= prob.n <= opts.full_space
+                and gap <= FULL_SPACE_GAP
                 and len(ranks) >= FULL_SPACE_STABLE and ranks[-1] >= FULL_SPACE_MIN_RANK * prob.n
                 and len(set(ranks[-FULL_SPACE_STABLE:])) == 1):
             # the rank is identified: the block becomes the whole space, the master exact
