@@ -5,33 +5,17 @@ does not apply (larger n, the user's own caps)."""
 from __future__ import annotations
 
 import cvxpy as cp
-import numpy as np
 import pytest
-from scipy.sparse.csgraph import connected_components
-from sklearn.datasets import make_swiss_roll
-from sklearn.neighbors import kneighbors_graph
 
 import specopt
+from benchmarks.low_rank_auto import model
 from specopt.reductions import low_rank_sdp
 
 
 def _sde(n: int, seed: int) -> cp.Problem:
-    """Maximum variance unfolding of a swiss roll on its (connected) k-NN graph, k >= 6
-    (squared distances scaled to mean 1)."""
-    X, _ = make_swiss_roll(n, random_state=seed)
-    k = 6
-    while True:
-        G = kneighbors_graph(X, k)
-        G = ((G + G.T) > 0).astype(float)
-        if connected_components(G)[0] == 1:
-            break
-        k += 1
-    I, J = np.nonzero(np.triu(G.toarray(), 1))
-    d2 = np.sum((X[I] - X[J]) ** 2, axis=1)
-    d2 /= d2.mean()
-    K = cp.Variable((n, n), PSD=True)
-    return cp.Problem(cp.Maximize(cp.trace(K)),
-                      [cp.sum(K) == 0, K[I, I] + K[J, J] - 2 * K[I, J] == d2])
+    """Maximum variance unfolding of a swiss roll on its connected k-NN graph (k >= 6, squared
+    distances scaled to mean 1): the SDE family of ``benchmarks/low_rank_auto.py``."""
+    return model("sde", n, seed)
 
 
 def _clarabel_value(prob: cp.Problem) -> float:
