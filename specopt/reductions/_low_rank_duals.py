@@ -74,8 +74,11 @@ def route_duals(d: LRData, y: np.ndarray, mu: float,
             if not scalar_centering:  # (the scalar spelling's Z carries the shift already)
                 Z[np.diag_indices(n)] += shift
             dual[d.psd_con.id] = Z
-        elif lambda_min is not None and lambda_min >= 0 and not scalar_centering:
-            dual[d.psd_con.id] = Z  # PSD as it is (on 1^perp and along 1 with centering)
+        elif (lambda_min is not None and not scalar_centering
+              and lambda_min >= 1e-8 * np.linalg.norm(Z)):
+            # PSD as it is (on 1^perp and along 1 with centering); the margin covers the
+            # rounding between the engine's scaled slack and this Z (a 0 could be -1e-9 ||Z||)
+            dual[d.psd_con.id] = Z
         else:
             lam, V = np.linalg.eigh(0.5 * (Z + Z.T))
             dual[d.psd_con.id] = (V * np.maximum(lam, 0.0)) @ V.T
