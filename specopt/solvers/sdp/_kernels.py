@@ -62,10 +62,7 @@ def _a_of_yyt_np(rows, ii, jj, vals, Y, m):
 
 @adj_times.twin
 def _adj_times_np(rows, ii, jj, vals, w, X):
-    c = 0.5 * w[rows] * vals
-    n = X.shape[0]
-    M = sp.coo_array((np.r_[c, c], (np.r_[ii, jj], np.r_[jj, ii])), shape=(n, n)).tocsr()
-    return np.asarray(M @ X)
+    return np.asarray(_adjoint_csr(rows, ii, jj, vals, w, X.shape[0]) @ X)
 
 
 @a_of_ydt.twin
@@ -76,6 +73,10 @@ def _a_of_ydt_np(rows, ii, jj, vals, Y, D, m):
 
 def adjoint_sparse(A, w: np.ndarray) -> sp.csr_array:
     """``A^*(w)`` as a sparse symmetric matrix."""
-    c = 0.5 * w[A.rows] * A.vals
-    M = sp.coo_array((np.r_[c, c], (np.r_[A.ii, A.jj], np.r_[A.jj, A.ii])), shape=(A.n, A.n))
-    return M.tocsr()
+    return _adjoint_csr(A.rows, A.ii, A.jj, A.vals, w, A.n)
+
+
+def _adjoint_csr(rows, ii, jj, vals, w, n: int) -> sp.csr_array:
+    """``A^*(w) = sum_r w_r (A_r + A_r^T) / 2`` from the rows' COO arrays."""
+    c = 0.5 * w[rows] * vals
+    return sp.coo_array((np.r_[c, c], (np.r_[ii, jj], np.r_[jj, ii])), shape=(n, n)).tocsr()

@@ -228,8 +228,7 @@ def _schur_kernel(idx, coef, w, own, X, Z, m):  # pragma: no cover - compiled
 def _schur_numpy(idx, coef, w, own, X, Z, m):
     """:func:`_schur_kernel` with dense products: ``G = F^T X F`` for all terms at once
     (``O(R n^2 + R^2 n)``; small problems, no compiled code)."""
-    R, s = idx.shape
-    n = X.shape[0]
+    R, n = idx.shape[0], X.shape[0]
     live = idx >= 0
     cols = np.repeat(np.arange(R), live.sum(axis=1))
     F = sp.csc_array((coef[live], (idx[live], cols)), shape=(n, R))
