@@ -50,10 +50,27 @@ def values_set(problem: cp.Problem, primal: dict[int, Any]) -> Iterator[None]:
         restore(saved)
 
 
+def objective_value(problem: cp.Problem) -> Any:
+    """``problem.objective.value`` at the variables' current values; a hinge or sum over
+    Dask-backed ``row_quad_forms`` rows is evaluated as one Dask graph (only scalars reach the
+    client, :mod:`specopt._lazy_value`) instead of one array entry per row."""
+    from .atoms.row_quad_forms import uses_dask
+
+    expr = problem.objective.expr
+    if uses_dask(expr):
+        from ._lazy_value import NotLazy, lazy_value
+
+        try:
+            return lazy_value(expr)
+        except NotLazy:
+            pass
+    return problem.objective.value
+
+
 def evaluate_at(problem: cp.Problem, primal: dict[int, Any]) -> float | None:
     """The user's objective at ``primal`` (variables are left as they were)."""
     with values_set(problem, primal):
-        val = problem.objective.value
+        val = objective_value(problem)
     return None if val is None else float(val)
 
 

@@ -68,7 +68,7 @@ import cvxpy as cp
 import numpy as np
 
 from . import _cvxpy_compat as compat
-from ._values import constraint_scale, values_set
+from ._values import constraint_scale, objective_value, values_set
 from .backends import backend_status
 from .certificate import STATIONARY, relative_gap
 from .gate_claims import FARKAS_RADIUS, farkas_on_problem, ray_on_problem
@@ -124,7 +124,7 @@ def measure(problem: cp.Problem, primal: dict[int, Any]) -> dict[str, float | No
     """Objective, absolute and relative max violation at ``primal`` (variables untouched)."""
     with values_set(problem, primal):
         try:
-            obj = problem.objective.value
+            obj = objective_value(problem)
             obj = None if obj is None else float(np.real(obj))
         except (ValueError, TypeError):
             obj = None
