@@ -19,10 +19,11 @@ Checks (each recorded as ``checks[name] = Check(passed, measured, tolerance)``):
         rel_viol(c) = viol(c) / (1 + scale(c)),
         scale(c)    = max_j max( |a_j|_inf, max over the summands t of a_j of |t|_inf ),
 
-    with ``viol(c)`` CVXPY's own ``constraint.violation()`` (largest entry; ``-lambda_min`` for
-    ``>>``). This is the relative residual of SCS/Clarabel (residual over ``1 + max(|Ax|, |b|)``)
-    measured on the user's data: a violation of 53 on data of size 1e6 passes, on data of size
-    1 it does not. Tolerance ``FEASIBILITY_TOL``.
+    with ``viol(c)`` CVXPY's own ``constraint.violation()`` (largest entry; for ``>>``
+    ``-lambda_min``, bounded by Cholesky factorizations from n = 300, exact above half the
+    tolerance: :mod:`specopt._psd_violation`). This is the relative residual of SCS/Clarabel
+    (residual over ``1 + max(|Ax|, |b|)``) measured on the user's data: a violation of 53 on
+    data of size 1e6 passes, on data of size 1 it does not. Tolerance ``FEASIBILITY_TOL``.
 ``bound_side``
     A proven bound must lie on the right side of the objective (``bound <= f + tol`` when
     minimizing, ``>=`` when maximizing), ``tol = BOUND_TOL * max(1, |f|)``.
@@ -68,6 +69,7 @@ import cvxpy as cp
 import numpy as np
 
 from . import _cvxpy_compat as compat
+from ._psd_violation import psd_violation
 from ._values import constraint_scale, objective_value, values_set
 from .backends import backend_status
 from .certificate import STATIONARY, relative_gap
@@ -106,7 +108,12 @@ def relative_violations(problem: cp.Problem) -> list[tuple[cp.Constraint, float,
     out = []
     for con in problem.constraints:
         try:
-            viol = con.violation()
+            if isinstance(con, cp.constraints.PSD) and con.args[0].value is not None:
+                # a Cholesky bound instead of eigvalsh for large matrices (_psd_violation)
+                viol = psd_violation(con.args[0].value,
+                                     FEASIBILITY_TOL * (1.0 + constraint_scale(con)))
+            else:
+                viol = con.violation()
         except (ValueError, TypeError):
             viol = None
         if viol is None:
