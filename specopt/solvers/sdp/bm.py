@@ -40,7 +40,6 @@ import scipy.optimize as so
 
 from ._certificate import SDPCertificate, certificate, ls_dual, min_eigs, polish
 from ._data import INACCURATE, OPTIMAL, Scaled
-from ._kernels import a_of_ydt, a_of_yyt, adj_times
 from .lbfgs import lbfgs_exact
 
 __all__ = ["BMOptions", "BMState", "run_bm"]
@@ -131,8 +130,7 @@ def al_value_grad(Y: np.ndarray, P: Scaled, y: np.ndarray, sigma: float, mu: flo
     ytil = y - sigma * r
     CY = P.C.matmat(Y)
     val = float(np.sum(CY * Y)) - float(y @ r) + 0.5 * sigma * float(r @ r)
-    A = P.A
-    G = CY - adj_times(A.rows, A.ii, A.jj, A.vals, ytil, Y)
+    G = CY - P.A.pairs.adj_times(ytil, Y)
     mut = 0.0
     if P.t is not None:
         tr = float(np.sum(Y * Y))
@@ -145,10 +143,10 @@ def al_value_grad(Y: np.ndarray, P: Scaled, y: np.ndarray, sigma: float, mu: flo
 def al_hessp(Y: np.ndarray, D: np.ndarray, P: Scaled, ytil: np.ndarray, sigma: float,
              mut: float) -> np.ndarray:
     """Hessian of the augmented Lagrangian at ``Y`` applied to ``D``."""
-    A = P.A
-    dr = a_of_ydt(A.rows, A.ii, A.jj, A.vals, Y, D, A.m)
-    H = P.C.matmat(D) - adj_times(A.rows, A.ii, A.jj, A.vals, ytil, D)
-    H += sigma * adj_times(A.rows, A.ii, A.jj, A.vals, dr, Y)
+    pf = P.A.pairs
+    dr = pf.ydt(Y, D)
+    H = P.C.matmat(D) - pf.adj_times(ytil, D)
+    H += sigma * pf.adj_times(dr, Y)
     if P.t is not None and mut > 0:
         H += mut * D + 2.0 * sigma * float(np.sum(Y * D)) * Y
     return 2.0 * H
@@ -157,7 +155,6 @@ def al_hessp(Y: np.ndarray, D: np.ndarray, P: Scaled, ytil: np.ndarray, sigma: f
 def grow(P: Scaled, Y: np.ndarray, y: np.ndarray, sigma: float, mu: float,
          V: np.ndarray) -> np.ndarray:
     """Append columns ``alpha_j v_j``, each with the exact minimizing step of ``L``."""
-    A = P.A
     for j in range(V.shape[1]):
         v = P.project(V[:, j:j + 1])[:, 0]
         nv = float(np.linalg.norm(v))
@@ -165,7 +162,7 @@ def grow(P: Scaled, Y: np.ndarray, y: np.ndarray, sigma: float, mu: float,
             continue
         v = v / nv
         r0 = P.residual(Y)
-        av = a_of_yyt(A.rows, A.ii, A.jj, A.vals, v[:, None], A.m)
+        av = P.A.pairs.yyt(np.ascontiguousarray(v[:, None]))
         cv = float(v @ P.C.matmat(v[:, None])[:, 0])
         # L(u) = const + u (cv - y.av) + sigma/2 ||r0 + u av||^2 (+ trace term, linearized by mu)
         slope = cv - float(y @ av) + sigma * float(r0 @ av) + mu
