@@ -130,6 +130,7 @@ def run_one(spec: str, tol: float, cap: float, method: str) -> dict:
         sense = "max"
         out.update(family="SDPLIB maxG", n=A.n, edges=(C.nnz - A.n) // 2,
                    published=PUBLISHED.get(spec))
+    out["load_start"] = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), time.process_time()
     res = solve_sdp(C, A, b, sense=sense, tol=tol, time_limit=cap, method=method, **kw)
     out["time"] = time.perf_counter() - t0

@@ -27,7 +27,6 @@ import scipy.linalg as sla
 import scipy.sparse.linalg as spla
 
 from ._data import Scaled
-from ._kernels import a_of_ydt, adj_times, adjoint_sparse
 from .facial import face_correction
 
 #: the deflated operator's smallest eigenvalue is dense up to this n, Lanczos above (no cluster at
@@ -167,7 +166,7 @@ def min_eigs(P: Scaled, y: np.ndarray, mu: float, k: int, dense_threshold: int,
     if P.centered:
         # P S P + big * 11^T / n: the constant vector (K 1 = 0) is pushed above the spectrum;
         # ||S||_2 <= ||C||_F + ||A^*(y)||_F + |mu|
-        adj = adjoint_sparse(P.A, y)
+        adj = P.A.pairs.adjoint(y)
         big = 2.0 * (P.C.fro_norm() + float(spla.norm(adj)) + abs(mu)) + 1.0
 
     def mat(X: np.ndarray) -> np.ndarray:
@@ -184,7 +183,7 @@ def min_eigs(P: Scaled, y: np.ndarray, mu: float, k: int, dense_threshold: int,
     # shift by a norm bound so that the wanted eigenvalues are far from 0: ARPACK's test is
     # relative to |theta|, hopeless for the (near-)zero eigenvalues of a complementary slack
     shift = big if P.centered else 2.0 * (
-        P.C.fro_norm() + float(spla.norm(adjoint_sparse(P.A, y))) + abs(mu)) + 1.0
+        P.C.fro_norm() + float(spla.norm(P.A.pairs.adjoint(y))) + abs(mu)) + 1.0
 
     def shifted(X: np.ndarray) -> np.ndarray:
         return mat(X) + shift * X
@@ -319,11 +318,11 @@ def ls_dual(P: Scaled, Y: np.ndarray, y: np.ndarray, mu: float,
     Yc = np.ascontiguousarray(Y)
 
     def mv(w: np.ndarray) -> np.ndarray:
-        return P.project(adj_times(A.rows, A.ii, A.jj, A.vals, w, Yc)).ravel()
+        return P.project(A.pairs.adj_times(w, Yc)).ravel()
 
     def rmv(z: np.ndarray) -> np.ndarray:
         Z = np.ascontiguousarray(P.project(z.reshape(n, r)))
-        return 0.5 * a_of_ydt(A.rows, A.ii, A.jj, A.vals, Yc, Z, A.m)
+        return 0.5 * A.pairs.ydt(Yc, Z)
 
     op = spla.LinearOperator((n * r, A.m), matvec=mv, rmatvec=rmv, dtype=float)
     target = P.project(P.C.matmat(Yc) + mu * Yc).ravel()
@@ -338,15 +337,14 @@ def polish(P: Scaled, Y: np.ndarray, steps: int = 5, cg_iters: int = 400) -> np.
     A = P.A
 
     def JT(w: np.ndarray, Yc: np.ndarray) -> np.ndarray:
-        return P.project(2.0 * adj_times(A.rows, A.ii, A.jj, A.vals, w, Yc))
+        return P.project(2.0 * A.pairs.adj_times(w, Yc))
 
     for _ in range(steps):
         r = P.residual(Y)
         Yc = np.ascontiguousarray(Y)
         op = spla.LinearOperator(
             (A.m, A.m), dtype=float,
-            matvec=lambda w, Yc=Yc: a_of_ydt(A.rows, A.ii, A.jj, A.vals, Yc,
-                                              np.ascontiguousarray(JT(w, Yc)), A.m))
+            matvec=lambda w, Yc=Yc: A.pairs.ydt(Yc, np.ascontiguousarray(JT(w, Yc))))
         with np.errstate(divide="ignore", invalid="ignore"):  # singular J J^T (e.g. Y = 0)
             w, _ = spla.cg(op, -r, maxiter=cg_iters, rtol=1e-6)
         if not np.all(np.isfinite(w)):

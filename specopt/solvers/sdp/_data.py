@@ -3,6 +3,7 @@ by distance rows, the result type, and the problem in solver units. No CVXPY her
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, dijkstra
 
-from ._kernels import a_of_yyt, adj_times, adjoint_sparse
+from ._kernels import PairForm
 
 OPTIMAL = "optimal"
 INACCURATE = "inaccurate"
@@ -65,6 +66,11 @@ class SparseRows:
         ii = np.asarray(ii, dtype=np.int64).ravel()
         m = ii.size
         return cls(np.arange(m), ii, np.asarray(jj, dtype=np.int64).ravel(), np.ones(m), m, n)
+
+    @functools.cached_property
+    def pairs(self) -> PairForm:
+        """The rows grouped by matrix entry (the factored method's kernels), built once."""
+        return PairForm(self.rows, self.ii, self.jj, self.vals, self.m, self.n)
 
     def row_norms(self) -> np.ndarray:
         """Frobenius norms of the symmetrized row matrices ``(A_r + A_r^T) / 2``."""
@@ -329,16 +335,14 @@ class Scaled:
 
     def slack_norm_bound(self, y: np.ndarray, mu: float) -> float:
         """An upper bound on ``||C - A^*(y) + mu I||_2`` (row-sum norm of the sparse parts)."""
-        adj = abs(adjoint_sparse(self.A, y))
+        adj = abs(self.A.pairs.adjoint(y))
         return self.C.norm2_bound() + float(np.max(adj.sum(axis=1), initial=0.0)) + abs(mu)
 
     def residual(self, Y: np.ndarray) -> np.ndarray:
-        A = self.A
-        return a_of_yyt(A.rows, A.ii, A.jj, A.vals, Y, A.m) - self.b
+        return self.A.pairs.yyt(Y) - self.b
 
     def slack_matmat(self, y: np.ndarray, mu: float, X: np.ndarray) -> np.ndarray:
-        A = self.A
-        out = self.C.matmat(X) - adj_times(A.rows, A.ii, A.jj, A.vals, y, X)
+        out = self.C.matmat(X) - self.A.pairs.adj_times(y, X)
         if mu:
             out += mu * X
         return out

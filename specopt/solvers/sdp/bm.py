@@ -14,8 +14,9 @@ The centering row is ``Y^T 1 = 0`` (``Y`` and the gradient projected on column m
 Each outer iteration (:func:`run_bm`) is five stages on a :class:`BMState`:
 
 - :func:`_inner_solve`: minimize ``L`` over ``Y`` with L-BFGS (scipy's L-BFGS-B, the evaluation
-  in compiled kernels for ``A(YY^T)`` and ``A^*(w) Y``, O(nnz r)), or Newton-Krylov with exact
-  Hessian-vector products once ``sigma >= 1e3``;
+  in compiled kernels for ``A(YY^T)`` and ``A^*(w) Y``, O(nnz r)), or truncated Newton (CG on
+  exact Hessian-vector products, the exact quartic step; :func:`~.lbfgs.newton_exact`) once
+  ``sigma >= 1e3``;
 - :func:`_update_multipliers`: ``y <- y - sigma r``, ``mu <- mu~``;
 - :func:`_certify`: smallest eigenpairs of the dual slack ``S(y)`` and the certificate
   (:mod:`specopt.solvers.sdp._certificate`), with the least-squares dual when it is closer;
@@ -40,8 +41,7 @@ import scipy.optimize as so
 
 from ._certificate import SDPCertificate, certificate, ls_dual, min_eigs, polish
 from ._data import INACCURATE, OPTIMAL, Scaled
-from ._kernels import a_of_ydt, a_of_yyt, adj_times
-from .lbfgs import lbfgs_exact
+from .lbfgs import al_hessp, lbfgs_exact, newton_exact
 
 __all__ = ["BMOptions", "BMState", "run_bm"]
 
@@ -57,6 +57,10 @@ LS_RES = 10.0
 #: method takes over again (a degenerate spiral SDE at n = 20 stalled at residual 8e-5 with the
 #: penalty held at 1e3)
 LS_PATIENCE = 5
+#: the inner solver at ``sigma >= 1e3`` under ``inner="auto"``
+HIGH_SIGMA_INNER = "newton-exact"
+#: conjugate-gradient products per Newton direction of ``inner="newton-exact"``
+NEWTON_CG_ITERS = 50
 
 
 @dataclass(frozen=True)
@@ -131,8 +135,7 @@ def al_value_grad(Y: np.ndarray, P: Scaled, y: np.ndarray, sigma: float, mu: flo
     ytil = y - sigma * r
     CY = P.C.matmat(Y)
     val = float(np.sum(CY * Y)) - float(y @ r) + 0.5 * sigma * float(r @ r)
-    A = P.A
-    G = CY - adj_times(A.rows, A.ii, A.jj, A.vals, ytil, Y)
+    G = CY - P.A.pairs.adj_times(ytil, Y)
     mut = 0.0
     if P.t is not None:
         tr = float(np.sum(Y * Y))
@@ -142,22 +145,9 @@ def al_value_grad(Y: np.ndarray, P: Scaled, y: np.ndarray, sigma: float, mu: flo
     return val, 2.0 * G, r, mut
 
 
-def al_hessp(Y: np.ndarray, D: np.ndarray, P: Scaled, ytil: np.ndarray, sigma: float,
-             mut: float) -> np.ndarray:
-    """Hessian of the augmented Lagrangian at ``Y`` applied to ``D``."""
-    A = P.A
-    dr = a_of_ydt(A.rows, A.ii, A.jj, A.vals, Y, D, A.m)
-    H = P.C.matmat(D) - adj_times(A.rows, A.ii, A.jj, A.vals, ytil, D)
-    H += sigma * adj_times(A.rows, A.ii, A.jj, A.vals, dr, Y)
-    if P.t is not None and mut > 0:
-        H += mut * D + 2.0 * sigma * float(np.sum(Y * D)) * Y
-    return 2.0 * H
-
-
 def grow(P: Scaled, Y: np.ndarray, y: np.ndarray, sigma: float, mu: float,
          V: np.ndarray) -> np.ndarray:
     """Append columns ``alpha_j v_j``, each with the exact minimizing step of ``L``."""
-    A = P.A
     for j in range(V.shape[1]):
         v = P.project(V[:, j:j + 1])[:, 0]
         nv = float(np.linalg.norm(v))
@@ -165,7 +155,7 @@ def grow(P: Scaled, Y: np.ndarray, y: np.ndarray, sigma: float, mu: float,
             continue
         v = v / nv
         r0 = P.residual(Y)
-        av = a_of_yyt(A.rows, A.ii, A.jj, A.vals, v[:, None], A.m)
+        av = P.A.pairs.yyt(np.ascontiguousarray(v[:, None]))
         cv = float(v @ P.C.matmat(v[:, None])[:, 0])
         # L(u) = const + u (cv - y.av) + sigma/2 ||r0 + u av||^2 (+ trace term, linearized by mu)
         slope = cv - float(y @ av) + sigma * float(r0 @ av) + mu
@@ -219,7 +209,14 @@ def _inner_solve(P: Scaled, st: BMState, opts: BMOptions) -> tuple[int, bool]:
     method = opts.inner if opts.inner != "auto" else (
         "lbfgs-exact" if sigma < 1e3 or (opts.ls_mode and not st.ls_off
                                          and sigma <= LS_SIGMA_MAX)
-        else "trust-krylov")
+        else HIGH_SIGMA_INNER)
+    if method == "newton-exact":
+        cap = min(opts.inner_max_iters, opts.newton_max_iters)
+        out = newton_exact(P, st.Y, y, sigma, mu, st.gtol * scale_g, cap,
+                           cg_iters=NEWTON_CG_ITERS, out_of_time=opts.out_of_time)
+        st.inner_total += out.nit
+        st.Y = out.Y
+        return out.nit, out.nit < cap
     if method == "lbfgs-exact":
         cap = opts.inner_max_iters
         out = lbfgs_exact(P, st.Y, y, sigma, mu, st.gtol * scale_g / math.sqrt(st.Y.size), cap,

@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from specopt.solvers.sdp import SparseRows, SymOp, solve_low_rank_sdp
 from specopt.solvers.sdp._data import Scaled
 from specopt.solvers.sdp.bm import al_value_grad
-from specopt.solvers.sdp.lbfgs import _best_step, _line_poly, lbfgs_exact
+from specopt.solvers.sdp.lbfgs import (
+    _best_step,
+    _line_poly,
+    _steihaug,
+    al_hessp,
+    lbfgs_exact,
+    newton_exact,
+)
 
 
 def _problem(n: int, m: int, seed: int, trace: float | None = None) -> Scaled:
@@ -56,7 +63,8 @@ def test_step_is_the_global_minimizer_along_the_line(n, m, seed, sigma, with_tra
 
 
 @pytest.mark.parametrize("trace", [None, 6.0])
-def test_inner_solve_reaches_scipys_minimum(trace):
+@pytest.mark.parametrize("solver", ["lbfgs", "newton"])
+def test_inner_solve_reaches_scipys_minimum(trace, solver):
     import scipy.optimize as so
 
     P = _problem(12, 10, 3, trace=trace)
@@ -64,7 +72,10 @@ def test_inner_solve_reaches_scipys_minimum(trace):
     Y0 = rng.standard_normal((12, 4))
     y = rng.standard_normal(10)
     sigma, mu = 10.0, 0.3 if trace else 0.0
-    out = lbfgs_exact(P, Y0, y, sigma, mu, gtol=1e-9, max_iters=5000)
+    if solver == "lbfgs":
+        out = lbfgs_exact(P, Y0, y, sigma, mu, gtol=1e-9, max_iters=5000)
+    else:
+        out = newton_exact(P, Y0, y, sigma, mu, gtol=1e-10, max_iters=500)
     assert out.converged
 
     def fun(x: np.ndarray):
@@ -117,3 +128,40 @@ def test_factored_method_with_exact_steps_agrees_with_clarabel(seed):
     if res.status == "optimal":  # (no trace bound proven: the bound only when S is PSD)
         assert res.bound is None or res.bound >= ref.value - 1e-6 * abs(ref.value)
         assert res.gap <= 1e-6 and math.isfinite(res.lambda_min)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(3, 9), st.integers(1, 8), st.integers(0, 10_000), st.floats(1e-2, 1e4),
+       st.booleans())
+def test_hessian_product_matches_finite_differences(n, m, seed, sigma, with_trace):
+    """``al_hessp`` is the derivative of the gradient (central differences, both sides of the
+    trace bound's kink avoided by the margin)."""
+    P = _problem(n, m, seed, trace=float(n) if with_trace else None)
+    rng = np.random.default_rng(seed + 2)
+    Y, D = rng.standard_normal((n, 2)), rng.standard_normal((n, 2))
+    y, mu = rng.standard_normal(m), 0.5 if with_trace else 0.0
+    r = P.residual(Y)
+    mut = max(0.0, mu + sigma * (float(np.sum(Y * Y)) - P.t)) if with_trace else 0.0
+    if with_trace and abs(mu + sigma * (float(np.sum(Y * Y)) - P.t)) < 1e-3 * sigma:
+        return  # at the kink of max(0, .): no Hessian
+    H = al_hessp(Y, D, P, y - sigma * r, sigma, mut)
+    h = 1e-6
+    gp = al_value_grad(np.ascontiguousarray(Y + h * D), P, y, sigma, mu)[1]
+    gm = al_value_grad(np.ascontiguousarray(Y - h * D), P, y, sigma, mu)[1]
+    fd = (gp - gm) / (2 * h)
+    assert np.abs(H - fd).max() <= 1e-5 * (1.0 + np.abs(fd).max())
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 8), st.integers(0, 10_000), st.floats(-1.0, 1.0))
+def test_truncated_cg_returns_a_descent_direction(n, seed, shift):
+    """On any symmetric (also indefinite) matrix the Steihaug direction has ``<D, G> < 0``; on a
+    positive definite one with enough products it solves ``H D = -G``."""
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((n, n))
+    H = B @ B.T / n + shift * np.eye(n)
+    G = rng.standard_normal((n, 1))
+    D = _steihaug(lambda X: H @ X, G, 1e-12, 3 * n)
+    assert float(np.sum(D * G)) < 0
+    if np.linalg.eigvalsh(H)[0] > 1e-3:
+        assert np.allclose(H @ D, -G, atol=1e-6 * (1 + np.abs(G).max()) * np.linalg.cond(H))

@@ -36,6 +36,10 @@ def test_each_twin_equals_its_compiled_kernel(n, m, nnz, r, seed):
              (_kernels.a_of_ydt, (A.rows, A.ii, A.jj, A.vals, Y, D, m))]
     G = rng.standard_normal((n, n))
     X, Z = G @ G.T, G.T @ G + np.eye(n)
+    pr = A.pairs
+    cases += [(_kernels.pair_dots, (pr.pi, pr.pj, Y, D)),
+              (_kernels.pair_dots_sym, (pr.pi, pr.pj, Y, D)),
+              (_kernels.csr_matmat, (pr.indptr, pr.ind, pr.adj_data(w), Y))]
     pf = ip_sparse.padded_factors(*ip_sparse.row_factors(A.rows, A.ii, A.jj, A.vals, m, n))
     cases.append((ip_sparse._schur_kernel, (*pf, X, Z, m)))
     for kernel, args in cases:
@@ -43,6 +47,33 @@ def test_each_twin_equals_its_compiled_kernel(n, m, nnz, r, seed):
         twin = kernel.numpy_twin(*args)
         scale = 1.0 + np.abs(compiled).max(initial=0.0)
         assert np.abs(twin - compiled).max(initial=0.0) <= 1e-12 * scale, kernel.__name__
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 12), m=st.integers(1, 15), nnz=st.integers(1, 60),
+       r=st.integers(1, 4), seed=st.integers(0, 10_000))
+def test_pair_form_equals_the_row_definition(n, m, nnz, r, seed):
+    """The entry-grouped kernels against ``A(K)_r = sum_k a_k K[i_k, j_k]`` formed densely
+    (repeated entries, both triangles and the diagonal mixed in one row)."""
+    rng = np.random.default_rng(seed)
+    A = _rows(rng, n, m, nnz)
+    Y, D = rng.standard_normal((n, r)), rng.standard_normal((n, r))
+    w = rng.standard_normal(m)
+    pr = A.pairs
+
+    def a_of(K):
+        return np.bincount(A.rows, A.vals * K[A.ii, A.jj], minlength=m)
+
+    adj = np.zeros((n, n))
+    np.add.at(adj, (A.ii, A.jj), 0.5 * w[A.rows] * A.vals)
+    adj = adj + adj.T
+    assert np.allclose(pr.yyt(Y), a_of(Y @ Y.T), atol=1e-12)
+    assert np.allclose(pr.ydt(Y, D), a_of(Y @ D.T + D @ Y.T), atol=1e-12)
+    assert np.allclose(pr.adj_times(w, Y), adj @ Y, atol=1e-12)
+    assert np.allclose(pr.adjoint(w).toarray(), adj, atol=1e-12)
+    # the adjoint identity <A^*(w), K> = w^T A(K) on a symmetric K
+    K = Y @ Y.T
+    assert abs(float(np.sum(adj * K)) - float(w @ a_of(K))) <= 1e-9 * (1 + np.abs(K).sum())
 
 
 def test_without_numba_switches_only_inside_the_block():
