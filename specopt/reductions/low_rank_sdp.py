@@ -238,7 +238,12 @@ class LowRankSDPRoute(Route):
 
     name = "low_rank_sdp"
     is_global = True
-    priority = 35
+    #: asked before matrix generation (30), which also reads a pure SDP with a trace row as an
+    #: LP over the spectraplex and takes it from n = 100 with 2000 rows: random theta at
+    #: n = 150 (2211 rows) ran > 90 s there against SCS 5 s and the engine 13 s (load ~4,
+    #: benchmarks/low_rank_auto.py --race); problems with LP variables (PSDBoost's slacks), where
+    #: matrix generation was measured, are not of this route's form
+    priority = 25
 
     def extract(self, problem: cp.Problem) -> LRData:
         return recognize_low_rank_sdp(problem)

@@ -146,6 +146,20 @@ def test_verbose_says_which_leg_ran_and_why(monkeypatch, maxcut, capsys):
     assert "SCS ended uncertified" in out
 
 
+def test_auto_asks_the_race_before_matrix_generation():
+    # theta at n = 100 with 2000 rows: matrix generation's size rule would take it (measured
+    # > 90 s at n = 150 vs SCS 5 s); the race runs instead
+    rng = np.random.default_rng(0)
+    I, J = np.triu_indices(100, 1)
+    keep = rng.permutation(I.size)[:2000]
+    K = cp.Variable((100, 100), symmetric=True)
+    prob = cp.Problem(cp.Maximize(cp.sum(K)),
+                      [K >> 0, cp.trace(K) == 1, K[I[keep], J[keep]] == 0])
+    exp = specopt.explain(prob)
+    assert exp.verdict("matrix_generation").matches
+    assert exp.auto_route == "low_rank_sdp"
+
+
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(lr.PAYS_OFF_MIN_N, lr.PAYS_OFF_ANY_M_N), frac=st.floats(0.0, 0.5),
        cold=st.booleans())
