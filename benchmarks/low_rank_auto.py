@@ -167,6 +167,8 @@ def main() -> None:
     ap.add_argument("--sdplib", nargs="*", default=[])
     ap.add_argument("--sdplib-cap", type=float, default=200.0)
     ap.add_argument("--race-backends", nargs="*", default=list(RACE_BACKENDS))
+    ap.add_argument("--before-cap", type=float, default=None,
+                    help="cap of the previous tree's auto (default: --cap)")
     ap.add_argument("--conic-cap", type=float, default=None,
                     help="cap of the conic / scs / clarabel runs (default: --cap)")
     args = ap.parse_args()
@@ -258,8 +260,8 @@ def race(args: argparse.Namespace) -> None:
         nn, m = _shape(fam, n, seed)
         runs = {}
         for b in RACE_BACKENDS:
-            bcap = cap if b in ("auto", "before", "engine") or args.conic_cap is None else min(
-                cap, args.conic_cap)
+            other = args.before_cap if b == "before" else args.conic_cap
+            bcap = cap if b in ("auto", "engine") or other is None else min(cap, other)
             row = {"family": fam, "n": nn, "m": m, "seed": seed, "backend": b, "cap": bcap}
             if b not in args.race_backends or (b == "clarabel" and nn > args.clarabel_max_n) or (
                     b == "before" and not os.environ.get("LOW_RANK_AUTO_BEFORE")):

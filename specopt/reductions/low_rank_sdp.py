@@ -26,6 +26,15 @@ Options (``specopt.solve(prob, route="low_rank_sdp", ...)``): ``tol`` (1e-5), ``
 the face exposed by fixed-distance cliques, :mod:`specopt.solvers.sdp.facial`, with the
 bound made valid for the original problem; measured no faster on swiss roll / S-curve, see
 docs/routes/low_rank_sdp.md).
+
+Through ``route="auto"`` (from ``PAYS_OFF_MIN_N`` to ``PAYS_OFF_ANY_M_N``) the solve is a race
+on a budget (:func:`race_plan`): the side with the smaller predicted time (the engine or the
+conic route on the user's problem, :func:`predicted_seconds`) runs first and is stopped after
+the other side's predicted time; then the other side. A conic leg counts only when the gate
+backs ``optimal``; the user's ``time_limit`` caps every leg; the legs (side, budget, seconds,
+status, why) are in ``extra["legs"]`` (the certificate's extra) and, verbose, one line each.
+A route named by the user runs the engine (with the small-n Clarabel hand-over of
+:func:`rescue_plan`).
 """
 
 from __future__ import annotations
