@@ -167,6 +167,9 @@ def main() -> None:
     ap.add_argument("--sdplib", nargs="*", default=[])
     ap.add_argument("--sdplib-cap", type=float, default=200.0)
     ap.add_argument("--race-backends", nargs="*", default=list(RACE_BACKENDS))
+    ap.add_argument("--reuse", default=None,
+                    help="a previous --race JSON: its runs of the backends not in "
+                         "--race-backends are reused (same instances; e.g. only auto re-run)")
     ap.add_argument("--before-cap", type=float, default=None,
                     help="cap of the previous tree's auto (default: --cap)")
     ap.add_argument("--conic-cap", type=float, default=None,
@@ -254,6 +257,10 @@ def race(args: argparse.Namespace) -> None:
     instances += [(f"sdplib:{name}", 0, 0) for name in args.sdplib]
     rows, summary = [], []
     load0 = os.getloadavg()
+    reuse = {}
+    if args.reuse:
+        for r in json.loads(Path(args.reuse).read_text())["rows"]:
+            reuse[(r["family"], r["seed"], r["backend"], r["n"])] = dict(r, reused=args.reuse)
     for fam, n, seed in instances:
         sdplib = fam.startswith("sdplib:")
         cap = args.sdplib_cap if sdplib else args.cap
@@ -263,7 +270,9 @@ def race(args: argparse.Namespace) -> None:
             other = args.before_cap if b == "before" else args.conic_cap
             bcap = cap if b in ("auto", "engine") or other is None else min(cap, other)
             row = {"family": fam, "n": nn, "m": m, "seed": seed, "backend": b, "cap": bcap}
-            if b not in args.race_backends or (b == "clarabel" and nn > args.clarabel_max_n) or (
+            if b not in args.race_backends and (fam, seed, b, nn) in reuse:
+                row = reuse[(fam, seed, b, nn)]
+            elif b not in args.race_backends or (b == "clarabel" and nn > args.clarabel_max_n) or (
                     b == "before" and not os.environ.get("LOW_RANK_AUTO_BEFORE")):
                 row["status"] = "skipped"
             else:

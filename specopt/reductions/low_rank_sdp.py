@@ -102,20 +102,23 @@ _ROUTE_OPTS = ("tol", "rank", "max_rank", "max_iters", "inner_max_iters", "time_
 PAYS_OFF_MIN_N = 24
 PAYS_OFF_ANY_M_N = 300
 
-#: The cost model behind the race (seconds, wall, one thread, load ~9 on 2 cores). Engine (the
-#: sparse-row interior point at these sizes): ``a + b (n/100)^3 + c (m/1000)^2 + d (m/1000)^3``,
-#: a non-negative least-squares fit of the relative error on theta / completion at n = 60-200
-#: (benchmarks/results/low_rank_auto_rows*.json), SDPLIB theta4-6 and max-cut / mcp / gpp at
-#: n = 50-124: within 0.5-1.6x of every measured time. SCS: ``a + b (n/100)^2``, the median
-#: of the conic route on the same theta / completion runs (0.2-20 s at one shape: a typical time,
-#: not a bound; the race's hand-over covers the rest).
-ENGINE_COST = (0.15, 0.52, 1.6, 0.032)
+#: The cost model behind the race (seconds, wall, one thread, load 3-10 on 2 cores). Engine
+#: (the sparse-row interior point at these sizes): ``a + b (n/100)^3 + c (m/1000)^2 +
+#: d (m/1000)^3``, plus ``ENGINE_STARTUP`` in a process without numba loaded: fitted on fresh
+#: processes of benchmarks/low_rank_auto.py --race (theta / completion at n = 30-200, max-cut at
+#: n = 30-300; results/low_rank_auto_race_{theta_completion,maxcut}.json): within 0.5-1.6x of
+#: theta, completion and max-cut from n = 100 (max-cut n = 300, m = 300: 1.0-1.1 s with the
+#: start-up, where a first fit on theta / completion alone, n^3 coefficient 0.52, predicted 17 s
+#: and sent it to SCS: 6.5-10.5 s). SCS: ``a + b (n/100)^2``, about the median of the conic route
+#: on the same runs (0.6-21 s at one shape: a typical time, not a bound; the race's hand-over
+#: covers the rest).
+ENGINE_COST = (0.1, 0.04, 1.6, 0.02)
 CONIC_COST = (0.3, 1.0)
 #: The engine's one-off start-up in a process that has not loaded numba yet, when the problem
 #: is above the NumPy twins' size (``specopt.solvers.sdp._solve.JIT_FREE_MAX_N`` / ``_NNZ``):
-#: max-cut at n = 100, fresh process, load 3.4: 6.3 s wall (2.6 s CPU) vs 0.04 s warm; SCS
-#: 0.5 s. Added to the engine's predicted time then (:func:`engine_cold`).
-ENGINE_STARTUP = 3.0
+#: max-cut at n = 200-300 takes 1.0-1.3 s in a fresh process (load ~9) against 0.04 s warm at
+#: n = 100 (one fresh process at load 3.4 took 6.3 s wall, 2.6 s CPU: a cold disk cache).
+ENGINE_STARTUP = 1.0
 #: The smallest budget of a race's first leg (CVXPY's compile of the conic side and the
 #: engine's set-up take ~0.1-0.3 s at n = 50-100).
 MIN_BUDGET = 0.5
