@@ -31,8 +31,9 @@ Through ``route="auto"`` (from ``PAYS_OFF_MIN_N`` to ``PAYS_OFF_ANY_M_N``) the s
 on a budget (:func:`race_plan`): the side with the smaller predicted time (the engine or the
 conic route on the user's problem, :func:`predicted_seconds`) runs first and is stopped after
 the other side's predicted time; then the other side. A conic leg counts only when the gate
-backs ``optimal``; the user's ``time_limit`` caps every leg; the legs (side, budget, seconds,
-status, why) are in ``extra["legs"]`` (the certificate's extra) and, verbose, one line each.
+backs its ``optimal`` / ``infeasible`` / ``unbounded``; the user's ``time_limit`` caps every
+leg; the legs (side, budget, seconds, status, why) are in ``extra["legs"]`` (the certificate's
+extra) and, verbose, one line each.
 A route named by the user runs the engine (with the small-n Clarabel hand-over of
 :func:`rescue_plan`).
 """
@@ -479,8 +480,9 @@ class _Legs:
                ) -> tuple[RouteResult | None, str]:
         """The conic route on the user's problem with ``backend``, for at most ``cap``
         seconds: ``(result, "certified")`` when the gate (``specopt.gate.verify``, as for the
-        conic route) backs ``optimal``, else the result (None when the backend failed) and
-        why not."""
+        conic route) backs ``optimal``, ``infeasible`` or ``unbounded`` (SDPLIB infp1: Clarabel
+        says unbounded in 0.3 s, the engine's own checks took 34 s after it), else the result
+        (None when the backend failed) and why not."""
         from .. import gate
 
         ctx = self.ctx
@@ -494,8 +496,9 @@ class _Legs:
         if out.status in cp.settings.ERROR:
             return None, f"failed: {out.status}"
         verdict = gate.verify(ctx.problem, out, is_global=True, conic=True)
-        if verdict.status == cp.OPTIMAL and not verdict.failed:
-            return dataclasses.replace(out, status=cp.OPTIMAL), "certified"
+        decided = (cp.OPTIMAL, cp.INFEASIBLE, cp.UNBOUNDED)
+        if verdict.status in decided and not verdict.failed:  # as the conic route's own claims
+            return dataclasses.replace(out, status=verdict.status), "certified"
         return out, verdict.status
 
 

@@ -74,6 +74,16 @@ def test_first_leg_that_certifies_ends_the_race(monkeypatch, maxcut):
     assert abs(prob.value - ref) <= 1e-6 * (1 + abs(ref))
 
 
+def test_conic_legs_status_claim_ends_the_race(monkeypatch, maxcut):
+    prob, _ = maxcut
+    K = prob.variables()[0]
+    bad = cp.Problem(prob.objective, [*prob.constraints, K[0, 0] == 2])  # diag(K) == 1 too
+    _plan(monkeypatch, Leg("CLARABEL", 60.0, "test: Clarabel"), Leg("engine", None, "unused"))
+    specopt.solve(bad)
+    assert bad.status == cp.INFEASIBLE
+    assert [leg["leg"] for leg in _legs(bad)] == ["CLARABEL"]
+
+
 def test_time_limit_caps_every_leg(monkeypatch, maxcut):
     prob, _ = maxcut
     limit = 40.0
