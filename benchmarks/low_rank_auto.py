@@ -25,11 +25,13 @@ table (per family and n: median / worst over seeds) and writes JSON with the loa
 ``--race``: backends ``auto engine conic clarabel scs``, each run's wall and CPU seconds (the
 child's ``time.process_time()``: SCS / Clarabel / the engine all run in it) and the load; per
 instance ``best`` = the fastest of engine / conic / clarabel / scs that ends ``optimal``,
-``auto / best`` (after: this tree's ``auto``, the race) and ``before / best`` (the previous
-rule's pick: conic below n = 24 or with more than 9 rows per n up to n = 300, else the engine;
-its time is that backend's measured time: the ``engine`` backend is ``route="low_rank_sdp"``,
-the same code the previous ``auto`` ran); a run that does not end ``optimal`` counts as its
-cap (a lower bound). ``--sdplib NAME ...`` adds SDPLIB files read from
+``auto / best`` (after: this tree's ``auto``, the race) and ``before / best``: backend
+``before`` is ``auto`` of another tree, ``$LOW_RANK_AUTO_BEFORE`` (e.g. ``git archive <rev>
+specopt | tar -x -C /tmp/before``); without it, the previous rule's pick (conic below n = 24 or
+with more than 9 rows per n up to n = 300, else the engine) and that backend's time. A run that
+does not end ``optimal`` counts as its cap (a lower bound); ``best`` is the fastest optimal
+run. ``--reuse FILE`` takes the runs of the backends not in ``--race-backends`` from an earlier
+JSON (e.g. only ``auto`` re-run after a change). ``--sdplib NAME ...`` adds SDPLIB files read from
 ``../shared/data/sdplib`` (GPL data, never copied; ``--sdplib-cap`` per run).
 """
 
