@@ -146,8 +146,11 @@ def run_one(kind: str, family: str, n: int, inner: str | None = None,
 
 #: ``--mve-variants``: the learner's engine options per variant. ``exact``: every MM step to the
 #: inner tolerance, each interior point from its cold start (the scheme before the inexact,
-#: warm-started steps); ``default``: the learner's defaults.
-MVE_VARIANTS = {"default": {}, "exact": {"inexact": False, "warm_ip": False}}
+#: warm-started steps); ``default``: the learner's defaults; ``bm``: every MM step on the
+#: factored (Burer-Monteiro) method, warm-started from the previous step's ``(Y, y, sigma)``
+#: (the same inexact schedule), capped at 600 s of wall clock (then ``optimal_inaccurate``).
+MVE_VARIANTS = {"default": {}, "exact": {"inexact": False, "warm_ip": False},
+                "bm": {"method": "bm", "time_limit": 600.0}}
 
 
 def run_mve(n: int, seed: int, variant: str = "default") -> dict:
@@ -183,6 +186,8 @@ def run_mve(n: int, seed: int, variant: str = "default") -> dict:
             "energy": est.energy_, "objective": est.objective_,
             "stationarity": cert.extra.get("stationarity"), "n_neighbors": kw["n_neighbors"],
             "ip_steps": [s[0] for s in cert.extra.get("inner_summary", [])],
+            "step_s": [s[4] for s in cert.extra.get("inner_summary", [])],
+            "methods": cert.extra.get("inner_methods"),
             "step_tols": cert.extra.get("step_tols"), "load": os.getloadavg()[0]}
 
 
