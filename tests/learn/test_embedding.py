@@ -159,6 +159,23 @@ def test_mve_low_rank_engine_close_to_conic(spokes):
     assert lr.objective_ == pytest.approx(cl.objective_, rel=1e-3)
 
 
+def test_mve_factored_steps_agree_with_interior_point_steps(spokes):
+    """The learner's defaults on the engine with every MM step on the warm-started factored
+    method (``method="bm"``, the path above the interior point's size range) against the
+    interior-point steps: both certified stationary, the same cost to the stationarity
+    tolerance (same start and tolerances), inner methods reported."""
+    X = spokes["X"]
+    res = {m: MinimumVolumeEmbedding(n_components=2, n_neighbors=2, solver="LOW_RANK",
+                                     solver_options={"method": m}).fit(X) for m in ("ip", "bm")}
+    for m, est in res.items():
+        cert = est.certificate_
+        assert cert.status == "stationary_point", m
+        assert set(cert.extra["inner_methods"]) == {m}
+        assert cert.extra["stationarity"][0]
+    tol = res["ip"].certificate_.extra["stationarity"][2]
+    assert res["bm"].objective_ == pytest.approx(res["ip"].objective_, rel=tol)
+
+
 def test_sde_engine_switch_both_sides():
     from specopt.learn.embedding import LOW_RANK_MIN_N, SemidefiniteEmbedding
 
