@@ -117,6 +117,24 @@ def test_mve_init_sde(spokes):
         MinimumVolumeEmbedding(n_components=2, n_neighbors=2, init="bogus").fit(X)
 
 
+def test_mve_init_sde_on_the_engine_loose_start(spokes, monkeypatch):
+    """On the engine, init='sde' solves the SDE start loosely (SDE_START_TOL): it only gives the
+    first linearization, so the certified stationary point is that of the tight SDE start to the
+    stationarity tolerance, and both keep at least the SDE's energy."""
+    import specopt.learn.embedding as emb
+
+    X = spokes["X"]
+    kw = dict(n_components=2, n_neighbors=2, init="sde", solver="LOW_RANK")
+    loose = MinimumVolumeEmbedding(**kw).fit(X)
+    monkeypatch.setattr(emb, "SDE_START_TOL", 1e-6)
+    tight = MinimumVolumeEmbedding(**kw).fit(X)
+    for est in (loose, tight):
+        assert est.certificate_.status == "stationary_point"
+        assert est.energy_ >= spokes["sde"].energy_ - 1e-6
+    tol = loose.certificate_.extra["stationarity"][2]
+    assert loose.objective_ == pytest.approx(tight.objective_, rel=tol)
+
+
 def test_sde_low_rank_engine_matches_conic_on_digits():
     """SemidefiniteEmbedding with the low-rank engine: the same SDE optimum as Clarabel (digits
     kNN graph, a well-posed instance), a certificate, and a feasible kernel."""
