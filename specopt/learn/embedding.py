@@ -596,6 +596,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
         opts = self._low_rank_opts()
         inner_tol = opts.pop("tol")
         Y0 = self._low_rank_start(A, min(n - 1, 2 * d + 20))
+        y0 = None
         if self.init == "sde":
             # cold where the MM steps use the interior point (a warm start forces the factored
             # method)
@@ -607,9 +608,12 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
             # MM's first-step scale (measured below)
             sde_opts.setdefault("ip_tol", 0.1 * SDE_START_TOL)
             sde_opts.setdefault("ip_start_scale", FIRST_STEP_START_SCALE)
-            Y0 = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
-                                    implied_trace_bound=T, Y0=Y0 if warm else None,
-                                    tol=max(inner_tol, SDE_START_TOL), **sde_opts).Y
+            sde = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
+                                     implied_trace_bound=T, Y0=Y0 if warm else None,
+                                     tol=max(inner_tol, SDE_START_TOL), **sde_opts)
+            # its multipliers warm-start the first MM step (-y: the minimizing sign; digits
+            # N = 400, first step 9 interior-point steps instead of 15 cold, the same point)
+            Y0, y0 = sde.Y, -sde.y
         cb = progress_callback(self.verbose, "low_rank_sdp", f"MinimumVolumeEmbedding: N={n}, "
                                f"{rows.m} edges, d={d}", "MM step")
         # stop by the stationarity measure (the step's proven bound; >= the step's own gap, so
@@ -619,7 +623,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
                           implied_trace_bound=T, tol=self.tol,
                           tol_K=max(float(np.sqrt(self.tol)), 1e-3), max_iters=self.max_iter,
                           monotone_tol=max(1e-4, 10 * inner_tol), inner_tol=inner_tol,
-                          callback=cb, stationarity_tol=stat_tol, **opts)
+                          callback=cb, stationarity_tol=stat_tol, y0=y0, **opts)
         # stationary only when the MM test passed and every step's subproblem was certified
         measured = math.inf if res.stationarity is None else res.stationarity
         cert = mm_certificate(res, (measured <= stat_tol, measured, stat_tol),
