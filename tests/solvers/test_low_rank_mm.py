@@ -237,3 +237,20 @@ def test_capped_factored_steps_are_not_stationary():
     assert capped.stop_reason == "max_iters" and not capped.converged
     short = _mm(rows, d2, T, Y0, "bm", stationarity_tol=1e-4, max_iters=2)
     assert short.stop_reason == "max_iters" and not short.stationary
+
+
+def test_first_step_warm_from_given_multipliers():
+    """``y0`` (an SDE solve's multipliers on the same rows, minimizing sign) warm-starts the
+    first step: the same certified stationary value as the cold first step."""
+    from specopt.solvers.sdp import solve_low_rank_sdp
+
+    rows, d2, T, _ = _mve_data()
+    sde = solve_low_rank_sdp(SymOp.identity(rows.n), rows, d2, sense="max", centered=True,
+                             implied_trace_bound=T, tol=1e-6)
+    assert sde.status == "optimal"
+    cold = _mm(rows, d2, T, sde.Y, "ip", stationarity_tol=1e-4)
+    warm = _mm(rows, d2, T, sde.Y, "ip", stationarity_tol=1e-4, y0=-sde.y)
+    assert cold.stationary and warm.stationary
+    assert warm.objective == pytest.approx(cold.objective, rel=1e-4)
+    with pytest.raises(ValueError, match="y0 has"):
+        _mm(rows, d2, T, sde.Y, "ip", y0=np.zeros(rows.m + 1))

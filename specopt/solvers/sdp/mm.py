@@ -214,6 +214,10 @@ def low_rank_mm(
     beta = np.asarray(beta, dtype=float).ravel()
     if np.any(np.diff(beta) < -1e-12):
         raise ValueError("beta must be nondecreasing (the concave part's weights)")
+    if y0 is not None:
+        y0 = np.asarray(y0, dtype=float).ravel()
+        if y0.size != A.m:
+            raise ValueError(f"y0 has {y0.size} entries for {A.m} rows")
     t_start = time.perf_counter()
     step_method = mm_step_method(method, A.n, A.m)
     step_iters = step_max_iters if step_max_iters is not None else (
