@@ -146,8 +146,12 @@ def run_one(kind: str, family: str, n: int, inner: str | None = None,
 
 #: ``--mve-variants``: the learner's engine options per variant. ``exact``: every MM step to the
 #: inner tolerance, each interior point from its cold start (the scheme before the inexact,
-#: warm-started steps); ``default``: the learner's defaults.
-MVE_VARIANTS = {"default": {}, "exact": {"inexact": False, "warm_ip": False}}
+#: warm-started steps); ``default``: the learner's defaults; ``bm``: every MM step on the
+#: factored (Burer-Monteiro) method, warm-started from the previous step's ``(Y, y, sigma)``
+#: (the same inexact schedule), capped at 600 s of wall clock (then ``optimal_inaccurate``).
+#: ``sde``: the learner's ``init="sde"`` (the SDE kernel as the start), engine defaults.
+MVE_VARIANTS = {"default": {}, "exact": {"inexact": False, "warm_ip": False},
+                "bm": {"method": "bm", "time_limit": 600.0}, "sde": {"init": "sde"}}
 
 
 def run_mve(n: int, seed: int, variant: str = "default") -> dict:
@@ -165,6 +169,7 @@ def run_mve(n: int, seed: int, variant: str = "default") -> dict:
     compile_s = time.perf_counter() - t0
     X, kw = load_case("digits", n, seed)
     opts = dict(MVE_VARIANTS[variant])
+    kw.update({k: opts.pop(k) for k in ("init",) if k in opts})  # learner parameters
     for _ in range(4):  # a disconnected kNN graph (digits, N = 1000, k = 5): one more neighbour
         try:
             t0, c0 = time.perf_counter(), time.process_time()
@@ -183,6 +188,8 @@ def run_mve(n: int, seed: int, variant: str = "default") -> dict:
             "energy": est.energy_, "objective": est.objective_,
             "stationarity": cert.extra.get("stationarity"), "n_neighbors": kw["n_neighbors"],
             "ip_steps": [s[0] for s in cert.extra.get("inner_summary", [])],
+            "step_s": [s[4] for s in cert.extra.get("inner_summary", [])],
+            "methods": cert.extra.get("inner_methods"),
             "step_tols": cert.extra.get("step_tols"), "load": os.getloadavg()[0]}
 
 

@@ -117,6 +117,24 @@ def test_mve_init_sde(spokes):
         MinimumVolumeEmbedding(n_components=2, n_neighbors=2, init="bogus").fit(X)
 
 
+def test_mve_init_sde_on_the_engine_loose_start(spokes, monkeypatch):
+    """On the engine, init='sde' solves the SDE start loosely (SDE_START_TOL): it only gives the
+    first linearization, so the certified stationary point is that of the tight SDE start to the
+    stationarity tolerance, and both keep at least the SDE's energy."""
+    import specopt.learn.embedding as emb
+
+    X = spokes["X"]
+    kw = dict(n_components=2, n_neighbors=2, init="sde", solver="LOW_RANK")
+    loose = MinimumVolumeEmbedding(**kw).fit(X)
+    monkeypatch.setattr(emb, "SDE_START_TOL", 1e-6)
+    tight = MinimumVolumeEmbedding(**kw).fit(X)
+    for est in (loose, tight):
+        assert est.certificate_.status == "stationary_point"
+        assert est.energy_ >= spokes["sde"].energy_ - 1e-6
+    tol = loose.certificate_.extra["stationarity"][2]
+    assert loose.objective_ == pytest.approx(tight.objective_, rel=tol)
+
+
 def test_sde_low_rank_engine_matches_conic_on_digits():
     """SemidefiniteEmbedding with the low-rank engine: the same SDE optimum as Clarabel (digits
     kNN graph, a well-posed instance), a certificate, and a feasible kernel."""
@@ -157,6 +175,23 @@ def test_mve_low_rank_engine_close_to_conic(spokes):
                                 tol=1e-5).fit(X)
     assert lr.energy_ == pytest.approx(cl.energy_, abs=2e-3)
     assert lr.objective_ == pytest.approx(cl.objective_, rel=1e-3)
+
+
+def test_mve_factored_steps_agree_with_interior_point_steps(spokes):
+    """The learner's defaults on the engine with every MM step on the warm-started factored
+    method (``method="bm"``, the path above the interior point's size range) against the
+    interior-point steps: both certified stationary, the same cost to the stationarity
+    tolerance (same start and tolerances), inner methods reported."""
+    X = spokes["X"]
+    res = {m: MinimumVolumeEmbedding(n_components=2, n_neighbors=2, solver="LOW_RANK",
+                                     solver_options={"method": m}).fit(X) for m in ("ip", "bm")}
+    for m, est in res.items():
+        cert = est.certificate_
+        assert cert.status == "stationary_point", m
+        assert set(cert.extra["inner_methods"]) == {m}
+        assert cert.extra["stationarity"][0]
+    tol = res["ip"].certificate_.extra["stationarity"][2]
+    assert res["bm"].objective_ == pytest.approx(res["ip"].objective_, rel=tol)
 
 
 def test_sde_engine_switch_both_sides():

@@ -208,3 +208,49 @@ def test_inexact_warm_steps_reach_the_exact_stationary_point():
     assert fast.objective == pytest.approx(exact.objective, rel=1e-3)
     ip_steps = [sum(s.iterations for s in r.inner) for r in (fast, cold)]
     assert ip_steps[0] < ip_steps[1]
+
+
+def test_inexact_warm_factored_steps_agree_with_interior_point_steps():
+    """The factored method warm-started from the previous step's ``(Y, y, sigma)`` under the
+    inexact schedule and the stationarity stop (the learner's settings) certifies a stationary
+    point of the same value as the interior-point steps from the same start; every step's
+    subproblem certified to its scheduled tolerance, the last two to ``inner_tol``."""
+    rows, d2, T, Y0 = _mve_data()
+    res = {m: _mm(rows, d2, T, Y0, m, stationarity_tol=1e-4) for m in ("ip", "bm")}
+    for m, r in res.items():
+        assert r.stationary and r.stop_reason == "stationary", m
+        assert set(r.methods) == {m}
+        assert r.step_tols[-1] == r.step_tols[-2] == 1e-6
+        assert r.stationarity is not None and r.stationarity <= 1e-4
+        # warm starts carry the multipliers: every factored step after the first starts at y
+        assert all(s.status == "optimal" for s in r.inner)
+    # both stationary to 1e-4 (relative measure, proven bound): the values agree to that order
+    assert res["bm"].objective == pytest.approx(res["ip"].objective, rel=1e-4)
+
+
+def test_capped_factored_steps_are_not_stationary():
+    """Warm-started factored steps under a step iteration cap that does not let them certify,
+    or an MM cap: the result is not claimed stationary."""
+    rows, d2, T, Y0 = _mve_data()
+    capped = _mm(rows, d2, T, Y0, "bm", stationarity_tol=1e-4, step_max_iters=1, max_iters=6)
+    assert not capped.stationary and not capped.inner_certified
+    assert capped.stop_reason == "max_iters" and not capped.converged
+    short = _mm(rows, d2, T, Y0, "bm", stationarity_tol=1e-4, max_iters=2)
+    assert short.stop_reason == "max_iters" and not short.stationary
+
+
+def test_first_step_warm_from_given_multipliers():
+    """``y0`` (an SDE solve's multipliers on the same rows, minimizing sign) warm-starts the
+    first step: the same certified stationary value as the cold first step."""
+    from specopt.solvers.sdp import solve_low_rank_sdp
+
+    rows, d2, T, _ = _mve_data()
+    sde = solve_low_rank_sdp(SymOp.identity(rows.n), rows, d2, sense="max", centered=True,
+                             implied_trace_bound=T, tol=1e-6)
+    assert sde.status == "optimal"
+    cold = _mm(rows, d2, T, sde.Y, "ip", stationarity_tol=1e-4)
+    warm = _mm(rows, d2, T, sde.Y, "ip", stationarity_tol=1e-4, y0=-sde.y)
+    assert cold.stationary and warm.stationary
+    assert warm.objective == pytest.approx(cold.objective, rel=1e-4)
+    with pytest.raises(ValueError, match="y0 has"):
+        _mm(rows, d2, T, sde.Y, "ip", y0=np.zeros(rows.m + 1))

@@ -160,6 +160,7 @@ def low_rank_mm(
     inexact: bool = True,
     loose_tol: float = 1e-2,
     warm_ip: bool = True,
+    y0: np.ndarray | None = None,
     **solver_opts: Any,
 ) -> LowRankMMResult:
     """Minimize ``<C0, K> + sum_i beta_i lambda_i(K)`` over the SDP set, ``beta`` nondecreasing.
@@ -207,10 +208,16 @@ def low_rank_mm(
 
     ``warm_ip``: interior-point steps start near the previous step's ``(Y, y)`` (its ``y`` and
     the new slack, both shifted into the interior), and cold when that point does not certify.
+    ``y0``: row multipliers for the first step's warm start (e.g. a previous solve's on the same
+    rows; minimizing sign convention), else the first step is cold.
     """
     beta = np.asarray(beta, dtype=float).ravel()
     if np.any(np.diff(beta) < -1e-12):
         raise ValueError("beta must be nondecreasing (the concave part's weights)")
+    if y0 is not None:
+        y0 = np.asarray(y0, dtype=float).ravel()
+        if y0.size != A.m:
+            raise ValueError(f"y0 has {y0.size} entries for {A.m} rows")
     t_start = time.perf_counter()
     step_method = mm_step_method(method, A.n, A.m)
     step_iters = step_max_iters if step_max_iters is not None else (
@@ -222,7 +229,7 @@ def low_rank_mm(
     inner: list[LowRankSDPResult] = []
     best_Y, best_val = Y, math.inf
     prev_val, prev_Y = None, Y
-    y, sigma = None, solver_opts.pop("sigma0", None)
+    y, sigma = y0, solver_opts.pop("sigma0", None)
     methods: list[str] = []
     stop, converged, it = "max_iters", False, 0
     stationarity: float | None = None
