@@ -423,9 +423,10 @@ class _Legs:
                 continue
             cap = leg.budget if left is None else (
                 left if leg.budget is None else min(leg.budget, left))
-            if len(legs) > 1:
-                ctx.log(f"leg {len(self.record) + 1}: {leg.why}"
+            announce = (f"leg {len(self.record) + 1}: {leg.why}"
                         + ("" if cap is None else f"; at most {cap:.3g} s"))
+            if len(legs) > 1 and self.record:
+                ctx.log(announce)  # a hand-over; the first leg is announced only if one follows
             t0 = ctx.elapsed()
             if leg.side == "engine":
                 res = self._engine(cap, leg.opts)
@@ -449,6 +450,9 @@ class _Legs:
             if certified or decided is not None:
                 break
             if len(legs) > 1:
+                if len(self.record) == 1:
+                    ctx.log(announce)  # the first leg, now that it hands over (a table of
+                    # iterations that certifies stays uninterrupted, as in CVXPY's output)
                 ctx.log(f"{leg.side} ended uncertified ({status}) after "
                         f"{ctx.elapsed() - t0:.3g} s")
         if decided is None and res is None:  # the user's time ran out in a conic leg
