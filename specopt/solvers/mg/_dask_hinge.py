@@ -74,7 +74,10 @@ def _ev(vec, rows: int) -> np.ndarray:
 
 
 def _blk_vec(vec, rows):
-    return _ev(vec, rows)
+    """A per-row vector kept on the worker: in single precision when its activities are."""
+    v = _ev(vec, rows)
+    return v.astype(np.float32) if vec[3] and all(
+        np.asarray(b).dtype == np.float32 for b in vec[3]) else v
 
 
 def _mask_of(mvec, excl, rows):
