@@ -34,7 +34,7 @@ from .._progress import Progress, progress_for, take_current
 from ..certificate import Certificate
 from ..solvers._status import SolverStatus
 from ..solvers.mg import UnboundedProblem, solve_spectraplex_lp
-from ..solvers.mg._dask_hinge import dask_hinge
+from ..solvers.mg._dask_hinge import SINGLE_MIN_TOL, dask_hinge
 from ..solvers.mg._problem import MGOptions
 from ..solvers.mg._result import RoundLog
 from ..solvers.mg.cuts import BAND_ROWS, CUT_MAX_N, solve_hinge_cuts
@@ -50,10 +50,6 @@ DIRECT_OPTIONS = ("tol", "max_iters", "time_limit", "max_rank", "columns_per_rou
 #: costs passes over all rows here, so fewer rounds for a larger master pay (|S| = 3e5, D = 100:
 #: 27 rounds with 500, 19 with 1500)
 DASK_BAND_ROWS = 3 * BAND_ROWS
-#: the rounds' activities are kept in single precision for tolerances from this one on
-#: (their rounding, about 1e-7 relative, stays far below the gap sought; the returned point
-#: is measured in double precision whatever the tolerance)
-SINGLE_MIN_TOL = 1e-5
 #: from this many triplets on, the fit starts from the solution on about ``COARSE_ROWS`` of
 #: them (every ``s``-th): coarse to fine
 COARSE_MIN_ROWS = 4_000_000

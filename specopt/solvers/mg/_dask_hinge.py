@@ -53,12 +53,14 @@ from .dask_rows import (
     _dask,
 )
 
-__all__ = ["DaskHinge", "dask_hinge"]
+__all__ = ["SINGLE_MIN_TOL", "DaskHinge", "dask_hinge"]
 
 #: values of the last bin gathered to the client by the distributed selection
 SELECT_GATHER = 200_000
 #: bins per pass of the distributed selection
 SELECT_BINS = 1024
+#: the rounds' activities are kept in single precision for tolerances from this one on
+SINGLE_MIN_TOL = 1e-5
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,8 +235,10 @@ class DaskHinge(_Hinge):
     near: list = field(default_factory=list)
     #: the last master's band and its cuts' bits there: ``[band, [(mask, bits)]]``
     bits: list = field(default_factory=list)
-    #: the rounds' activities in single precision (4 bytes a row on the workers)
-    single: bool = True
+    #: the rounds' activities in single precision (4 bytes a row on the workers): for
+    #: tolerances from :data:`SINGLE_MIN_TOL` on (their rounding, about 1e-7 relative, stays
+    #: far below the gap sought; the returned point is measured in double precision anyway)
+    single: bool = False
 
     # ---- helpers -----------------------------------------------------------------------------
     @property
