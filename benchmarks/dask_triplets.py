@@ -21,6 +21,12 @@ of V for comparison. Family: ``--c-scales`` (C |S|) x ``--seeds``; median and wo
 ``--learner relative_comparison`` fits RelativeComparisonMetric instead (the dual-CD QP on Dask;
 ``rounds`` are passes over the data, ``C`` the weight of each slack).
     python benchmarks/dask_triplets.py --sizes 10000000 --memory-sizes   # only if time allows
+
+``--progress FILE.json`` rewrites FILE.json after every round of the PSDBoost fit (``rounds``:
+level ``coarse`` / ``full``, round, seconds since the case started, objective, bound,
+certified gap, the client's RSS and peak RSS in GB, its CPU seconds, the load average), so a
+long run can be read while it runs; ``--band-rows`` and ``--coarse`` (0: off, else the step)
+set the fit's route options of the same names.
 """
 
 from __future__ import annotations
