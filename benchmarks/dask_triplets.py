@@ -21,6 +21,12 @@ of V for comparison. Family: ``--c-scales`` (C |S|) x ``--seeds``; median and wo
 ``--learner relative_comparison`` fits RelativeComparisonMetric instead (the dual-CD QP on Dask;
 ``rounds`` are passes over the data, ``C`` the weight of each slack).
     python benchmarks/dask_triplets.py --sizes 10000000 --memory-sizes   # only if time allows
+
+``--progress FILE.json`` rewrites FILE.json after every round of the PSDBoost fit (``rounds``:
+level ``coarse`` / ``full``, round, seconds since the case started, objective, bound,
+certified gap, the client's RSS and peak RSS in GB, its CPU seconds, the load average), so a
+long run can be read while it runs; ``--band-rows`` and ``--coarse`` (0: off, else the step)
+set the fit's route options of the same names.
 """
 
 from __future__ import annotations
@@ -125,8 +131,14 @@ def run_case(args) -> dict:
     if args.learner == "relative_comparison":  # C: the weight of each slack
         est = RelativeComparisonMetric(C=args.c_scale, tol=args.tol, verbose=True)
     else:
-        est = PSDBoostMetric(C=args.c_scale, tol=args.tol, verbose=True,
-                             route_options={"time_limit": args.time_limit})
+        ro = {"time_limit": args.time_limit}
+        if args.band_rows is not None:
+            ro["band_rows"] = args.band_rows
+        if args.coarse is not None:
+            ro["coarse"] = False if args.coarse == 0 else args.coarse
+        est = PSDBoostMetric(C=args.c_scale, tol=args.tol, verbose=True, route_options=ro)
+    if args.progress:
+        _progress_json(Path(args.progress), rec)
     if args.mode == "dask":
         import distributed
 
@@ -185,6 +197,31 @@ def run_case(args) -> dict:
                rounds=cert.iterations, max_violation=cert.max_violation,
                client_peak_rss_gb=_peak_gb())
     return rec
+
+
+def _progress_json(path: Path, rec: dict) -> None:
+    """Write ``path`` (JSON) again after every round of the cut master: per round its level
+    (``coarse`` or ``full``), number, time since the start of the case, objective, bound,
+    certified gap, the client's RSS and peak RSS [GB], its CPU time and the load average."""
+    from specopt.solvers.mg import _result
+
+    t0 = time.perf_counter()
+    rounds: list = []
+    record = _result.RoundLog.record
+
+    def logged(self, it, obj, bound, *a, **k):
+        gap = record(self, it, obj, bound, *a, **k)
+        rounds.append({"level": "full" if self.callback is not None else "coarse",
+                       "round": it, "time_s": time.perf_counter() - t0,
+                       "objective": obj + self.offset, "bound": bound + self.offset,
+                       "gap": gap, "client_rss_gb": _rss_gb(), "client_peak_rss_gb": _peak_gb(),
+                       "client_cpu_s": time.process_time(), "load": os.getloadavg()})
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"case": rec, "rounds": rounds}, indent=1))
+        tmp.replace(path)
+        return gap
+
+    _result.RoundLog.record = logged
 
 
 def _count_round_trips() -> dict:
@@ -289,6 +326,11 @@ def main() -> None:
     ap.add_argument("--c-scale", type=float, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--part", choices=["scale", "threshold"], default="scale")
+    ap.add_argument("--band-rows", type=int, help="PSDBoost route option band_rows")
+    ap.add_argument("--coarse", type=int, help="PSDBoost route option coarse (0: off, else "
+                    "the step; default: automatic)")
+    ap.add_argument("--progress", help="a JSON file rewritten after every round (per round: "
+                    "time, gap, client memory)")
     ap.add_argument("--learner", choices=["psdboost", "relative_comparison"],
                     default="psdboost", help="relative_comparison: the dual-CD QP on Dask "
                     "(rounds = passes over the data)")
@@ -330,6 +372,11 @@ def main() -> None:
                                "--workers", str(args.workers), "--block", str(args.block),
                                "--tol", str(args.tol), "--time-limit", str(args.time_limit),
                                "--worker-gib", str(args.worker_gib), "--learner", args.learner]
+                        cmd += [*(["--band-rows", str(args.band_rows)] if args.band_rows
+                                  is not None else []),
+                                *(["--coarse", str(args.coarse)] if args.coarse is not None
+                                  else []),
+                                *(["--progress", args.progress] if args.progress else [])]
                         t0 = time.perf_counter()
                         load0 = os.getloadavg()
                         with open(log, "a") as fh:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cvxpy as cp
@@ -34,17 +34,30 @@ from .._progress import Progress, progress_for, take_current
 from ..certificate import Certificate
 from ..solvers._status import SolverStatus
 from ..solvers.mg import UnboundedProblem, solve_spectraplex_lp
-from ..solvers.mg._dask_hinge import dask_hinge
+from ..solvers.mg._dask_hinge import SINGLE_MIN_TOL, dask_hinge
 from ..solvers.mg._problem import MGOptions
 from ..solvers.mg._result import RoundLog
-from ..solvers.mg.cuts import CUT_MAX_N, solve_hinge_cuts
+from ..solvers.mg.cuts import BAND_ROWS, CUT_MAX_N, solve_hinge_cuts
 from ..solvers.mg.dask_rows import DaskRowOperator, is_dask_array
 
 __all__ = ["PSDBoostDaskFit", "check_triplet_indices", "psdboost_dask", "triplet_z_rows"]
 
 #: route options ``PSDBoostMetric(route_options=...)`` may pass to the direct solve
 DIRECT_OPTIONS = ("tol", "max_iters", "time_limit", "max_rank", "columns_per_round",
-                  "smoothing", "dense_threshold")
+                  "smoothing", "dense_threshold", "coarse", "band_rows")
+
+#: hinge rows nearest their kink kept in the cut master (``BAND_ROWS`` in memory): a round
+#: costs passes over all rows here, so fewer rounds for a larger master pay (|S| = 3e5, D = 100:
+#: 27 rounds with 500, 19 with 1500)
+DASK_BAND_ROWS = 3 * BAND_ROWS
+#: from this many triplets on, the fit starts from the solution on about ``COARSE_ROWS`` of
+#: them (every ``s``-th): coarse to fine
+COARSE_MIN_ROWS = 4_000_000
+#: the coarse level's size
+COARSE_ROWS = 500_000
+#: the coarse level is solved to this relative gap (or the fit's ``tol`` if larger): its
+#: optimum differs from the full data's by the sampling error anyway
+COARSE_TOL = 1e-3
 
 
 @dataclass(frozen=True)
@@ -88,14 +101,23 @@ def psdboost_dask(P: Any, Q: Any, C: float, *, tol: float, verbose: bool = False
         raise ValueError(f"route_options {bad} do not apply to a Dask-backed PSDBoost fit "
                          f"(accepted: {', '.join(DIRECT_OPTIONS)})")
     opts.setdefault("tol", tol)
+    coarse = opts.pop("coarse", None)
     A = DaskRowOperator([(1.0, P), (-1.0, Q)])
     m, d = A.m, A.n
+    # coarse to fine: the solution on every s-th triplet is the start (its own rounds are
+    # cheap: s times fewer rows); the certificate is the full data's all the same
+    step = _coarse_step(coarse, m, P)
+    start, info = None, None
+    if step:
+        start, info = _coarse_start(P, Q, C, step, opts, bool(verbose))
     cb = progress_for(bool(verbose), "matrix_generation",
                       f"PSDBoostMetric on Dask: {m} triplets in {A.n_blocks} blocks, d={d}, "
-                      f"C={C:g}", "round")
+                      f"C={C:g}" + (f", from every {step}-th" if step else ""), "round")
     setup = time.perf_counter() - t0
-    res = _solve(A, float(C) / m, cb, opts)
+    res = _solve(A, float(C) / m, cb, opts, start=start, t0=t0)
     cert = _certificate(res, m, float(C) / m, setup, time.perf_counter() - t0)
+    if info is not None:
+        cert.extra["coarse"] = info
     take_current()
     if isinstance(cb, Progress):
         cb.finish(cert)
@@ -106,28 +128,77 @@ def psdboost_dask(P: Any, Q: Any, C: float, *, tol: float, verbose: bool = False
     return PSDBoostDaskFit(0.5 * (M + M.T), _rho(res), cert)
 
 
+def _coarse_step(coarse: Any, m: int, P: Any) -> int:
+    """The coarse level's step (0: none): option ``coarse`` None (from
+    :data:`COARSE_MIN_ROWS` triplets on, about :data:`COARSE_ROWS` of them), True (the same
+    at any size), False, or a step >= 2; rows not built from index triples
+    (:func:`~specopt.solvers.mg.dask_rows.triplet_rows`) have no coarse level."""
+    if coarse is False or getattr(P, "_specopt_keepalive", None) is None:
+        return 0
+    if coarse is None or coarse is True:
+        return max(2, m // COARSE_ROWS) if m >= COARSE_MIN_ROWS or coarse is True else 0
+    step = int(coarse)
+    if step < 2 or step != coarse:
+        raise ValueError(f"route option coarse must be None, True, False or an integer step "
+                         f">= 2, got {coarse!r}")
+    return step if m >= 2 * step else 0
+
+
+def _coarse_start(P: Any, Q: Any, C: float, step: int, opts: dict, verbose: bool):
+    """The fit on every ``step``-th triplet (same ``C``, each slack weighted ``C / rows``; a
+    to :data:`COARSE_TOL`, within a quarter of the time limit, with the default band: its point
+    ``(U, theta, (rho,))`` and a summary."""
+    from ..solvers.mg.dask_rows import triplet_rows
+
+    t0 = time.perf_counter()
+    T, data = P._specopt_keepalive
+    Tc = T[::step]
+    # blocks as the fine level's, at least 4 of them (both workers busy)
+    Pc, Qc = triplet_rows(data, Tc, block_rows=max(1, min(T.chunks[0][0],
+                                                          -(-Tc.shape[0] // 4))))
+    copts = {k: v for k, v in opts.items() if k not in ("time_limit", "band_rows")}
+    copts.update(tol=max(float(opts["tol"]), COARSE_TOL), coarse=False, band_rows=BAND_ROWS)
+    copts["time_limit"] = 0.25 * float(opts.get("time_limit", np.inf))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = psdboost_dask(Pc, Qc, C, tol=copts["tol"], options=copts)
+    cert = fit.certificate
+    info = {"rows": int(Tc.shape[0]), "step": step, "rounds": int(cert.iterations or 0),
+            "gap": float(cert.gap), "time": time.perf_counter() - t0}
+    if verbose:
+        print(f"coarse level: {info['rows']} triplets (every {step}-th), {info['rounds']} "
+              f"rounds, gap {info['gap']:.2e}, {info['time']:.1f} s")
+    return (cert.extra["U"], cert.extra["theta"], np.array([fit.rho])), info
+
+
 def _rho(res) -> float:
     """The margin ``rho`` (the first LP variable) of a result."""
     summ = getattr(res, "row_summary", None)
     return float(summ["z_shared"][0] if summ is not None else res.z[0])
 
 
-def _solve(A: DaskRowOperator, c: float, cb: Any, opts: dict):
+def _solve(A: DaskRowOperator, c: float, cb: Any, opts: dict, start: tuple | None = None,
+           t0: float | None = None):
     """The cut master on PSDBoost's hinge rows, their structure given (every row a hinge row
     with slack ``xi_r``, weight ``c``; ``rho`` the one shared variable), so nothing scans the
     ``|S|`` rows to find it; ``solve_spectraplex_lp`` when the cut master does not apply
-    (``d > CUT_MAX_N``) or calls the problem unbounded (its relaxation's verdict only)."""
+    (``d > CUT_MAX_N``) or calls the problem unbounded (its relaxation's verdict only).
+    ``start``: the cut master's first point (:func:`.cuts.solve_hinge_cuts`); ``t0``: the clock's
+    start (the time limit and the logged times count from it)."""
     if A.n <= CUT_MAX_N:
         # every row <A_r, M> - rho + xi_r >= 0 with cost -c xi_r: the per-row state stays on
         # the workers (mg._dask_hinge), the client holds nothing proportional to m
         h = dask_hinge(A, c_shared=np.ones(1), zlb=np.array([-np.inf]), zub=np.array([np.inf]),
                        g_shared=np.array([-1.0]), sign=1.0, b=0.0, weight=c, gabs=1.0,
                        trace=1.0, trace_eq=True)
-        mg = {k: v for k, v in opts.items() if k != "dense_threshold"}
+        mg = {k: v for k, v in opts.items() if k not in ("dense_threshold", "band_rows")}
         mg["dense"] = A.n <= opts.get("dense_threshold", 300)
-        log = RoundLog(time.perf_counter(), 0.0, cb, ("cuts",))
+        band_rows = int(opts.get("band_rows", DASK_BAND_ROWS))
+        h = replace(h, near_rows=max(band_rows, 1), single=opts["tol"] >= SINGLE_MIN_TOL)
+        log = RoundLog(time.perf_counter() if t0 is None else t0, 0.0, cb, ("cuts",))
         try:
-            return solve_hinge_cuts(h.prob, MGOptions(callback=cb, **mg), h.hs, log, hinge=h)
+            return solve_hinge_cuts(h.prob, MGOptions(callback=cb, **mg), h.hs, log, hinge=h,
+                                    start=start, band_rows=band_rows)
         except UnboundedProblem:
             pass
     return solve_spectraplex_lp(A, None, *hinge_lp(A.m, c), trace=1.0, trace_eq=True,

@@ -23,11 +23,12 @@ path (:func:`specopt.reductions.matrix_generation.extract`), which holds per-row
 from __future__ import annotations
 
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
 
+from ..solvers.mg._dask_hinge import SINGLE_MIN_TOL
 from ..solvers.mg._problem import MGOptions
 from ..solvers.mg._result import RoundLog, UnboundedProblem
 from .analysis import HingeTerm
@@ -128,7 +129,8 @@ def run_dask_hinge(data: Any, callback: Any, kw: dict) -> tuple[str, Any]:
                      **{k: v for k, v in kw.items() if k in _MG_FIELDS and k != "dense"})
     log = RoundLog(time.perf_counter(), lp.offset, callback, ("cuts",))
     try:
-        res = solve_hinge_cuts(h.prob, opts, h.hs, log, hinge=h)
+        res = solve_hinge_cuts(h.prob, opts, h.hs, log,
+                               hinge=replace(h, single=opts.tol >= SINGLE_MIN_TOL))
     except UnboundedProblem as exc:
         raise ValueError("the cut master's relaxation of the hinge problem is unbounded "
                          f"({exc}); check the sign and size of the hinge weight") from exc

@@ -65,7 +65,8 @@ def test_psdboost_direct_fit_survives_a_killed_worker(client, monkeypatch):
         return orig(self, *a, **k)
 
     monkeypatch.setattr(dh.DaskHinge, "make_cut", make_cut)
-    est = PSDBoostMetric(C=100, tol=1e-7).fit(
+    # a band narrower than the rows, so that the fit takes more than 3 cuts
+    est = PSDBoostMetric(C=100, tol=1e-7, route_options={"band_rows": 100}).fit(
         da.from_array(X), triplets=da.from_array(T, chunks=(1000, 3)))
     assert killed and killed[0] not in client.run(os.getpid).values()
     assert len(calls) > 3  # the fit went on after the kill

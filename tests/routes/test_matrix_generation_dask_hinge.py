@@ -174,3 +174,28 @@ def test_route_client_memory_does_not_grow_with_the_rows():
         dh.SELECT_GATHER = old
         client.close()
         cluster.close()
+
+
+@pytest.mark.parametrize("tol,single", [(1e-4, True), (1e-8, False)])
+def test_route_direct_hinge_single_precision_rounds_only_at_loose_tol(monkeypatch, tol, single):
+    """The rounds' activities are single precision from ``tol = 1e-5`` on, double below; the
+    certified value is the same as on numpy rows either way."""
+    from specopt.solvers.mg import cuts
+
+    seen = []
+    orig = cuts.solve_hinge_cuts
+
+    def spy(*a, hinge=None, **k):
+        seen.append(hinge.single)
+        return orig(*a, hinge=hinge, **k)
+
+    monkeypatch.setattr(cuts, "solve_hinge_cuts", spy)
+    P, Q = _rows(5, m=400, D=4)
+    ref = _model(P, Q, 10.0)
+    specopt.solve(ref, route="matrix_generation", tol=1e-8)
+    prob = _model(da.from_array(P, chunks=(100, -1)), da.from_array(Q, chunks=(100, -1)), 10.0)
+    with dask.config.set(scheduler="sync"):
+        specopt.solve(prob, route="matrix_generation", tol=tol)
+    assert seen == [single]
+    assert prob.status == cp.OPTIMAL and specopt.certificate(prob).gap <= tol
+    assert abs(prob.value - ref.value) <= 2 * tol * max(1.0, abs(ref.value))

@@ -44,14 +44,23 @@ from ._operators import zero_objective
 from ._problem import SpectraplexLP
 from ._result import MatrixGenerationResult, RoundLog
 from .cuts import BAND_ROWS, HingeRows, _Cut, _Hinge, _quad, _top
-from .dask_rows import DaskRowOperator, _blk_adjoint, _blk_rows_matvec, _blk_take_terms, _dask
+from .dask_rows import (
+    DaskRowOperator,
+    _blk_adjoint,
+    _blk_rows_matvec,
+    _blk_rows_quad32,
+    _blk_take_terms,
+    _dask,
+)
 
-__all__ = ["DaskHinge", "dask_hinge"]
+__all__ = ["SINGLE_MIN_TOL", "DaskHinge", "dask_hinge"]
 
 #: values of the last bin gathered to the client by the distributed selection
 SELECT_GATHER = 200_000
 #: bins per pass of the distributed selection
 SELECT_BINS = 1024
+#: the rounds' activities are kept in single precision for tolerances from this one on
+SINGLE_MIN_TOL = 1e-5
 
 
 # --------------------------------------------------------------------------------------------
@@ -67,7 +76,10 @@ def _ev(vec, rows: int) -> np.ndarray:
 
 
 def _blk_vec(vec, rows):
-    return _ev(vec, rows)
+    """A per-row vector kept on the worker: in single precision when its activities are."""
+    v = _ev(vec, rows)
+    return v.astype(np.float32) if vec[3] and all(
+        np.asarray(b).dtype == np.float32 for b in vec[3]) else v
 
 
 def _mask_of(mvec, excl, rows):
@@ -223,6 +235,10 @@ class DaskHinge(_Hinge):
     near: list = field(default_factory=list)
     #: the last master's band and its cuts' bits there: ``[band, [(mask, bits)]]``
     bits: list = field(default_factory=list)
+    #: the rounds' activities in single precision (4 bytes a row on the workers): for
+    #: tolerances from :data:`SINGLE_MIN_TOL` on (their rounding, about 1e-7 relative, stays
+    #: far below the gap sought; the returned point is measured in double precision anyway)
+    single: bool = False
 
     # ---- helpers -----------------------------------------------------------------------------
     @property
@@ -245,10 +261,17 @@ class DaskHinge(_Hinge):
         return {int(b): rows[blk == b] - self.A.bounds[b] for b in np.unique(blk)}
 
     # ---- per-row state -----------------------------------------------------------------------
-    def activity(self, Q: np.ndarray, s2: np.ndarray) -> _Vec:
-        """``<A_r, X>`` at ``X = Q diag(s2) Q^T``, persisted per block on the workers."""
+    def activity(self, Q: np.ndarray, s2: np.ndarray, exact: bool = False) -> _Vec:
+        """``<A_r, X>`` at ``X = Q diag(s2) Q^T``, persisted per block on the workers: in
+        single precision (:attr:`single`) for the rounds, whose activities only choose the next
+        cut, band and shared variable (any choice is valid; the returned point's objective is
+        measured again in double precision, ``exact``)."""
         if Q.shape[1] == 0:
             return _Vec(())
+        if self.single and not exact:
+            tasks = [self.A._call(_blk_rows_quad32, b, np.asarray(Q, float),
+                                  np.asarray(s2, float)) for b in range(self.A.n_blocks)]
+            return _Vec(((1.0, list(self.A._dask.persist(*tasks))),))
         tasks = [self.A._call(_blk_rows_matvec, b, "quad", np.asarray(Q, float), 1.0,
                               np.asarray(s2, float)) for b in range(self.A.n_blocks)]
         return _Vec(((1.0, list(self.A._dask.persist(*tasks))),))
@@ -351,6 +374,15 @@ class DaskHinge(_Hinge):
         keep = np.argsort(val, kind="stable")[:nn]
         return np.sort(idx[keep])
 
+    def top_mask(self, ha: _Vec, count: int, band: np.ndarray) -> _Mask:
+        """The rows with ``ha`` at least its ``count``-th largest value (an exact selection,
+        :func:`_kth_many`; ties all in), the rows ``band`` off."""
+        band = np.asarray(band, dtype=np.int64)
+        if count >= self.A.m:
+            return _Mask(None, band)
+        t = -_kth_many(self, [ha.affine(-1.0, 0.0)], max(count, 1))[0]
+        return _Mask(ha.affine(1.0, -float(np.nextafter(t, -np.inf))), band)
+
     def drop_rows(self, mask: _Mask, rows: np.ndarray) -> _Mask:
         return _Mask(mask.vec, np.union1d(mask.excl, np.asarray(rows, dtype=np.int64)))
 
@@ -412,7 +444,7 @@ class DaskHinge(_Hinge):
         _, da = _dask()
         prob = self.prob
         s2 = exact_trace(top.s2, prob.trace, prob.trace_eq)
-        act = self.activity(top.Q, s2)
+        act = self.activity(top.Q, s2, exact=True)
         ha = self.hinge_args(act, top.z)
         dsk = self.A._dask
         blks = list(dsk.persist(*self._tasks(

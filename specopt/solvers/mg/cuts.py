@@ -299,6 +299,15 @@ class _Hinge:
         mask[rows] = False
         return mask
 
+    def top_mask(self, ha, count: int, band: np.ndarray):
+        """The mask of the ``count`` hinge rows with the largest ``ha`` (ties either way), the
+        rows ``band`` off (a warm start's first cut, :func:`_start_state`)."""
+        mh = self.hs.rows.size
+        mask = np.zeros(mh, dtype=bool)
+        mask[np.argpartition(-ha, count - 1)[:count] if 0 < count < mh else slice(None)] = True
+        mask[band] = False
+        return mask
+
     def cut_result(self, log: RoundLog, st: _State, top: _Top, bnd: _Bound,
                    status: SolverStatus, it: int) -> MatrixGenerationResult:
         """The result at the best point (:func:`_cut_result`)."""
@@ -463,15 +472,16 @@ def _separate(h: _Hinge, top: _Top, band, Q, s2, zs, xi_tot: float, obj_m: float
     pts = [_sep_point(top, beta, Q, s2, zs, act_m, prob.trace)
            for beta in ((inout, 0.0) if top.Q is not None and inout > 0 else (0.0,))]
     cands = h.separation_candidates([(p[3], p[2]) for p in pts], ha_m, band)
+    found = None
     for pt, cand in zip(pts, cands, strict=True):
         (Qs, ss, _, act), (zsep, ha, hsum, nviol, mask, cut_lhs) = pt, cand
         obj = _quad(Qs, h.Cd, ss) + float(prob.c[sh] @ zsep) - hsum
-        if obj > top.obj:
+        if obj > top.obj:  # every candidate evaluated is a feasible point: the best is kept
             top = _Top(obj, Qs, ss, zsep, h.keep(act))
         cut_viol = cut_lhs - xi_tot  # the cut's violation at the master
-        if cut_viol > 1e-12 * max(1.0, abs(obj_m)):
-            break
-    return top, ha, nviol, mask, cut_viol
+        if found is None and (cut_viol > 1e-12 * max(1.0, abs(obj_m)) or pt is pts[-1]):
+            found = (ha, nviol, mask, cut_viol)
+    return top, *found
 
 
 @dataclass(frozen=True, eq=False)
@@ -573,8 +583,8 @@ def _next_cuts(h: _Hinge, st: _State, dual: _Dual, ha, mask, new_cut: bool, band
 
 def solve_hinge_cuts(prob: SpectraplexLP, opts: MGOptions, hs: HingeRows, log: RoundLog, *,
                      cut_age: int = CUT_AGE, inout: float = 0.8, band_rows: int = BAND_ROWS,
-                     smoothing: float = 0.5, hinge: _Hinge | None = None
-                     ) -> MatrixGenerationResult:
+                     smoothing: float = 0.5, hinge: _Hinge | None = None,
+                     start: tuple | None = None) -> MatrixGenerationResult:
     """Matrix generation with the 1-slack cut master (module docstring); returns a
     ``MatrixGenerationResult`` over the original rows and LP variables.
 
@@ -584,21 +594,69 @@ def solve_hinge_cuts(prob: SpectraplexLP, opts: MGOptions, hs: HingeRows, log: R
     ``smoothing`` the Wentges weight of the best dual in the pricing point (its own default, not
     the row master's option). ``hinge``: the problem as the cut master sees it, when not
     built from ``(prob, hs)`` (the Dask one keeps its per-row state on the workers).
+    ``start``: a point ``(Q, s2, z)`` (``X = Q diag(s2) Q^T``, shared LP variables ``z``; e.g.
+    the solution on a sample of the rows) to start from (:func:`_start_state`).
     """
     h = _Hinge.build(prob, hs) if hinge is None else hinge
-    # start: top eigenvectors of C, the all-rows cut (it bounds the shared variables like
-    # sum_r C_r xi_r does when every row is violated), no band rows
-    P = h.start_subspace(opts.columns_per_round)
-    band = np.zeros(0, dtype=np.int64)
-    st = _State([h.make_cut(h.all_rows())[0]], band, h.band_operator(band), Block(P))
-    top, bnd, status = _Top(), _Bound(), None
+    if start is not None:
+        st, top = _start_state(h, start, band_rows)
+    else:
+        # start: top eigenvectors of C, the all-rows cut (it bounds the shared variables like
+        # sum_r C_r xi_r does when every row is violated), no band rows
+        P = h.start_subspace(opts.columns_per_round)
+        band = np.zeros(0, dtype=np.int64)
+        st = _State([h.make_cut(h.all_rows())[0]], band, h.band_operator(band), Block(P))
+        top = _Top()
+    bnd, status = _Bound(), None
     it = 0
     for it in range(1, opts.max_iters + 1):
         status, st, top, bnd = _round(h, opts, st, top, bnd, it, log, inout=inout,
                                       smoothing=smoothing, band_rows=band_rows, cut_age=cut_age)
         if status is not None:
             break
-    return h.cut_result(log, st, top, bnd, status or SolverStatus.MAX_ITERS, it)
+    res = h.cut_result(log, st, top, bnd, status or SolverStatus.MAX_ITERS, it)
+    if res.status == SolverStatus.OPTIMAL and res.gap > opts.tol:
+        # the returned point is measured again (exactly); the rounds' value may have been
+        # measured in lower precision (the Dask rows): that measure decides
+        res.status = SolverStatus.INACCURATE
+    return res
+
+
+#: a warm start's first cut holds this many times the rows that bound the shared variable
+START_CUT_FACTOR = 4
+
+
+def _start_state(h: _Hinge, start: tuple, band_rows: int) -> tuple[_State, _Top]:
+    """The first state at a given point ``(Q, s2, z)``: its exact objective is the first best
+    point (one activity pass, the shared variable polished), the master's subspace is ``span
+    Q``, the band the rows nearest their kink there, and the first cut (in place of the
+    all-rows cut, whose pass over every row is the most expensive of a cold start) holds the
+    rows with the largest hinge arguments there: any mask gives a valid cut. With one shared
+    variable of cost ``c0`` it holds ``START_CUT_FACTOR |c0| / (C |e|)`` rows (uniform
+    weights assumed), so that the cut bounds that variable in the master; if it does not
+    (its coefficient is below ``|c0|``), the all-rows cut is added."""
+    prob, hs = h.prob, h.hs
+    Q, s2, z = (np.asarray(a, dtype=float) for a in start)
+    s2 = exact_trace(s2, prob.trace, prob.trace_eq)
+    act = h.activity(Q, s2)
+    band0 = np.zeros(0, dtype=np.int64)
+    zsep, ha, hsum, *_ = next(iter(h.separation_candidates(
+        [(act, z)], h.hinge_args(act, z), band0)))
+    obj = _quad(Q, h.Cd, s2) + float(prob.c[hs.shared] @ zsep) - hsum
+    top = _Top(obj, Q, s2, np.asarray(zsep, dtype=float), h.keep(act))
+    mh = hs.rows.size
+    band = h.nearest(ha, min(band_rows, mh)) if band_rows > 0 else band0
+    c0 = np.abs(prob.c[hs.shared])
+    ce = float(np.mean(hs.weight[:1]) * np.abs(h.band_G(np.zeros(1, dtype=np.int64))
+                                              .toarray()).max()) if mh else 0.0
+    count = mh if ce == 0 else int(min(mh, np.ceil(START_CUT_FACTOR * c0.max(initial=1.0)
+                                                       / ce)))
+    cut, AB = h.make_cut(h.top_mask(ha, count, band), band)
+    cuts = [cut]
+    if np.any(np.abs(cut.g) <= c0):  # the cut alone may leave the shared variables unbounded
+        cuts.insert(0, h.make_cut(h.all_rows())[0])
+    P = np.linalg.qr(Q)[0] if Q.shape[1] else h.start_subspace(1)
+    return _State(cuts, band, AB, Block(P)), top
 
 
 def _round(h: _Hinge, opts: MGOptions, st: _State, top: _Top, bnd: _Bound, it: int,
