@@ -213,9 +213,15 @@ def min_eigs(P: Scaled, y: np.ndarray, mu: float, k: int, dense_threshold: int,
     return w, V, float(res[0]) if res.size else 0.0
 
 
+class _OutOfTime(Exception):
+    """Raised inside a Lanczos product when the caller's time is up."""
+
+
 def min_eig_lower_bound(P: Scaled, y: np.ndarray, mu: float, Y: np.ndarray,
                         dense_threshold: int, rng: np.random.Generator,
-                        rel_cut: float = 1e-3) -> tuple[float, np.ndarray]:
+                        rel_cut: float = 1e-3,
+                        out_of_time: Callable[[], bool] | None = None,
+                        ) -> tuple[float, np.ndarray]:
     """A lower bound on ``lambda_min(S)``, ``S = C - A^*(y) + mu I`` (no centering, no face),
     with the near-null space of ``S`` at an optimum, ``range(Y)``, deflated.
 
@@ -227,7 +233,9 @@ def min_eig_lower_bound(P: Scaled, y: np.ndarray, mu: float, Y: np.ndarray,
     ``lambda_min(S) >= lambda_min([[a, e], [e, b]])``. Returns the bound and the Ritz vector of
     ``b`` (the direction for a rank growth). ``b`` is exact (dense) for
     ``n <= min(dense_threshold, DEFLATED_DENSE_MAX_N)``; above, the Lanczos Ritz value is the
-    extreme one with probability one, not certainty."""
+    extreme one with probability one, not certainty. ``out_of_time``: checked at every Lanczos
+    product; when it says so the bound is ``-inf`` (nothing proven) and the vector zero (at
+    n = 1e5 one Lanczos run took minutes past the solve's time limit)."""
     n = P.n
     U, sv, _ = np.linalg.svd(Y, full_matrices=False)
     Q = np.ascontiguousarray(U[:, sv >= rel_cut * sv[0]]) if sv.size and sv[0] > 0 \
@@ -251,11 +259,17 @@ def min_eig_lower_bound(P: Scaled, y: np.ndarray, mu: float, Y: np.ndarray,
     if n <= min(dense_threshold, DEFLATED_DENSE_MAX_N):
         w, V, err = dense_smallest(mat(np.eye(n)), 1)
     else:
-        op = spla.LinearOperator((n, n), matvec=lambda x: mat(x) + bound * x,
-                                 matmat=lambda X: mat(X) + bound * X, dtype=float)
+        def shifted(X: np.ndarray) -> np.ndarray:
+            if out_of_time is not None and out_of_time():
+                raise _OutOfTime
+            return mat(X) + bound * X
+
+        op = spla.LinearOperator((n, n), matvec=shifted, matmat=shifted, dtype=float)
         try:
             w, V = spla.eigsh(op, k=1, which="SA", v0=rng.standard_normal(n), tol=1e-9,
                               ncv=min(n, 40), maxiter=max(1000, 5 * n))
+        except _OutOfTime:
+            return -math.inf, np.zeros((n, 1))
         except spla.ArpackNoConvergence as exc:
             w, V = exc.eigenvalues, exc.eigenvectors
             if not w.size:

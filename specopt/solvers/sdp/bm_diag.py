@@ -289,7 +289,8 @@ def run_bm_diag(P: Scaled, d: np.ndarray, st: BMState, opts: BMOptions,
         st.Y = X * sq[:, None]
         # multipliers in solver units: A^*(y) = Diag(s y) on K, z on X (K = D^1/2 X X^T D^1/2)
         st.y = _row_multipliers(P, z / d)
-        st.lam, vecs = min_eig_lower_bound(P, st.y, 0.0, st.Y, opts.dense_threshold, rng)
+        st.lam, vecs = min_eig_lower_bound(P, st.y, 0.0, st.Y, opts.dense_threshold, rng,
+                                           out_of_time=opts.out_of_time)
         st.cert = certificate(P, st.y, 0.0, f, st.lam)
         h["time_inner"].append(t1 - t0)
         h["time_eig"].append(time.perf_counter() - t1)
@@ -306,7 +307,7 @@ def run_bm_diag(P: Scaled, d: np.ndarray, st: BMState, opts: BMOptions,
         converged = float(np.linalg.norm(g)) <= gtol
         fresh = False
         if converged and st.cert.gap > 10 * opts.tol and st.lam < 0 \
-                and X.shape[1] < opts.max_rank:
+                and X.shape[1] < opts.max_rank and np.any(vecs):
             V = vecs * sq[:, None]
             V /= np.max(np.abs(V), axis=0, keepdims=True)
             X = np.ascontiguousarray(_normalize(np.c_[X, 1e-2 * V]))

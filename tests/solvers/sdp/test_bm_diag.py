@@ -117,6 +117,32 @@ def test_deflated_eigenvalue_bound_is_a_lower_bound(n, r, seed, near):
         assert lo >= w[0] - 1e-4 * max(1.0, abs(w[0]))
 
 
+def test_deflated_bound_stops_its_lanczos_when_time_is_up():
+    """The Lanczos run of ``min_eig_lower_bound`` checks the caller's clock at every product:
+    out of time, it proves nothing (``-inf``, no direction) instead of running on (at n = 1e5
+    it ran minutes past the solve's time limit); in time, the bound is finite and below the
+    exact smallest eigenvalue."""
+    n = 80
+    rng = np.random.default_rng(3)
+    C = _graph(n, 0.2, 3, signed=True)
+    A = SparseRows.from_entries(np.arange(n), np.arange(n), n)
+    P = Scaled(SymOp(n, sparse=C), A, np.ones(n), None, None, False, 1.0)
+    y, Y = rng.standard_normal(n), rng.standard_normal((n, 3))
+    calls = []
+
+    def after_five() -> bool:
+        calls.append(1)
+        return len(calls) > 5
+
+    lo, V = min_eig_lower_bound(P, y, 0.0, Y, dense_threshold=0, rng=rng,
+                                out_of_time=after_five)
+    assert lo == -math.inf and not np.any(V) and len(calls) == 6
+    lo, V = min_eig_lower_bound(P, y, 0.0, Y, dense_threshold=0, rng=rng,
+                                out_of_time=lambda: False)
+    S = P.slack_matmat(y, 0.0, np.eye(n))
+    assert math.isfinite(lo) and lo <= np.linalg.eigvalsh(0.5 * (S + S.T))[0] + 1e-9
+
+
 def test_capped_and_timed_runs_are_not_certified():
     n = 200
     C = _graph(n, 0.05, 1)
