@@ -48,13 +48,10 @@ def _is_lazy(value: Any) -> bool:
 
 def _rows_value(node: RowQuadForms):
     """``(v_r^T X v_r)_r`` as a lazy array chunked like ``V`` (one task per row block)."""
-    from .solvers.mg.dask_rows import _blk_quad_values
+    from .solvers.mg.dask_rows import lazy_row_quad_values
 
     X = node.args[0].value
-    if X is None:
-        return None
-    X = np.asarray(X, dtype=float)
-    return node.V.rechunk({1: -1}).map_blocks(_blk_quad_values, X, drop_axis=1, dtype=float)
+    return None if X is None else lazy_row_quad_values(node.V, X)
 
 
 def _combine(node: cp.Expression, values: list):

@@ -31,10 +31,13 @@ def _symmetric_part(value) -> np.ndarray:
     return (M + M.conj().T) / 2
 
 
+def _eig_violation(S: np.ndarray) -> float:
+    return float(max(0.0, -np.linalg.eigvalsh(S)[0])) if S.size else 0.0
+
+
 def exact_psd_violation(value) -> float:
     """``max(0, -lambda_min((M + M^H) / 2))`` from the eigenvalues."""
-    S = _symmetric_part(value)
-    return float(max(0.0, -np.linalg.eigvalsh(S)[0])) if S.size else 0.0
+    return _eig_violation(_symmetric_part(value))
 
 
 def _factors(S: np.ndarray, tau: float) -> bool:
@@ -54,10 +57,10 @@ def psd_violation(value, tolerance: float) -> float:
     S = _symmetric_part(value)
     n = S.shape[0] if S.ndim == 2 else 0
     if n < CHOLESKY_MIN_N or not np.all(np.isfinite(S)):
-        return exact_psd_violation(S)
+        return _eig_violation(S)
     scale = float(np.max(np.abs(S)))
     round_off = 2.0 * n * n * np.finfo(float).eps * scale
     for tau in (1e3 * round_off, 0.5 * tolerance):
         if tau > 0 and _factors(S, tau):
             return tau + round_off
-    return exact_psd_violation(S)
+    return _eig_violation(S)

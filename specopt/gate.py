@@ -107,11 +107,13 @@ def relative_violations(problem: cp.Problem) -> list[tuple[cp.Constraint, float,
     """``[(constraint, violation, relative violation)]`` at the variables' current values."""
     out = []
     for con in problem.constraints:
+        scale = None
         try:
-            if isinstance(con, cp.constraints.PSD) and con.args[0].value is not None:
+            value = con.args[0].value if isinstance(con, cp.constraints.PSD) else None
+            if value is not None:
                 # a Cholesky bound instead of eigvalsh for large matrices (_psd_violation)
-                viol = psd_violation(con.args[0].value,
-                                     FEASIBILITY_TOL * (1.0 + constraint_scale(con)))
+                scale = constraint_scale(con)
+                viol = psd_violation(value, FEASIBILITY_TOL * (1.0 + scale))
             else:
                 viol = con.violation()
         except (ValueError, TypeError):
@@ -123,7 +125,8 @@ def relative_violations(problem: cp.Problem) -> list[tuple[cp.Constraint, float,
         if not math.isfinite(v):
             out.append((con, math.inf, math.inf))
             continue
-        out.append((con, v, v / (1.0 + constraint_scale(con))))
+        scale = constraint_scale(con) if scale is None else scale
+        out.append((con, v, v / (1.0 + scale)))
     return out
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "initial_working_set",
     "is_dask_array",
     "is_dask_backed",
+    "lazy_row_quad_values",
     "row_quad_values",
     "tree_sum",
     "triplet_rows",
@@ -334,15 +335,16 @@ def tree_sum(tasks: list):
     return tasks[0]
 
 
+def lazy_row_quad_values(V, X: np.ndarray):
+    """``(v_r^T X v_r)_r`` for a Dask array ``V`` (m, n) as a lazy array chunked like ``V``'s
+    rows (one task per row block; nothing computed)."""
+    X = np.asarray(X, dtype=float)
+    return V.rechunk({1: -1}).map_blocks(_blk_quad_values, X, drop_axis=1, dtype=float)
+
+
 def row_quad_values(V, X: np.ndarray) -> np.ndarray:
     """``(v_r^T X v_r)_r`` for a Dask array ``V`` (m, n): one pass, block results gathered."""
-    dask, _ = _dask()
-    X = np.asarray(X, dtype=float)
-    V = V.rechunk({1: -1})
-    f = dask.delayed(_blk_quad_values, pure=True)
-    blocks = [f(b, X) for b in V.to_delayed().ravel()]
-    parts = dask.compute(*blocks)
-    return np.concatenate(parts) if parts else np.zeros(0)
+    return np.asarray(lazy_row_quad_values(V, X).compute())
 
 
 def triplet_rows(data, triplets, block_rows: int | None = None, dtype=np.float64) -> tuple:

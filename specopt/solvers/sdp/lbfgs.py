@@ -52,6 +52,22 @@ def _dot(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.vdot(a, b))
 
 
+def _gradient(P: Scaled, Y: np.ndarray, r: np.ndarray, CY: np.ndarray, y: np.ndarray,
+              sigma: float, mu: float) -> tuple[np.ndarray, float, float]:
+    """The augmented Lagrangian's gradient on ``P``'s subspace,
+    ``P(2 (C Y - A^*(y - sigma r) Y + mu~ Y))``, with ``trace = <Y, Y>`` and
+    ``mu~ = max(0, mu + sigma (trace - t))`` (both 0 without a trace bound); ``r`` and ``CY``:
+    the residual and ``C Y`` at ``Y``. Returns ``(gradient, trace, mu~)``."""
+    mut = 0.0
+    trace = _dot(Y, Y) if P.t is not None else 0.0
+    if P.t is not None:
+        mut = max(0.0, mu + sigma * (trace - P.t))
+    G = CY - P.A.pairs.adj_times(y - sigma * r, Y)
+    if mut:
+        G += mut * Y
+    return P.project(2.0 * G), trace, mut
+
+
 def _line_poly(P: Scaled, Y: np.ndarray, D: np.ndarray, r0: np.ndarray, CY: np.ndarray,
                CD: np.ndarray, y: np.ndarray, sigma: float) -> tuple[np.ndarray, np.ndarray,
                                                                     np.ndarray]:
@@ -111,7 +127,6 @@ def lbfgs_exact(P: Scaled, Y0: np.ndarray, y: np.ndarray, sigma: float, mu: floa
     (projected on ``P``'s subspace: zero column means with centering, the face) and the exact
     step of the module docstring. Stops when ``max |grad| <= gtol``, after ``max_iters`` steps,
     when a step no longer decreases ``L`` (relative ``1e-15``), or at ``out_of_time()``."""
-    A = P.A
     Y = np.ascontiguousarray(P.project(Y0))
     S_hist: list[np.ndarray] = []
     G_hist: list[np.ndarray] = []
@@ -125,14 +140,7 @@ def lbfgs_exact(P: Scaled, Y0: np.ndarray, y: np.ndarray, sigma: float, mu: floa
         if it % REFRESH == 0 and it:
             r = P.residual(Y)
             CY = P.C.matmat(Y)
-        mut = 0.0
-        trace = _dot(Y, Y) if P.t is not None else 0.0
-        if P.t is not None:
-            mut = max(0.0, mu + sigma * (trace - P.t))
-        Gn = CY - A.pairs.adj_times(y - sigma * r, Y)
-        if mut:
-            Gn += mut * Y
-        Gn = P.project(2.0 * Gn)
+        Gn, trace, _ = _gradient(P, Y, r, CY, y, sigma, mu)
         if G is not None:
             s_k, g_k = S_hist[-1], Gn - G
             sg = _dot(s_k, g_k)
@@ -231,14 +239,7 @@ def newton_exact(P: Scaled, Y0: np.ndarray, y: np.ndarray, sigma: float, mu: flo
         r = P.residual(Y)
         CY = P.C.matmat(Y)
         ytil = y - sigma * r
-        mut = 0.0
-        trace = _dot(Y, Y) if P.t is not None else 0.0
-        if P.t is not None:
-            mut = max(0.0, mu + sigma * (trace - P.t))
-        G = CY - P.A.pairs.adj_times(ytil, Y)
-        if mut:
-            G += mut * Y
-        G = P.project(2.0 * G)
+        G, trace, mut = _gradient(P, Y, r, CY, y, sigma, mu)
         gn = math.sqrt(_dot(G, G))
         g0 = gn if g0 is None else g0
         if gn <= gtol:
