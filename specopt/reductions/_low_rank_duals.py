@@ -10,7 +10,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..memory import physical_memory
-from ..solvers.sdp._kernels import adjoint_sparse
 from ._low_rank_read import LRData
 from .analysis import affine_maps
 
@@ -63,7 +62,7 @@ def route_duals(d: LRData, y: np.ndarray, mu: float,
         if lambda_min is None or not math.isfinite(lambda_min) or not dense_dual_fits(n):
             return dual
         shift = max(0.0, -float(lambda_min))
-    Z = s * (adjoint_sparse(d.A, y).toarray() if d.A.m else np.zeros((n, n)))
+    Z = s * (d.A.pairs.adjoint(y).toarray() if d.A.m else np.zeros((n, n)))
     Z -= s * d.C.to_dense()
     Z[np.diag_indices(n)] += mu
     Z = 0.5 * (Z + Z.T)

@@ -14,7 +14,6 @@ import scipy.sparse as sp
 
 from ..solvers.sdp import OPTIMAL, solve_low_rank_sdp
 from ..solvers.sdp._data import SymOp
-from ..solvers.sdp._kernels import adjoint_sparse
 from ._low_rank_duals import complement_basis, route_duals
 from ._low_rank_read import LRData
 from .base import RouteResult
@@ -41,7 +40,7 @@ def farkas_check(d: LRData, z: np.ndarray) -> tuple[bool, float, float]:
     bound ``tr K <= T`` (the trace constraint or the bound implied by the rows); without one
     ``lambda_min >= -FARKAS_EIG_TOL`` (rounding) and ``b^T z < 0`` is required.
     """
-    S = adjoint_sparse(d.A, np.asarray(z, float)).toarray()
+    S = d.A.pairs.adjoint(np.asarray(z, float)).toarray()
     nrm = float(np.linalg.norm(S))
     if not nrm > 0 or not np.all(np.isfinite(S)):
         return False, math.nan, math.nan
@@ -69,7 +68,7 @@ def farkas_multipliers(d: LRData, z: np.ndarray, lam: float) -> dict[int, Any]:
     zero = LRData(**{**d.__dict__, "C": SymOp(d.n), "sense": "max"})
     mu = 0.0
     if d.trace_con is not None:
-        nrm = float(np.linalg.norm(adjoint_sparse(d.A, z).toarray()))
+        nrm = float(np.linalg.norm(d.A.pairs.adjoint(z).toarray()))
         mu = max(0.0, -lam) * nrm * (1.0 + 1e-9)
     return route_duals(zero, z, mu)
 

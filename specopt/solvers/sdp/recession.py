@@ -10,7 +10,6 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from ._data import SparseRows, SymOp
-from ._kernels import a_of_yyt
 
 __all__ = ["feasibility_trace_cap", "recession_ray"]
 
@@ -45,7 +44,7 @@ def recession_ray(C: SymOp, A: SparseRows, centered: bool, sense: str,
         nv2 = float(v @ v)
         if nv2 == 0:
             continue
-        if np.max(np.abs(a_of_yyt(A.rows, A.ii, A.jj, A.vals, v[:, None], A.m)),
+        if np.max(np.abs(A.pairs.yyt(np.ascontiguousarray(v[:, None]))),
                   initial=0.0) > 1e-12 * an * nv2:
             continue
         gain = sgn * float(v @ C.matmat(v[:, None])[:, 0])

@@ -31,13 +31,10 @@ def test_each_twin_equals_its_compiled_kernel(n, m, nnz, r, seed):
     A = _rows(rng, n, m, nnz)
     Y, D = rng.standard_normal((n, r)), rng.standard_normal((n, r))
     w = rng.standard_normal(m)
-    cases = [(_kernels.a_of_yyt, (A.rows, A.ii, A.jj, A.vals, Y, m)),
-             (_kernels.adj_times, (A.rows, A.ii, A.jj, A.vals, w, Y)),
-             (_kernels.a_of_ydt, (A.rows, A.ii, A.jj, A.vals, Y, D, m))]
     G = rng.standard_normal((n, n))
     X, Z = G @ G.T, G.T @ G + np.eye(n)
     pr = A.pairs
-    cases += [(_kernels.pair_dots, (pr.pi, pr.pj, Y, D)),
+    cases = [(_kernels.pair_dots, (pr.pi, pr.pj, Y, D)),
               (_kernels.pair_dots_sym, (pr.pi, pr.pj, Y, D)),
               (_kernels.csr_matmat, (pr.indptr, pr.ind, pr.adj_data(w), Y))]
     pf = ip_sparse.padded_factors(*ip_sparse.row_factors(A.rows, A.ii, A.jj, A.vals, m, n))
