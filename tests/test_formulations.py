@@ -1330,3 +1330,35 @@ def test_scs_options_do_not_follow_a_fallback_to_clarabel(monkeypatch):
     assert cert.backend == "CLARABEL" and cert.extra["backend_fallbacks"][0]["to"] == "CLARABEL"
     assert cert.extra["subproblem_solves"] >= 2  # steps after the fallback ran on Clarabel
     assert np.isfinite(value) and cert.status in (specopt.STATIONARY, cp.OPTIMAL_INACCURATE)
+
+
+def test_conic_only_steps_on_scs_agree_with_clarabel(monkeypatch):
+    """Steps that stay conic every step (non-shrink inequality rows: not the engine's form) with
+    one PSD block go to SCS above a dense KKT size (here lowered to reach the small instance):
+    stationary, the same value as Clarabel every step (to the stationarity tolerance); with
+    several PSD blocks (eigengap's lambda_sum_largest epigraphs) or backend options the rule
+    keeps Clarabel."""
+    import specopt.reductions._iterated_steps as steps
+
+    monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
+    make_nonshrink, make_gap = _other_user_models()[1], _other_user_models()[2]
+    vals = {}
+    for solver in (None, "CLARABEL"):
+        prob = make_nonshrink()
+        vals[solver] = specopt.solve(prob, solver=solver)
+        cert = specopt.certificate(prob)
+        assert cert.status == specopt.STATIONARY, (solver, cert.gate_reasons)
+        assert cert.backend == (solver or "SCS")
+        if solver is None:
+            assert cert.extra["scs_iterations"], cert.extra
+    assert vals[None] == pytest.approx(vals["CLARABEL"], rel=1e-3), vals
+    prob = make_gap()
+    specopt.solve(prob)
+    assert specopt.certificate(prob).backend == "CLARABEL"
+    K = cp.Variable((N_U, N_U), symmetric=True)
+    one_block = cp.Problem(cp.Minimize(cp.trace(K)), [K >> 0, *_knn_rows(K)[0]])
+    assert steps.conic_steps_on_scs(one_block, "CLARABEL", {})
+    assert not steps.conic_steps_on_scs(one_block, "CLARABEL", {"tol_feas": 1e-7})
+    assert not steps.conic_steps_on_scs(one_block, "MOSEK", {})
+    two_blocks = cp.Problem(cp.Minimize(cp.lambda_max(K)), [K >> 0, *_knn_rows(K)[0]])
+    assert not steps.conic_steps_on_scs(two_blocks, "CLARABEL", {})

@@ -55,6 +55,7 @@ from ._iterated_steps import (
     StepRunner,
     SubproblemInfeasible,
     SubproblemUnbounded,
+    conic_steps_on_scs,
     inner_backend,
 )
 from ._iterated_surrogate import Surrogate, build_surrogate, contains_spectral
@@ -105,11 +106,13 @@ class MMSettings:
     inner_method: str
 
 
-def mm_settings(surr: Surrogate, solver: str | None, opts: dict[str, Any]) -> MMSettings:
-    """Split and default the options (unknown names go to the conic backend)."""
+def mm_settings(surr: Surrogate, solver: str | None, opts: dict[str, Any],
+                backend: str | None = None) -> MMSettings:
+    """Split and default the options (unknown names go to the conic backend); ``backend``
+    overrides the default rule's choice (not ``solver=``)."""
     loop = {k: opts.pop(k) for k in _ROUTE_OPTS if k in opts}
     user_keys = frozenset(loop)
-    backend = (solver or inner_backend(surr.problem)).upper()
+    backend = (solver or backend or inner_backend(surr.problem)).upper()
     solver_opts = dict(opts)
     if "scs_max_iters" in solver_opts:  # ``max_iters`` is the route's own option
         solver_opts["max_iters"] = solver_opts.pop("scs_max_iters")
@@ -238,8 +241,14 @@ class IteratedSDPRoute(Route):
         return True, "no other route solves non-convex spectral objectives"
 
     def run(self, surr: Surrogate, ctx: RunContext, **opts: Any) -> MMOutcome:
+        raw = dict(opts)
         cfg = mm_settings(surr, ctx.solver, opts)
         runner = step_runner(surr, ctx.solver, cfg)
+        if ctx.solver is None and cfg.inner == "auto" and runner.engine is None \
+                and conic_steps_on_scs(surr.problem, cfg.backend, cfg.solver_opts):
+            # every step conic, one PSD block, large: SCS (see ITERATED_SCS_SINGLE_BLOCK_MIN_DIM)
+            cfg = mm_settings(surr, None, raw, backend="SCS")
+            runner = step_runner(surr, ctx.solver, cfg)
         loop = loop_options(cfg, runner)
         max_iters = int(loop.pop("max_iters", MAX_ITERS))
         stat_tol = max(10.0 * float(loop["tol"]), STATIONARITY_TOL)
