@@ -1362,3 +1362,28 @@ def test_conic_only_steps_on_scs_agree_with_clarabel(monkeypatch):
     assert not steps.conic_steps_on_scs(one_block, "MOSEK", {})
     two_blocks = cp.Problem(cp.Minimize(cp.lambda_max(K)), [K >> 0, *_knn_rows(K)[0]])
     assert not steps.conic_steps_on_scs(two_blocks, "CLARABEL", {})
+
+
+def test_conic_only_steps_compiled_once_up_to_the_conic_dpp_size(monkeypatch):
+    """Steps that are conic every step use the DPP subproblem (compiled once, SCS
+    warm-started) up to ``CONIC_DPP_MAX_N``, above ``DPP_MAX_N`` (both lowered here): the same
+    stationary value as compiling every step; hybrid runs keep the per-step compile."""
+    import specopt.reductions._iterated_steps as steps
+    import specopt.reductions.iterated_sdp as itr
+
+    monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
+    monkeypatch.setattr(itr, "DPP_MAX_N", 5)
+    vals = {}
+    for conic_max in (5, N_U):
+        monkeypatch.setattr(itr, "CONIC_DPP_MAX_N", conic_max)
+        prob = _other_user_models()[1]()  # non-shrink rows: conic every step
+        vals[conic_max] = specopt.solve(prob)
+        cert = specopt.certificate(prob)
+        assert cert.status == specopt.STATIONARY, cert.gate_reasons
+        assert cert.extra["dpp"] is (conic_max == N_U)
+    assert vals[5] == pytest.approx(vals[N_U], rel=1e-4), vals
+    _hybrid_from(monkeypatch, N_U)
+    prob = _user_mve_models()[0]()
+    specopt.solve(prob)
+    ex = specopt.certificate(prob).extra
+    assert ex["hybrid_phases"] and ex["dpp"] is False
