@@ -213,6 +213,25 @@ def _polish(prob: cp.Problem, state: BackendState, kw: dict) -> bool:
             continue
         if prob.status == cp.OPTIMAL:
             return True
+    return backend == "SCS" and _polish_on_clarabel(prob)
+
+
+def _polish_on_clarabel(prob: cp.Problem) -> bool:
+    """An SCS step still inaccurate after its polish, re-solved on Clarabel at its polish
+    tolerances (then with its larger regularization) where Clarabel takes the subproblem's
+    size (``ITERATED_CLARABEL_MAX_DENSE_DIM``): the single-block steps that run on SCS by
+    ``conic_steps_on_scs`` (a 10-point helix with non-shrink rows: SCS inaccurate after 80000
+    iterations)."""
+    if "CLARABEL" not in available_backends() \
+            or dense_kkt_dimension(prob) > ITERATED_CLARABEL_MAX_DENSE_DIM:
+        return False
+    for opts in (_CLARABEL_POLISH, {**_CLARABEL_POLISH, **_CLARABEL_POLISH_REG}):
+        try:
+            compat.solve_in_place(prob, "CLARABEL", verbose=False, **opts)
+        except SolverError:
+            continue
+        if prob.status == cp.OPTIMAL:
+            return True
     return False
 
 
