@@ -1330,3 +1330,114 @@ def test_scs_options_do_not_follow_a_fallback_to_clarabel(monkeypatch):
     assert cert.backend == "CLARABEL" and cert.extra["backend_fallbacks"][0]["to"] == "CLARABEL"
     assert cert.extra["subproblem_solves"] >= 2  # steps after the fallback ran on Clarabel
     assert np.isfinite(value) and cert.status in (specopt.STATIONARY, cp.OPTIMAL_INACCURATE)
+
+
+def test_conic_only_steps_on_scs_agree_with_clarabel(monkeypatch):
+    """Steps that stay conic every step (non-shrink inequality rows: not the engine's form) with
+    one PSD block go to SCS above a dense KKT size (here lowered to reach the small instance):
+    stationary, the same value as Clarabel every step (to the stationarity tolerance); with
+    several PSD blocks (eigengap's lambda_sum_largest epigraphs) or backend options the rule
+    keeps Clarabel."""
+    import specopt.reductions._iterated_steps as steps
+
+    monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
+    make_nonshrink, make_gap = _other_user_models()[1], _other_user_models()[2]
+    vals = {}
+    for solver in (None, "CLARABEL"):
+        prob = make_nonshrink()
+        vals[solver] = specopt.solve(prob, solver=solver)
+        cert = specopt.certificate(prob)
+        assert cert.status == specopt.STATIONARY, (solver, cert.gate_reasons)
+        assert cert.backend == (solver or "SCS")
+        if solver is None:
+            assert cert.extra["scs_iterations"], cert.extra
+    assert vals[None] == pytest.approx(vals["CLARABEL"], rel=1e-3), vals
+    prob = make_gap()
+    specopt.solve(prob)
+    assert specopt.certificate(prob).backend == "CLARABEL"
+    K = cp.Variable((N_U, N_U), symmetric=True)
+    one_block = cp.Problem(cp.Minimize(cp.trace(K)), [K >> 0, *_knn_rows(K)[0]])
+    assert steps.conic_steps_on_scs(one_block, "CLARABEL", {})
+    assert not steps.conic_steps_on_scs(one_block, "CLARABEL", {"tol_feas": 1e-7})
+    assert not steps.conic_steps_on_scs(one_block, "MOSEK", {})
+    two_blocks = cp.Problem(cp.Minimize(cp.lambda_max(K)), [K >> 0, *_knn_rows(K)[0]])
+    assert not steps.conic_steps_on_scs(two_blocks, "CLARABEL", {})
+
+
+def test_conic_only_steps_compiled_once_up_to_the_conic_dpp_size(monkeypatch):
+    """Steps that are conic every step use the DPP subproblem (compiled once, SCS
+    warm-started) up to ``CONIC_DPP_MAX_N``, above ``DPP_MAX_N`` (both lowered here): the same
+    stationary value as compiling every step; hybrid runs keep the per-step compile."""
+    import specopt.reductions._iterated_steps as steps
+    import specopt.reductions.iterated_sdp as itr
+
+    monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
+    monkeypatch.setattr(itr, "DPP_MAX_N", 5)
+    vals = {}
+    for conic_max in (5, N_U):
+        monkeypatch.setattr(itr, "CONIC_DPP_MAX_N", conic_max)
+        prob = _other_user_models()[1]()  # non-shrink rows: conic every step
+        vals[conic_max] = specopt.solve(prob)
+        cert = specopt.certificate(prob)
+        assert cert.status == specopt.STATIONARY, cert.gate_reasons
+        assert cert.extra["dpp"] is (conic_max == N_U)
+    assert vals[5] == pytest.approx(vals[N_U], rel=1e-4), vals
+    _hybrid_from(monkeypatch, N_U)
+    prob = _user_mve_models()[0]()
+    specopt.solve(prob)
+    ex = specopt.certificate(prob).extra
+    assert ex["hybrid_phases"] and ex["dpp"] is False
+
+
+@pytest.mark.slow
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 10_000), share=st.sampled_from([2, 3]), infeasible=st.booleans())
+def test_nonshrink_scs_steps_agree_with_clarabel_on_random_helices(seed, share, infeasible):
+    """Random helices with non-shrink rows on a random share of the non-edges (conic every
+    step, on SCS by the single-block rule, lowered here): the same stationary value as Clarabel
+    every step; a row that asks an edge to stretch beyond its fixed length makes the set
+    infeasible, and both backends say so instead of returning a point. (Slow: an SCS step
+    still inaccurate after its polish is re-solved on Clarabel, seed 7: 5 s CPU.)"""
+    import specopt.reductions._iterated_steps as steps
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
+        out = _nonshrink_both_backends(seed, share, infeasible)
+    if not infeasible:
+        assert out[None] == pytest.approx(out["CLARABEL"], rel=2e-3), out
+
+
+def _nonshrink_both_backends(seed: int, share: int, infeasible: bool) -> dict:
+    rng = np.random.default_rng(seed)
+    out: dict = {}
+    for solver in (None, "CLARABEL"):
+        K = cp.Variable((N_U, N_U), symmetric=True)
+        rows, D, edges = _knn_rows(K, seed=seed)
+        extra = [K[i, i] + K[j, j] - 2 * K[i, j] >= D[i, j] for i in range(N_U)
+                 for j in range(i + 2, N_U) if (i, j) not in edges and (i + j + seed) % share == 0]
+        if infeasible:
+            i = int(rng.integers(N_U - 1)) if solver is None else out["i"]
+            out["i"] = i
+            extra.append(K[i, i] + K[i + 1, i + 1] - 2 * K[i, i + 1] >= 1.5 * D[i, i + 1] + 0.1)
+        prob = cp.Problem(cp.Minimize(mve_cost(K, 2)), [K >> 0, cp.sum(K) == 0, *rows, *extra])
+        specopt.solve(prob, solver=solver)
+        cert = specopt.certificate(prob)
+        if infeasible:
+            assert prob.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE), (solver, prob.status)
+            assert K.value is None
+        else:
+            assert cert.status == specopt.STATIONARY, (solver, cert.gate_reasons)
+            assert cert.backend == (solver or "SCS")
+            out[solver] = prob.value
+    return out
+
+
+@pytest.mark.parametrize("seed", [7, 11])
+def test_nonshrink_infeasible_rows_on_scs_steps_are_a_status(monkeypatch, seed):
+    """Non-shrink rows that contradict a fixed edge length, on the SCS steps of the
+    single-block rule: infeasible (no point), as on Clarabel."""
+    import specopt.reductions._iterated_steps as steps
+
+    monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
+    out = _nonshrink_both_backends(seed, 2, True)
+    assert set(out) == {"i"}

@@ -18,7 +18,7 @@ from .. import _cvxpy_compat as compat
 from ..backends import available_backends, mosek_licensed
 from ._iterated_surrogate import Surrogate, center_if_better
 from ._low_rank_steps import low_rank_subproblem, substitute_parameters
-from .conic_size import default_backend, dense_kkt_dimension
+from .conic_size import default_backend, dense_kkt_dimension, psd_block_sides
 
 #: SCS's tolerances for the MM steps (the route's defaults follow from them)
 SCS_EPS = 1e-6
@@ -164,6 +164,30 @@ def inner_backend(subproblem: cp.Problem) -> str:
     return default_backend(subproblem)
 
 
+#: MM steps that stay on the conic backend every step (the subproblem is not in the SDP engine's
+#: form, e.g. the non-shrink inequality rows ``K_ii + K_jj - 2 K_ij >= d_ij``) and whose
+#: subproblem has a single PSD block go to SCS above this dense KKT size instead of Clarabel
+#: (N = 45 has 1035, N = 60 1830; N = 30 465 stays on Clarabel). ``nonshrink`` (benchmarks/
+#: iterated_sdp.py), CPU s at load 4-5, SCS / Clarabel: swiss N = 45 2.0 (stationary) / 7.2
+#: (a step inaccurate after its polish), spiral 45 2.0 / 7.3 (same), digits 60 25 / > 60
+#: (Clarabel 4-8 s CPU per step, SCS ~1.5 s); the values agree to 3e-7 where both certify.
+#: Not with several PSD blocks (the epigraphs of ``lambda_sum_largest`` in the convex part of
+#: ``eigengap``): SCS did not finish ``max eigengap`` on the 24-point swiss roll in 60 s, where
+#: Clarabel took 6.6 s.
+ITERATED_SCS_SINGLE_BLOCK_MIN_DIM = 1000
+
+
+def conic_steps_on_scs(subproblem: cp.Problem, backend: str, user_opts: dict[str, Any]) -> bool:
+    """True when the conic-only MM steps (no engine steps, no ``solver=``) should run on SCS
+    rather than ``backend`` (the default rule's choice): Clarabel was chosen, SCS is installed, no
+    backend option was given (they would be Clarabel's), and the subproblem has one PSD block
+    of dense KKT size above ``ITERATED_SCS_SINGLE_BLOCK_MIN_DIM``."""
+    if backend != "CLARABEL" or user_opts or "SCS" not in available_backends():
+        return False
+    return len(psd_block_sides(subproblem)) == 1 \
+        and dense_kkt_dimension(subproblem) > ITERATED_SCS_SINGLE_BLOCK_MIN_DIM
+
+
 def _polish(prob: cp.Problem, state: BackendState, kw: dict) -> bool:
     """Re-solve an inaccurate subproblem once (see ``_CLARABEL_POLISH``); True if it is then
     solved to the backend's (polish) tolerance. The inaccurate point stays when it is not."""
@@ -185,6 +209,25 @@ def _polish(prob: cp.Problem, state: BackendState, kw: dict) -> bool:
         seen.append(opts)
         try:
             compat.solve_in_place(prob, backend, warm_start=True, verbose=False, **opts)
+        except SolverError:
+            continue
+        if prob.status == cp.OPTIMAL:
+            return True
+    return backend == "SCS" and _polish_on_clarabel(prob)
+
+
+def _polish_on_clarabel(prob: cp.Problem) -> bool:
+    """An SCS step still inaccurate after its polish, re-solved on Clarabel at its polish
+    tolerances (then with its larger regularization) where Clarabel takes the subproblem's
+    size (``ITERATED_CLARABEL_MAX_DENSE_DIM``): the single-block steps that run on SCS by
+    ``conic_steps_on_scs`` (a 10-point helix with non-shrink rows: SCS inaccurate after 80000
+    iterations)."""
+    if "CLARABEL" not in available_backends() \
+            or dense_kkt_dimension(prob) > ITERATED_CLARABEL_MAX_DENSE_DIM:
+        return False
+    for opts in (_CLARABEL_POLISH, {**_CLARABEL_POLISH, **_CLARABEL_POLISH_REG}):
+        try:
+            compat.solve_in_place(prob, "CLARABEL", verbose=False, **opts)
         except SolverError:
             continue
         if prob.status == cp.OPTIMAL:
