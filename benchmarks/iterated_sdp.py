@@ -151,7 +151,8 @@ def run_one(kind: str, family: str, n: int, inner: str | None = None,
 #: (the same inexact schedule), capped at 600 s of wall clock (then ``optimal_inaccurate``).
 #: ``sde``: the learner's ``init="sde"`` (the SDE kernel as the start), engine defaults.
 MVE_VARIANTS = {"default": {}, "exact": {"inexact": False, "warm_ip": False},
-                "bm": {"method": "bm", "time_limit": 600.0}, "sde": {"init": "sde"}}
+                "bm": {"method": "bm", "time_limit": 600.0}, "sde": {"init": "sde"},
+                "noaccept": {"ip_accept": False}}
 
 
 def run_mve(n: int, seed: int, variant: str = "default") -> dict:

@@ -65,6 +65,8 @@ class SparseIPResult:
     dual_residual: float
     gap: float
     history: list[tuple[float, ...]]
+    #: the run stopped because ``accept`` took the current iterate (the caller's certificate)
+    accepted: bool = False
 
 
 # --------------------------------------------------------------------------------------------
@@ -370,8 +372,11 @@ class _Newton:
             else 0.0
 
     def _complete(self, Rs: np.ndarray, Rl: float, dy: np.ndarray):
-        dZ = self.Rd - self.At_op(dy)
-        dX = _sym(Rs - self.left @ dZ @ self.right)
+        # dX = sig_mu Z^-1 - X - left dZ right with dZ = Rd - A^T dy; ``Rs`` already holds
+        # -left Rd right (``XRdZi``), so only the A^T dy part is added here
+        Ady = self.At_op(dy)
+        dZ = self.Rd - Ady
+        dX = _sym(Rs + self.left @ Ady @ self.right)
         if self.has_t:
             return dX, dZ, Rl + (self.s_t / self.z_t) * dy[self.m], self.rd_t - dy[self.m]
         return dX, dZ, 0.0, 0.0
@@ -443,6 +448,8 @@ def solve_sparse_sdp_ip(
     warm: tuple[np.ndarray, np.ndarray] | None = None,
     warm_shift: float = 0.1,
     start_scale: float = 1.0,
+    accept=None,
+    accept_err: float = 0.0,
 ) -> SparseIPResult:
     """Solve ``min <C, K> s.t. A(K) = b, [tr K <= t], [K 1 = 0], K PSD`` (module docstring).
 
@@ -455,6 +462,10 @@ def solve_sparse_sdp_ip(
     ``warm``: ``(Y, y)``, a previous solution (``K = Y Y^T``, the row multipliers; e.g. the last
     majorize-minimize step's, whose problem differed only in ``C``): :func:`_warm_start`
     (ignored with a trace bound). ``start_scale`` multiplies the cold start's ``X = xi I``.
+    ``accept``: ``accept(Y, y, mu) -> bool``, asked at every iterate whose error (the largest of
+    the relative gap and residuals) is ``<= accept_err`` before ``tol`` is reached; True stops
+    the run there (``accepted``, ``converged``): e.g. the caller's certificate already holds at
+    its own tolerance, so the steps down to ``tol`` are not needed.
     """
     if direction_kind not in ("hkm", "nt"):
         raise ValueError(f"direction_kind must be 'hkm' or 'nt', got {direction_kind!r}")
@@ -470,7 +481,7 @@ def solve_sparse_sdp_ip(
     nc = 1.0 + float(np.linalg.norm(Cr))
     hist: list[tuple[float, ...]] = []
     best, best_err, best_it = None, math.inf, 0
-    short = converged = False
+    short = converged = accepted = False
     it = 0
     for it in range(1, max_iters + 1):
         meas = _measure(ops, Cr, st, nb, nc)
@@ -483,6 +494,12 @@ def solve_sparse_sdp_ip(
         if meas.err <= tol:
             converged = True
             break
+        if accept is not None and meas.err <= accept_err:
+            Y_it = _factor_of(st.X, sp_, rank_cut)
+            if accept(Y_it, st.y[:m].copy(), float(-st.y[m]) if ops.has_t else 0.0):
+                best, best_it = (st.X, st.y, st.s_t, st.z_t), it
+                converged = accepted = True
+                break
         # no progress (accuracy lost near the boundary): neither the error nor mu improved over
         # 8 steps. Degenerate problems (no interior: swiss-roll SDEs) converge linearly but
         # steadily, so a few steps without a new best error are not a stall.
@@ -498,10 +515,10 @@ def solve_sparse_sdp_ip(
             break
     X, y, s_t, z_t = best if best is not None else (st.X, st.y, st.s_t, st.z_t)
     h = hist[best_it - 1] if best_it else hist[-1]
-    return SparseIPResult(Y=_factor_of(X, sp_, rank_cut), y=y[:m].copy(),
+    return SparseIPResult(Y=Y_it if accepted else _factor_of(X, sp_, rank_cut), y=y[:m].copy(),
                           mu=float(-y[m]) if ops.has_t else 0.0, iterations=it,
                           converged=converged and best_it == it, primal_residual=h[3],
-                          dual_residual=h[4], gap=h[2], history=hist)
+                          dual_residual=h[4], gap=h[2], history=hist, accepted=accepted)
 
 
 class _RowOps:

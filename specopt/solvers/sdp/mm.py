@@ -103,6 +103,7 @@ class _StepSetup:
     max_iters: int
     warm_ip: bool
     tight_ip_tol: float
+    ip_accept: bool
     solver_opts: dict
 
 
@@ -132,7 +133,7 @@ def _solve_step(cfg: _StepSetup, C0: SymOp, beta: np.ndarray, prev: tuple, step_
                               time_limit=time_left, max_iters=cfg.max_iters, ip_warm=cfg.warm_ip,
                               ip_tol=cfg.tight_ip_tol if tight else 0.1 * step_tol,
                               ip_start_scale=FIRST_STEP_START_SCALE if cfg.warm_ip and y is None
-                              else 1.0,
+                              else 1.0, ip_accept=cfg.ip_accept,
                               **cfg.solver_opts)
 
 
@@ -240,7 +241,7 @@ def low_rank_mm(
     step_tols: list[float] = []
     best_tight = False
     cfg = _StepSetup(A, b, centered, trace_bound, implied_trace_bound, step_method, step_iters,
-                     warm_ip, tight_ip_tol, solver_opts)
+                     warm_ip, tight_ip_tol, solver_opts.pop("ip_accept", schedule), solver_opts)
     for it in range(1, max_iters + 1):
         step_tol = inner_tol if not schedule else step_tolerance(
             step_tols[-1] if step_tols else None,
