@@ -304,11 +304,9 @@ def test_newton_direction_solves_the_linearized_system(n, m, seed, kind, sigma):
     assume(np.linalg.norm(meas.Rd) > 1e-3)
     Zi = np.linalg.inv(state.Z)
     scaling = ips._scaling(kind, state, Zi)
-    try:
-        cM = ips._schur_factor(ops, scaling, state)
-    except np.linalg.LinAlgError:  # dependent rows: no Newton system to solve
-        assume(False)
-    assume(np.linalg.cond(cM[0]) < 1e6)
+    M = ips.schur_complement(ops.pf, *scaling, m)
+    assume(np.linalg.cond(M + np.tril(M, -1).T) < 1e6)  # dependent rows: no Newton system
+    cM = ips._schur_factor(ops, scaling, state)
     newton = ips._Newton(ops.A_op, ops.At_op, cM, state.X, Zi, state.Lx, state.Lz, meas.Rd,
                          meas.rp, 0.0, 0.0, 0.0, False, m, 1e-12, scaling)
     dX, dy, dZ, _, _ = newton.direction(sigma * meas.mu, None, 0.0)
@@ -338,3 +336,64 @@ def test_accept_stops_at_the_first_certified_iterate(centered):
     assert early.gap <= 1e-4 and early.primal_residual <= 1e-4
     top = early.objective + 1e-4 * (1 + abs(full.objective))
     assert early.bound <= full.objective + 1e-9 <= top
+
+
+def _spd(m: int, log_cond: float, rng: np.random.Generator) -> np.ndarray:
+    """A symmetric positive definite matrix with eigenvalues log-spaced over ``log_cond``
+    decades, its lower triangle only (as the Schur kernel gives it)."""
+    Q = np.linalg.qr(rng.standard_normal((m, m)))[0]
+    lam = np.logspace(0.0, -log_cond, m) * rng.uniform(0.1, 1e3)
+    return np.tril((Q * lam) @ Q.T)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 60), st.floats(0.0, 5.0), st.integers(0, 10_000))
+def test_mixed_precision_schur_solve_matches_float64(m, log_cond, seed):
+    """The float32 factor with float64 refinement solves to a float64 solve's accuracy (the
+    normwise backward error <= 1e-12) without falling back on well-conditioned systems."""
+    from specopt.solvers.sdp.ip_sparse import SchurSolve
+
+    rng = np.random.default_rng(seed)
+    M = _spd(m, log_cond, rng)
+    Mf = M + np.tril(M, -1).T
+    h = rng.standard_normal(m)
+    S = SchurSolve(M.copy(), mixed=True)
+    x = S.solve(h)
+    ref = sla.solve(Mf, h, assume_a="pos")
+    assert S.fallbacks == 0 and S.f32 is not None
+    back = np.linalg.norm(h - Mf @ x) / (np.linalg.norm(h) + np.max(np.diag(Mf))
+                                          * np.linalg.norm(x))
+    assert back <= 1e-12
+    assert np.linalg.norm(x - ref) <= 1e-9 * 10**log_cond * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("log_cond", [9.0, 12.0])
+def test_mixed_precision_schur_solve_falls_back_when_ill_conditioned(log_cond):
+    """Beyond float32's reach (cond 1e9, 1e12) the refinement stalls or the factorization fails,
+    and the float64 factor answers: the same solution as a float64 solve."""
+    from specopt.solvers.sdp.ip_sparse import SchurSolve
+
+    rng = np.random.default_rng(7)
+    M = _spd(80, log_cond, rng)
+    Mf = M + np.tril(M, -1).T
+    h = rng.standard_normal(80)
+    S = SchurSolve(M.copy(), mixed=True)
+    x = S.solve(h)
+    assert S.fallbacks >= 1 and S.f64 is not None
+    ref = sla.cho_solve(sla.cho_factor(Mf), h)
+    assert np.linalg.norm(x - ref) <= 1e-13 * 10**log_cond * np.linalg.norm(ref)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(5, 12), st.integers(2, 14), st.integers(0, 10_000), st.booleans())
+def test_mixed_precision_interior_point_agrees_with_float64(n, m, seed, centered):
+    """The interior point with the float32 Schur factor (forced at every size) reaches the same
+    value as with the float64 one, both converged."""
+    A, b, C, _ = _feasible_instance(n, m, seed, centered)
+    C = C @ C.T / n + 0.5 * np.eye(n)
+    runs = [solve_sparse_sdp_ip(C, A.rows, A.ii, A.jj, A.vals, b, centered=centered, tol=1e-7,
+                                schur_mixed=mixed) for mixed in (False, True)]
+    assume(runs[0].converged)
+    assert runs[1].converged
+    vals = [float(np.sum(C * (r.Y @ r.Y.T))) for r in runs]
+    assert vals[1] == pytest.approx(vals[0], abs=1e-6 * (1 + abs(vals[0])))
