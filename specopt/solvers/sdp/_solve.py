@@ -119,6 +119,7 @@ def solve_low_rank_sdp(
     ip_warm: bool = False,
     ip_start_scale: float = 1.0,
     ip_accept: bool = False,
+    ip_schur_mixed: bool | None = None,
 ) -> LowRankSDPResult:
     """Solve ``min/max <C, K> s.t. A(K) = b, K PSD [, 1^T K 1 = 0] [, tr K <= trace_bound]``.
 
@@ -176,6 +177,9 @@ def solve_low_rank_sdp(
         whose point this solve's certificate already accepts at ``tol`` (checked without the
         repairs: least-squares dual, polish), instead of running on to ``ip_tol``: the same
         claim, fewer steps (majorize-minimize steps).
+    ip_schur_mixed : the interior point's Schur complement in float32 with float64 refinement
+        (:class:`~specopt.solvers.sdp.ip_sparse.SchurSolve`); None: from
+        ``ip_sparse.SCHUR_F32_MIN_M`` rows on.
     """
     t_start = time.perf_counter()
     C, b = _validate(C, A, b, sense, method, inner, trace_bound, face)
@@ -223,7 +227,7 @@ def solve_low_rank_sdp(
         # (the warm start covers the rows' multipliers only: not with a trace bound)
         warm = (st.Y, st.y) if ip_warm and Y0 is not None and y0 is not None and P.t is None \
             else None
-        tols = (tol, ipt, warm, ip_start_scale, ip_accept)
+        tols = (tol, ipt, warm, ip_start_scale, ip_accept, ip_schur_mixed)
         bm_iters, time_limit = _ip_then(P, st, tols, time_limit, t_start, dense_threshold,
                                         eig_k, rng, verbose, ip_cb, max_rank, max_iters, shown)
     opts = BMOptions(tol=tol, max_iters=bm_iters, inner_max_iters=inner_max_iters, inner=inner,
@@ -370,9 +374,9 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
     an objective beyond the proven bound). ``shown``: the caller's ``(objective_scale,
     objective_offset)`` for the verbose lines and the callback. ``tols``: the certificate's
     tolerance, the interior point's stopping tolerance, its warm start ``(Y, y)`` in solver
-    units or None (tried first, HKM; then the cold starts as above), the cold start's scale and
-    ``ip_accept``."""
-    tol, ip_tol, warm, start_scale, early = tols
+    units or None (tried first, HKM; then the cold starts as above), the cold start's scale,
+    ``ip_accept`` and ``ip_schur_mixed``."""
+    tol, ip_tol, warm, start_scale, early, mixed = tols
     best: dict | None = None
     C_dense = P.C.to_dense()
     taken: list[dict] = []
@@ -400,7 +404,8 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
                                             callback=callback,
                                             objective_scale=shown[0] * P.user_objective(1.0),
                                             objective_offset=shown[1],
-                                            accept=accept if early else None, accept_err=tol)
+                                            accept=accept if early else None, accept_err=tol,
+                                            schur_mixed=mixed)
         out = taken.pop() if ipr.accepted else certify_point(
             P, np.ascontiguousarray(ipr.Y), ipr.y, ipr.mu, tol, dense_threshold, eig_k, rng,
             out_of_time=lambda: time_limit is not None

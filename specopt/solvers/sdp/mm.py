@@ -211,6 +211,10 @@ def low_rank_mm(
     the new slack, both shifted into the interior), and cold when that point does not certify.
     ``y0``: row multipliers for the first step's warm start (e.g. a previous solve's on the same
     rows; minimizing sign convention), else the first step is cold.
+    ``ip_accept`` (a solver option; default on with the inexact schedule): each step's interior
+    point stops at the first iterate its certificate accepts at the step's tolerance instead
+    of running on to ``ip_tol`` (the same claim; digits MVE N = 1000: 122 interior-point steps
+    with it, 14 MM steps).
     """
     beta = np.asarray(beta, dtype=float).ravel()
     if np.any(np.diff(beta) < -1e-12):
