@@ -213,8 +213,8 @@ def low_rank_mm(
     rows; minimizing sign convention), else the first step is cold.
     ``ip_accept`` (a solver option; default on with the inexact schedule): each step's interior
     point stops at the first iterate its certificate accepts at the step's tolerance instead
-    of running on to ``ip_tol`` (the same claim; digits MVE N = 1000: 122 interior-point steps
-    with it, 14 MM steps).
+    of running on to ``ip_tol`` (the same claim; digits MVE N = 400 seed 0: 64 interior-point
+    steps in all instead of 72, 7.0 s CPU instead of 7.4).
     """
     beta = np.asarray(beta, dtype=float).ravel()
     if np.any(np.diff(beta) < -1e-12):
