@@ -27,10 +27,12 @@ Lagrangian needs a huge penalty.
 
 Method: infeasible-start HKM direction, Mehrotra predictor-corrector, a centring step when the
 corrector blocks the step (as :mod:`specopt.solvers.sdp.ip_small`), one step of iterative
-refinement of the Schur system. Stops when the relative primal and dual residuals and the
-relative gap are all ``<= tol``, at ``max_iters``, at ``time_limit`` (best iterate returned,
-``converged=False``). The caller computes the certificate (a valid bound from the dual ``y`` and
-the smallest eigenvalue of ``C - A^*(y)``), so the IP's own stopping test is not the claim.
+refinement of the Schur system (whose factor is float32 with float64 refinement from
+``SCHUR_F32_MIN_M`` rows on: :class:`SchurSolve`). Stops when the relative primal and dual
+residuals and the relative gap are all ``<= tol``, at ``max_iters``, at ``time_limit`` (best
+iterate returned, ``converged=False``). The caller computes the certificate (a valid bound from
+the dual ``y`` and the smallest eigenvalue of ``C - A^*(y)``), so the IP's own stopping test is
+not the claim.
 """
 
 from __future__ import annotations
