@@ -150,14 +150,37 @@ def run_one(kind: str, family: str, n: int, inner: str | None = None,
 #: factored (Burer-Monteiro) method, warm-started from the previous step's ``(Y, y, sigma)``
 #: (the same inexact schedule), capped at 600 s of wall clock (then ``optimal_inaccurate``).
 #: ``sde``: the learner's ``init="sde"`` (the SDE kernel as the start), engine defaults.
+#: ``noaccept``: the interior point of every step runs on to its own tolerance instead of
+#: stopping at the first certified iterate; ``ip``: every step on the interior point whatever
+#: the size (above ``IP_MAX_N`` / ``IP_MAX_M``); ``capped``: the defaults with an 18-minute
+#: ``time_limit`` (the fit stops itself and reports, for the N = 5000 run); ``cap600`` /
+#: ``ip600``: the defaults / every step on the interior point, with a 600 s ``time_limit``
+#: (``cap300``: the defaults, 300 s).
 MVE_VARIANTS = {"default": {}, "exact": {"inexact": False, "warm_ip": False},
-                "bm": {"method": "bm", "time_limit": 600.0}, "sde": {"init": "sde"}}
+                "bm": {"method": "bm", "time_limit": 600.0}, "sde": {"init": "sde"},
+                "noaccept": {"ip_accept": False}, "ip": {"method": "ip"},
+                "capped": {"time_limit": 1080.0}, "cap600": {"time_limit": 600.0},
+                "ip600": {"method": "ip", "time_limit": 600.0}, "cap300": {"time_limit": 300.0}}
 
 
-def run_mve(n: int, seed: int, variant: str = "default") -> dict:
-    """One ``MinimumVolumeEmbedding`` fit on a digits subset (a warm-up fit at N = 60 first, so
-    that compilation is timed apart); wall and CPU time, the interior point's steps per MM step
-    and the inexact schedule's tolerances."""
+#: ``--mve-families``: the learner's neighbours per family (digits: the embedding benchmark's
+#: subsets and k = 5, one more while the kNN graph is disconnected)
+MVE_NEIGHBORS = {"digits": 5, "spokes": 6, "swiss": 6, "scurve": 6}
+
+
+def mve_data(family: str, n: int, seed: int) -> tuple[np.ndarray, dict]:
+    """The points and learner parameters of one ``--mve`` case."""
+    if family == "digits":
+        from benchmarks.embedding import load_case
+
+        return load_case("digits", n, seed)
+    return points(family, n, seed), {"n_components": 2, "n_neighbors": MVE_NEIGHBORS[family]}
+
+
+def run_mve(n: int, seed: int, variant: str = "default", family: str = "digits") -> dict:
+    """One ``MinimumVolumeEmbedding`` fit on N points of a family (a warm-up fit at N = 60
+    first, so that compilation is timed apart); wall and CPU time, the interior point's steps
+    per MM step and the inexact schedule's tolerances."""
     import warnings
 
     from benchmarks.embedding import load_case
@@ -167,7 +190,7 @@ def run_mve(n: int, seed: int, variant: str = "default") -> dict:
     t0 = time.perf_counter()
     MinimumVolumeEmbedding(**load_case("digits", 60, 0)[1]).fit(load_case("digits", 60, 0)[0])
     compile_s = time.perf_counter() - t0
-    X, kw = load_case("digits", n, seed)
+    X, kw = mve_data(family, n, seed)
     opts = dict(MVE_VARIANTS[variant])
     kw.update({k: opts.pop(k) for k in ("init",) if k in opts})  # learner parameters
     for _ in range(4):  # a disconnected kNN graph (digits, N = 1000, k = 5): one more neighbour
@@ -182,7 +205,7 @@ def run_mve(n: int, seed: int, variant: str = "default") -> dict:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     cert = est.certificate_
     name = "MinimumVolumeEmbedding" + ("" if variant == "default" else f"[{variant}]")
-    return {"model": name, "family": f"digits:{seed}", "N": n,
+    return {"model": name, "family": f"{family}:{seed}", "N": n, "points": len(X),
             "status": cert.status, "time": wall, "cpu": cpu, "compile": compile_s,
             "steps": est.n_iter_, "stop_reason": cert.extra.get("stop_reason"),
             "energy": est.energy_, "objective": est.objective_,
@@ -255,7 +278,9 @@ def main() -> None:
     ap.add_argument("--compare", help="results/<name>.json (a reference run): the worst "
                     "relative value difference on the cases stationary in both")
     ap.add_argument("--one", nargs="+", help="MODEL FAMILY N [INNER|-] [TOL]")
-    ap.add_argument("--one-mve", nargs="+", help="N SEED [VARIANT]")
+    ap.add_argument("--one-mve", nargs="+", help="N SEED [VARIANT] [FAMILY]")
+    ap.add_argument("--mve-families", nargs="+", default=["digits"],
+                    choices=list(MVE_NEIGHBORS))
     a = ap.parse_args()
     if a.one:
         inner = a.one[3] if len(a.one) > 3 and a.one[3] != "-" else None
@@ -283,17 +308,20 @@ def main() -> None:
                 print(json.dumps({k: r.get(k) for k in ("model", "family", "N", "status",
                                                         "time", "error")}), flush=True)
     for n in a.mve:
-        for seed in range(a.mve_seeds):
-            for variant in a.mve_variants:
-                r = run_json_subprocess([__file__, "--one-mve", str(n), str(seed), variant],
-                                        a.timeout, ROOT.parent)
-                name = "MinimumVolumeEmbedding" + ("" if variant == "default" else f"[{variant}]")
-                r.update({"model": name, "N": n, "family": f"digits:{seed}"})
-                r.setdefault("time", a.timeout)
-                r.setdefault("load", os.getloadavg()[0])
-                rows.append(r)
-                print(json.dumps({k: r.get(k) for k in ("model", "family", "N", "status", "time",
-                                                        "cpu", "error")}), flush=True)
+        for fam in a.mve_families:
+            for seed in range(a.mve_seeds):
+                for variant in a.mve_variants:
+                    r = run_json_subprocess([__file__, "--one-mve", str(n), str(seed), variant,
+                                             fam], a.timeout, ROOT.parent)
+                    name = "MinimumVolumeEmbedding" + (
+                        "" if variant == "default" else f"[{variant}]")
+                    r.update({"model": name, "N": n, "family": f"{fam}:{seed}"})
+                    r.setdefault("time", a.timeout)
+                    r.setdefault("load", os.getloadavg()[0])
+                    rows.append(r)
+                    print(json.dumps({k: r.get(k) for k in ("model", "family", "N", "status",
+                                                            "time", "cpu", "error")}),
+                          flush=True)
     if a.merge:
         done = {(r["model"], r["family"], r["N"]) for r in rows}
         old = json.loads((ROOT / "results" / f"{a.merge}.json").read_text())["rows"]

@@ -254,3 +254,22 @@ def test_first_step_warm_from_given_multipliers():
     assert warm.objective == pytest.approx(cold.objective, rel=1e-4)
     with pytest.raises(ValueError, match="y0 has"):
         _mm(rows, d2, T, sde.Y, "ip", y0=np.zeros(rows.m + 1))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_early_accepted_steps_certify_the_same_stationary_cost(seed):
+    """``ip_accept`` (the default with the inexact schedule: each step's interior point stops at
+    the first iterate its certificate accepts) and the float32 Schur factor (forced on these
+    small systems) certify a stationary point of the same cost as steps run to their own
+    tolerance in float64, with no more interior-point steps."""
+    rows, d2, T, Y0 = _mve_data(seed=seed)
+    runs = {}
+    for name, opts in (("accept", {}), ("full", {"ip_accept": False}),
+                       ("f32", {"ip_schur_mixed": True})):
+        runs[name] = _mm(rows, d2, T, Y0, "ip", stationarity_tol=1e-4, **opts)
+        assert runs[name].stationary and runs[name].stop_reason == "stationary"
+    ref = runs["full"].objective
+    for r in runs.values():
+        assert r.objective == pytest.approx(ref, rel=1e-3)
+    steps = {k: sum(s.iterations for s in r.inner) for k, r in runs.items()}
+    assert steps["accept"] <= steps["full"]

@@ -118,6 +118,8 @@ def solve_low_rank_sdp(
     ip_tol: float | None = None,
     ip_warm: bool = False,
     ip_start_scale: float = 1.0,
+    ip_accept: bool = False,
+    ip_schur_mixed: bool | None = None,
 ) -> LowRankSDPResult:
     """Solve ``min/max <C, K> s.t. A(K) = b, K PSD [, 1^T K 1 = 0] [, tr K <= trace_bound]``.
 
@@ -171,6 +173,13 @@ def solve_low_rank_sdp(
         step, whose problem differs from the last only in ``C``), and from its cold start when
         that point does not certify.
     ip_start_scale : multiplies the interior point's cold primal start ``xi I``.
+    ip_accept : the interior point stops at the first iterate (of relative error ``<= tol``)
+        whose point this solve's certificate already accepts at ``tol`` (checked without the
+        repairs: least-squares dual, polish), instead of running on to ``ip_tol``: the same
+        claim, fewer steps (majorize-minimize steps).
+    ip_schur_mixed : the interior point's Schur complement in float32 with float64 refinement
+        (:class:`~specopt.solvers.sdp.ip_sparse.SchurSolve`); None: from
+        ``ip_sparse.SCHUR_F32_MIN_M`` rows on.
     """
     t_start = time.perf_counter()
     C, b = _validate(C, A, b, sense, method, inner, trace_bound, face)
@@ -218,7 +227,7 @@ def solve_low_rank_sdp(
         # (the warm start covers the rows' multipliers only: not with a trace bound)
         warm = (st.Y, st.y) if ip_warm and Y0 is not None and y0 is not None and P.t is None \
             else None
-        tols = (tol, ipt, warm, ip_start_scale)
+        tols = (tol, ipt, warm, ip_start_scale, ip_accept, ip_schur_mixed)
         bm_iters, time_limit = _ip_then(P, st, tols, time_limit, t_start, dense_threshold,
                                         eig_k, rng, verbose, ip_cb, max_rank, max_iters, shown)
     opts = BMOptions(tol=tol, max_iters=bm_iters, inner_max_iters=inner_max_iters, inner=inner,
@@ -355,7 +364,8 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
               shown: tuple[float, float] = (1.0, 0.0)) -> dict:
     """Run :func:`~specopt.solvers.sdp.ip_sparse.solve_sparse_sdp_ip` on the scaled problem and
     certify its point exactly as the factored method's (smallest eigenvalue of the dual slack at
-    the IP's ``y``, the bound, the residual of the returned factor).
+    the IP's ``y``, the bound, the residual of the returned factor; with ``ip_accept`` at the
+    iterates within ``tol``, stopping at the first certified one).
 
     HKM direction first; when its point is not certified, the NT direction from scratch (on the
     degenerate swiss-roll SDEs NT kept long steps where HKM stalled; on well-posed ones HKM needs
@@ -364,11 +374,20 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
     an objective beyond the proven bound). ``shown``: the caller's ``(objective_scale,
     objective_offset)`` for the verbose lines and the callback. ``tols``: the certificate's
     tolerance, the interior point's stopping tolerance, its warm start ``(Y, y)`` in solver
-    units or None (tried first, HKM; then the cold starts as above) and the cold start's
-    scale."""
-    tol, ip_tol, warm, start_scale = tols
+    units or None (tried first, HKM; then the cold starts as above), the cold start's scale,
+    ``ip_accept`` and ``ip_schur_mixed``."""
+    tol, ip_tol, warm, start_scale, early, mixed = tols
     best: dict | None = None
     C_dense = P.C.to_dense()
+    taken: list[dict] = []
+
+    def accept(Y: np.ndarray, y: np.ndarray, mu: float) -> bool:
+        # the certificate as below, without its repairs (cheap: one smallest-eigenvalue solve)
+        out = certify_point(P, np.ascontiguousarray(Y), y, mu, tol, dense_threshold, eig_k,
+                            rng, out_of_time=lambda: True)
+        if out["optimal"]:
+            taken.append(out)
+        return bool(out["optimal"])
     for kind in (("warm",) if warm is not None else ()) + ("hkm", "nt"):
         left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
         if left is not None and left <= 0:
@@ -384,10 +403,13 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
                                             time_limit=left, face=P.V, verbose=verbose,
                                             callback=callback,
                                             objective_scale=shown[0] * P.user_objective(1.0),
-                                            objective_offset=shown[1])
-        out = certify_point(P, np.ascontiguousarray(ipr.Y), ipr.y, ipr.mu, tol,
-                            dense_threshold, eig_k, rng, out_of_time=lambda: time_limit is not None
-                            and time.perf_counter() - t_start > time_limit)
+                                            objective_offset=shown[1],
+                                            accept=accept if early else None, accept_err=tol,
+                                            schur_mixed=mixed)
+        out = taken.pop() if ipr.accepted else certify_point(
+            P, np.ascontiguousarray(ipr.Y), ipr.y, ipr.mu, tol, dense_threshold, eig_k, rng,
+            out_of_time=lambda: time_limit is not None
+            and time.perf_counter() - t_start > time_limit)
         out.update(iterations=ipr.iterations + (best["iterations"] if best else 0),
                    history=ipr.history)
         if verbose:

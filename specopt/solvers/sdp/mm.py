@@ -103,6 +103,7 @@ class _StepSetup:
     max_iters: int
     warm_ip: bool
     tight_ip_tol: float
+    ip_accept: bool
     solver_opts: dict
 
 
@@ -132,7 +133,7 @@ def _solve_step(cfg: _StepSetup, C0: SymOp, beta: np.ndarray, prev: tuple, step_
                               time_limit=time_left, max_iters=cfg.max_iters, ip_warm=cfg.warm_ip,
                               ip_tol=cfg.tight_ip_tol if tight else 0.1 * step_tol,
                               ip_start_scale=FIRST_STEP_START_SCALE if cfg.warm_ip and y is None
-                              else 1.0,
+                              else 1.0, ip_accept=cfg.ip_accept,
                               **cfg.solver_opts)
 
 
@@ -210,6 +211,10 @@ def low_rank_mm(
     the new slack, both shifted into the interior), and cold when that point does not certify.
     ``y0``: row multipliers for the first step's warm start (e.g. a previous solve's on the same
     rows; minimizing sign convention), else the first step is cold.
+    ``ip_accept`` (a solver option; default on with the inexact schedule): each step's interior
+    point stops at the first iterate its certificate accepts at the step's tolerance instead
+    of running on to ``ip_tol`` (the same claim; digits MVE N = 400 seed 0: 64 interior-point
+    steps in all instead of 72, 7.0 s CPU instead of 7.4).
     """
     beta = np.asarray(beta, dtype=float).ravel()
     if np.any(np.diff(beta) < -1e-12):
@@ -240,7 +245,7 @@ def low_rank_mm(
     step_tols: list[float] = []
     best_tight = False
     cfg = _StepSetup(A, b, centered, trace_bound, implied_trace_bound, step_method, step_iters,
-                     warm_ip, tight_ip_tol, solver_opts)
+                     warm_ip, tight_ip_tol, solver_opts.pop("ip_accept", schedule), solver_opts)
     for it in range(1, max_iters + 1):
         step_tol = inner_tol if not schedule else step_tolerance(
             step_tols[-1] if step_tols else None,
