@@ -88,6 +88,13 @@ LOW_RANK_MIN_N = 50
 #: n_neighbors 8, load 2-14): N = 60 digits 0.22 s cold vs 6.8 s from the factor, swiss roll
 #: 0.8 s vs > 120 s; N = 150 digits 3.2 s vs 59.7 s.
 SDE_COLD_MAX_N = 200
+#: Up to this many points the default SDE races the engine and Clarabel (``_raced_fit``): the
+#: engine first for its budget, Clarabel when it has not certified by then. Measured
+#: (benchmarks/sde_learner.py, default vs ``solver="CLARABEL"``, fresh processes, load 3-5):
+#: digits / swiss / spokes N = 50-60 engine 0.05-0.6 s vs Clarabel 1.7-8.5 s; an S-curve
+#: (k-NN set without an interior) N = 50: engine 20 s uncertified vs Clarabel 6.9 s optimal,
+#: N = 60: 23.5 s vs 19.9 s, both uncertified; Clarabel takes 46 s on digits N = 100.
+SDE_CLARABEL_RESCUE_MAX_N = 100
 #: From this many points on, MVE runs its majorize-minimize steps on the low-rank engine
 #: (``low_rank_mm``: each step the sparse-row interior point, certified; the factored method
 #: above its size range). Measured (whole fits, learner defaults, same run, load ~5): N = 40
@@ -470,25 +477,73 @@ class SemidefiniteEmbedding(_EmbeddingBase):
     """SDE / maximum variance unfolding: ``max tr K`` over the SDE set (one SDP, conic route)."""
 
     def _solve_kernel(self, A, C):
-        if self._use_low_rank(A.shape[0]):
-            rows, d2, T = self._low_rank_data(A, C)
-            n = A.shape[0]
-            Y0 = None if n <= SDE_COLD_MAX_N else self._low_rank_start(
-                A, min(n - 1, 2 * self.n_components + 20))
-            cb = progress_callback(self.verbose, "low_rank_sdp", f"SemidefiniteEmbedding: "
-                                   f"N={n}, {rows.m} edges", "iteration")
-            res = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
-                                     implied_trace_bound=T, Y0=Y0, callback=cb,
-                                     **self._low_rank_opts())
-            cert = low_rank_certificate(res, "max")
-            finish_progress(cb, cert)
-            return _KernelFit(res.Y @ res.Y.T, res.iterations, cert, factor=res.Y)
+        n = A.shape[0]
+        if not self._use_low_rank(n):
+            solver, opts = self._conic_solver(n)
+            return self._conic_fit(A, C, solver, opts)
+        if self.solver is not None or n > SDE_CLARABEL_RESCUE_MAX_N:
+            return self._engine_fit(A, C, self._low_rank_opts())
+        return self._raced_fit(A, C)
+
+    def _engine_fit(self, A, C, opts: dict) -> _KernelFit:
+        """One solve on the low-rank engine (``opts``: its options, e.g. ``time_limit``)."""
+        rows, d2, T = self._low_rank_data(A, C)
+        n = A.shape[0]
+        Y0 = None if n <= SDE_COLD_MAX_N else self._low_rank_start(
+            A, min(n - 1, 2 * self.n_components + 20))
+        cb = progress_callback(self.verbose, "low_rank_sdp", f"SemidefiniteEmbedding: "
+                               f"N={n}, {rows.m} edges", "iteration")
+        res = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
+                                 implied_trace_bound=T, Y0=Y0, callback=cb, **opts)
+        cert = low_rank_certificate(res, "max")
+        finish_progress(cb, cert)
+        return _KernelFit(res.Y @ res.Y.T, res.iterations, cert, factor=res.Y)
+
+    def _conic_fit(self, A, C, solver: str, opts: dict) -> _KernelFit:
         K, cons = sde_feasible_set(A, C, self.preserve)
         prob = cp.Problem(cp.Maximize(cp.trace(K)), cons)
-        solver, opts = self._conic_solver(A.shape[0])
         cert = solve_certified(prob, "SDE solve failed with status {}", route="conic",
                                solver=solver, verbose=bool(self.verbose), **opts)
         return _KernelFit(np.asarray(K.value), 1, cert)
+
+    def _raced_fit(self, A, C) -> _KernelFit:
+        """The default from ``LOW_RANK_MIN_N`` to ``SDE_CLARABEL_RESCUE_MAX_N`` points: the
+        engine for at most its budget (the first leg of ``route="auto"``'s race,
+        :func:`specopt.reductions.low_rank_sdp.race_plan`: at least ``FIRST_BUDGET`` s and
+        the conic side's predicted time), and when it has not certified the SDE by then,
+        Clarabel on the conic form. The certified answer is kept; when neither certifies,
+        Clarabel's (an interior point run to its end, measured by the gate). The legs are in
+        ``certificate_.extra["legs"]``. A ``time_limit`` in ``solver_options`` caps both legs
+        together."""
+        from ..reductions.low_rank_sdp import race_plan
+
+        n = A.shape[0]
+        opts = self._low_rank_opts()
+        limit = opts.get("time_limit")
+        m = int(np.count_nonzero(np.triu(C, 1)))
+        budget = next(leg.budget for leg in race_plan(n, m, "CLARABEL") if leg.side == "engine")
+        t0 = time.perf_counter()
+        first = self._engine_fit(A, C, dict(opts, time_limit=budget if limit is None
+                                            else min(budget, limit)))
+        legs = [{"side": "engine", "budget": budget, "seconds": time.perf_counter() - t0,
+                 "status": first.certificate.status}]
+        left = None if limit is None else limit - (time.perf_counter() - t0)
+        if first.certificate.status == cp.OPTIMAL or (left is not None and left <= 0.05):
+            first.certificate.extra["legs"] = legs
+            return first
+        t1 = time.perf_counter()
+        try:
+            second = self._conic_fit(A, C, "CLARABEL", {} if left is None
+                                     else {"time_limit": left})
+        except cp.error.SolverError as err:  # Clarabel failed: the engine's answer stands
+            legs.append({"side": "CLARABEL", "seconds": time.perf_counter() - t1,
+                         "status": f"failed: {err}"})
+            first.certificate.extra["legs"] = legs
+            return first
+        legs.append({"side": "CLARABEL", "seconds": time.perf_counter() - t1,
+                     "status": second.certificate.status})
+        second.certificate.extra["legs"] = legs
+        return second
 
     def _cost(self, K: np.ndarray) -> float:
         return float(np.trace(K))
