@@ -89,12 +89,20 @@ LOW_RANK_MIN_N = 50
 #: 0.8 s vs > 120 s; N = 150 digits 3.2 s vs 59.7 s.
 SDE_COLD_MAX_N = 200
 #: Up to this many points the default SDE races the engine and Clarabel (``_raced_fit``): the
-#: engine first for its budget, Clarabel when it has not certified by then. Measured
-#: (benchmarks/sde_learner.py, default vs ``solver="CLARABEL"``, fresh processes, load 3-5):
-#: digits / swiss / spokes N = 50-60 engine 0.05-0.6 s vs Clarabel 1.7-8.5 s; an S-curve
-#: (k-NN set without an interior) N = 50: engine 20 s uncertified vs Clarabel 6.9 s optimal,
-#: N = 60: 23.5 s vs 19.9 s, both uncertified; Clarabel takes 46 s on digits N = 100.
+#: engine first for Clarabel's typical time (``clarabel_sde_seconds``), Clarabel when it has not
+#: certified by then. Measured (benchmarks/sde_learner.py, default vs ``solver="CLARABEL"``,
+#: fresh processes, load 3-5): digits / swiss / spokes N = 50-60 engine 0.05-0.6 s vs Clarabel
+#: 1.7-8.5 s; an S-curve (k-NN set without an interior) N = 50: engine 20 s uncertified vs
+#: Clarabel 6.9 s optimal, N = 60: 23.5 s vs 19.9 s, both uncertified; N = 100: digits 0.7 s vs
+#: 46-125 s, swiss roll 27.7 s vs > 180 s, S-curve 63 s uncertified vs 173 s optimal.
 SDE_CLARABEL_RESCUE_MAX_N = 100
+
+
+def clarabel_sde_seconds(n: int) -> float:
+    """Clarabel's typical time for the learner's SDE on ``n`` points, ``2.5 (n / 50)^6`` s
+    (median over benchmarks/sde_learner.py's family: 2.5 s at N = 50, 7.4 s at 60, ~150 s at
+    100; its dense KKT block has side ``n(n+1)/2``, factored at ``O(n^6)``)."""
+    return 2.5 * (n / 50.0) ** 6
 #: From this many points on, MVE runs its majorize-minimize steps on the low-rank engine
 #: (``low_rank_mm``: each step the sparse-row interior point, certified; the factored method
 #: above its size range). Measured (whole fits, learner defaults, same run, load ~5): N = 40
@@ -507,21 +515,20 @@ class SemidefiniteEmbedding(_EmbeddingBase):
         return _KernelFit(np.asarray(K.value), 1, cert)
 
     def _raced_fit(self, A, C) -> _KernelFit:
-        """The default from ``LOW_RANK_MIN_N`` to ``SDE_CLARABEL_RESCUE_MAX_N`` points: the
-        engine for at most its budget (the first leg of ``route="auto"``'s race,
-        :func:`specopt.reductions.low_rank_sdp.race_plan`: at least ``FIRST_BUDGET`` s and
-        the conic side's predicted time), and when it has not certified the SDE by then,
-        Clarabel on the conic form. The certified answer is kept; when neither certifies,
-        Clarabel's (an interior point run to its end, measured by the gate). The legs are in
-        ``certificate_.extra["legs"]``. A ``time_limit`` in ``solver_options`` caps both legs
-        together."""
-        from ..reductions.low_rank_sdp import race_plan
+        """The default from ``LOW_RANK_MIN_N`` to ``SDE_CLARABEL_RESCUE_MAX_N`` points, raced
+        as ``route="auto"`` races (:mod:`specopt.reductions.low_rank_sdp`): the engine for at
+        most Clarabel's typical time (:func:`clarabel_sde_seconds`, at least ``FIRST_BUDGET``
+        s), and when it has not certified the SDE by then, Clarabel on the conic form. So an
+        engine that stalls costs at most about one more Clarabel solve. The certified answer is
+        kept; when neither certifies, Clarabel's (an interior point run to its end, measured by
+        the gate). The legs are in ``certificate_.extra["legs"]``. A ``time_limit`` in
+        ``solver_options`` caps both legs together."""
+        from ..reductions.low_rank_sdp import FIRST_BUDGET
 
         n = A.shape[0]
         opts = self._low_rank_opts()
         limit = opts.get("time_limit")
-        m = int(np.count_nonzero(np.triu(C, 1)))
-        budget = next(leg.budget for leg in race_plan(n, m, "CLARABEL") if leg.side == "engine")
+        budget = max(FIRST_BUDGET, clarabel_sde_seconds(n))
         t0 = time.perf_counter()
         first = self._engine_fit(A, C, dict(opts, time_limit=budget if limit is None
                                             else min(budget, limit)))

@@ -22,13 +22,13 @@ def clarabel_fit(digits50):
 
 
 def _tiny_engine_budget(monkeypatch, budget=1e-4):
-    real = lrs.race_plan
+    monkeypatch.setattr(lrs, "FIRST_BUDGET", budget)
+    monkeypatch.setattr(emb, "clarabel_sde_seconds", lambda n: budget)
 
-    def plan(n, m, solver, cold=False):
-        return [lrs.Leg(leg.side, budget if leg.side == "engine" else leg.budget, leg.why)
-                for leg in real(n, m, solver, cold)]
 
-    monkeypatch.setattr(lrs, "race_plan", plan)
+def test_the_engine_budget_follows_clarabels_time():
+    assert emb.clarabel_sde_seconds(60) > emb.clarabel_sde_seconds(50) > 1.0
+    assert emb.clarabel_sde_seconds(100) >= 30 * emb.clarabel_sde_seconds(50)
 
 
 def test_engine_certified_within_its_budget_is_the_answer(digits50, clarabel_fit):
