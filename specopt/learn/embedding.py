@@ -58,7 +58,7 @@ from ._base import (
     progress_callback,
     solve_certified,
 )
-from ._low_rank import low_rank_certificate, mm_certificate, use_low_rank
+from ._low_rank import LOW_RANK_TOL, low_rank_certificate, mm_certificate, use_low_rank
 
 __all__ = [
     "KernelPCAEmbedding",
@@ -96,6 +96,23 @@ SDE_COLD_MAX_N = 200
 #: Clarabel 6.9 s optimal, N = 60: 23.5 s vs 19.9 s, both uncertified; N = 100: digits 0.7 s vs
 #: 46-125 s, swiss roll 27.7 s vs > 180 s, S-curve 63 s uncertified vs 173 s optimal.
 SDE_CLARABEL_RESCUE_MAX_N = 100
+
+
+#: The engine's SDE counts as certified only when every edge row holds to this multiple of its
+#: tolerance, row by row (``|K_ii + K_jj - 2 K_ij - d_ij| / (1 + d_ij)`` in the solve's units),
+#: not only norm-wise: swiss roll N = 60 (seed 0, k = 6) was certified at a norm-wise residual
+#: 8.8e-5 with rows off by up to 1.2e-4, its tr K 0.77 % above Clarabel's certified optimum
+#: (k-NN sets without an interior: the value is far from Lipschitz in the residual); S-curve
+#: N = 100: 4.4 % above. Digits and spokes subsets N = 50-300 meet their rows to 1e-6 or better.
+#: A necessary check, not a proof of the value: that would need a feasible point or the face.
+SDE_ROW_TOL_FACTOR = 1.0
+
+
+def edge_row_residual(Y: np.ndarray, edges: np.ndarray, d2: np.ndarray) -> float:
+    """``max_e |K_ii + K_jj - 2 K_ij - d2_e| / (1 + d2_e)`` for ``K = Y Y^T`` over the edges."""
+    diff = Y[edges[:, 0]] - Y[edges[:, 1]]
+    return float(np.max(np.abs(np.einsum("ij,ij->i", diff, diff) - d2) / (1.0 + d2),
+                        initial=0.0))
 
 
 def clarabel_sde_seconds(n: int) -> float:
@@ -504,6 +521,15 @@ class SemidefiniteEmbedding(_EmbeddingBase):
         res = solve_low_rank_sdp(SymOp.identity(n), rows, d2, sense="max", centered=True,
                                  implied_trace_bound=T, Y0=Y0, callback=cb, **opts)
         cert = low_rank_certificate(res, "max")
+        row_res = edge_row_residual(res.Y, np.argwhere(np.triu(C, 1)), d2)
+        tol = float(opts.get("tol", LOW_RANK_TOL))
+        cert.extra["row_residual"] = row_res
+        if cert.status == cp.OPTIMAL and row_res > SDE_ROW_TOL_FACTOR * tol:
+            # a norm-wise small residual with a few rows far off: on k-NN sets without an
+            # interior the value then moves by much more than the tolerance (SDE_ROW_TOL_FACTOR)
+            cert.status = cp.OPTIMAL_INACCURATE
+            cert.extra["downgraded"] = (f"row-wise residual {row_res:.1e} above "
+                                        f"{SDE_ROW_TOL_FACTOR * tol:.0e}")
         finish_progress(cb, cert)
         return _KernelFit(res.Y @ res.Y.T, res.iterations, cert, factor=res.Y)
 
