@@ -95,13 +95,14 @@ def test_edge_row_residual_is_the_largest_relative_row_violation():
     assert emb.edge_row_residual(Y, edges, exact) <= 1e-12
 
 
-def test_engine_sde_with_a_row_off_is_not_certified():
-    """Swiss roll N = 60: the engine meets its rows norm-wise (8.8e-5) but not row by row
-    (1.2e-4), and its tr K was 0.77 % above Clarabel's optimum: no `optimal` claim."""
-    from sklearn.datasets import make_swiss_roll
-
-    X, _ = make_swiss_roll(60, noise=0.05, random_state=0)
-    est = SemidefiniteEmbedding(n_neighbors=6, solver="LOW_RANK").fit(X)
+def test_engine_sde_with_a_row_off_is_not_certified(digits50, monkeypatch):
+    """An engine answer that meets its rows norm-wise but not row by row is not `optimal`
+    (swiss roll N = 60 was claimed at rows off by 1.2e-4 and a tr K 0.77 % above Clarabel's
+    optimum). Forced here by a row tolerance below what the engine reached on digits."""
+    est = SemidefiniteEmbedding(n_neighbors=5, solver="LOW_RANK").fit(digits50)
+    row = est.certificate_.extra["row_residual"]
+    assert est.certificate_.status == cp.OPTIMAL and row <= emb.SDE_ROW_TOL_FACTOR * 1e-4
+    monkeypatch.setattr(emb, "SDE_ROW_TOL_FACTOR", 0.5 * row / 1e-4)
+    est = SemidefiniteEmbedding(n_neighbors=5, solver="LOW_RANK").fit(digits50)
     cert = est.certificate_
-    assert cert.extra["row_residual"] > emb.SDE_ROW_TOL_FACTOR * 1e-4
     assert cert.status == cp.OPTIMAL_INACCURATE and "row-wise" in cert.extra["downgraded"]
