@@ -43,6 +43,9 @@ class BackendState:
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
     #: options added to the backend's after a retry succeeded (kept for the following steps)
     retry_opts: dict[str, Any] = field(default_factory=dict)
+    #: an SCS step still inaccurate after its polish may be re-solved on Clarabel (only when
+    #: the default rule chose SCS: a user who names ``solver="SCS"`` gets SCS's answer)
+    clarabel_polish: bool = False
 
 
 @dataclass
@@ -213,7 +216,7 @@ def _polish(prob: cp.Problem, state: BackendState, kw: dict) -> bool:
             continue
         if prob.status == cp.OPTIMAL:
             return True
-    return backend == "SCS" and _polish_on_clarabel(prob)
+    return backend == "SCS" and state.clarabel_polish and _polish_on_clarabel(prob)
 
 
 def _polish_on_clarabel(prob: cp.Problem) -> bool:

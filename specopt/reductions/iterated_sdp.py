@@ -158,6 +158,7 @@ def step_runner(surr: Surrogate, solver: str | None, cfg: MMSettings) -> StepRun
     runner = StepRunner(surr, cfg.backend, cfg.solver_opts, dpp=dpp, carry_scale=cfg.carry_scale,
                         engine_tried=solver is not None or inner == "conic",
                         inner_tol=cfg.inner_tol, inner_method=cfg.inner_method)
+    runner.state.clarabel_polish = solver is None
     if inner not in ("auto", "conic", "low_rank"):
         raise ValueError(f"inner must be 'auto', 'conic' or 'low_rank', got {inner!r}")
     if inner == "low_rank":
