@@ -5,7 +5,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from specopt.solvers.sdp import (
@@ -30,6 +30,16 @@ def _maxcut(n: int, seed: int) -> np.ndarray:
 
 def _clarabel_value(C: np.ndarray, A: SparseRows, b: np.ndarray, sense: str,
                     centered: bool = False, trace: float | None = None) -> float:
+    value, accurate = _clarabel_reference(C, A, b, sense, centered, trace)
+    assert accurate
+    return value
+
+
+def _clarabel_reference(C: np.ndarray, A: SparseRows, b: np.ndarray, sense: str,
+                        centered: bool = False, trace: float | None = None
+                        ) -> tuple[float, bool]:
+    """Clarabel's optimal value and whether it is certified (``optimal``); an "AlmostSolved"
+    answer (sets without an interior) is re-solved at 1e-7 tolerances first."""
     n = A.n
     K = cp.Variable((n, n), symmetric=True)
     expr = cp.hstack([cp.sum(cp.multiply(
@@ -44,8 +54,10 @@ def _clarabel_value(C: np.ndarray, A: SparseRows, b: np.ndarray, sense: str,
     obj = cp.trace(C @ K)
     p = cp.Problem(cp.Minimize(obj) if sense == "min" else cp.Maximize(obj), cons)
     p.solve(solver="CLARABEL")
-    assert p.status == cp.OPTIMAL
-    return float(p.value)
+    if p.status == cp.OPTIMAL_INACCURATE:
+        p.solve(solver="CLARABEL", tol_gap_abs=1e-7, tol_gap_rel=1e-7, tol_feas=1e-7)
+    assert p.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+    return float(p.value), p.status == cp.OPTIMAL
 
 
 def _row_matrix(A: SparseRows, r: int) -> np.ndarray:
@@ -225,6 +237,9 @@ def test_bad_input():
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(5, 9), st.integers(0, 10_000), st.floats(1e-3, 1.0), st.booleans())
+# the scaled bound of a dual-feasible y once used C's margin c where ||C|| is needed: 14.638
+# below the optimum 14.6465 here (the reference is certified only at Clarabel's 1e-7 re-solve)
+@example(5, 0, 0.03125, False)
 def test_scaled_dual_bound_is_valid_for_any_multipliers(n, seed, noise, with_trace):
     """max tr(D K) (D > 0 diagonal, so C = -D in min form) on distance rows with centering:
     the bound theta * b^T y from ANY y (the optimal one perturbed, or far off) is above the
@@ -324,6 +339,10 @@ def _random_sde(n: int, seed: int, lattice: bool = False):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(5, 12), seed=st.integers(0, 10_000), lattice=st.booleans(),
        shift=st.floats(-0.5, 2.0))
+# random graphs where Clarabel's reference ends "AlmostSolved" at its defaults (8, 5917): optimal
+# at 1e-7; (12, 9215): inaccurate even then (values of Clarabel / SCS re-solves within 1e-4)
+@example(n=8, seed=5917, lattice=False, shift=0.0)
+@example(n=12, seed=9215, lattice=False, shift=0.0)
 def test_laplacian_dual_bound_is_valid_for_any_weights(n, seed, lattice, shift):
     # the MVU dual: any edge weights w with s = lambda_min(L(w)) on 1^perp > 0 prove
     # tr K <= sum_e w_e d_e^2 / s (the engine's scaled dual bound with C = -I); random weights,
@@ -348,8 +367,11 @@ def test_laplacian_dual_bound_is_valid_for_any_weights(n, seed, lattice, shift):
         assert cert.bound is None  # no dual feasible scaling
         return
     assert P.user_objective(cert.bound) == pytest.approx(float(w @ d2) / s, rel=1e-9)
-    ref = _clarabel_value(np.eye(n), A, d2, "max", centered=True)
-    assert float(w @ d2) / s >= ref * (1 - 1e-6) - 1e-6
+    ref, accurate = _clarabel_reference(np.eye(n), A, d2, "max", centered=True)
+    # a certified reference to 1e-6; one still "AlmostSolved" (no interior) to 1e-4, the spread
+    # of Clarabel's and SCS's answers on such sets
+    rel = 1e-6 if accurate else 1e-4
+    assert float(w @ d2) / s >= ref * (1 - rel) - 1e-6
 
 
 @pytest.mark.parametrize("lattice", [False, True])
