@@ -692,7 +692,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
             # cold where the MM steps use the interior point (a warm start forces the factored
             # method)
             method = opts.get("method", "auto")
-            warm = mm_step_method(method, n, rows.m) == "bm"
+            warm = mm_step_method(method, n, rows.m, mm=True) == "bm"
             sde_opts = {k: v for k, v in opts.items() if k != "time_limit"}
             # only a start (its eigenvectors give the first linearization; nothing is claimed
             # from it): the loose tolerance of a first MM step, the interior point from the

@@ -75,7 +75,7 @@ class EngineSteps:
         self.s = float(np.trace(d1.C.to_dense() - self.C0)) / n
         self.user_id = next(uid for uid, fv in surr.var_map.items() if fv.id == d0.K.id)
         self.tol = float(tol)
-        self.method = mm_step_method(method, n, d0.A.m)
+        self.method = mm_step_method(method, n, d0.A.m, mm=True)
         self.warm_ip = bool(warm_ip)
         # factored iterations per step after an uncertified interior point / warm: as
         # low_rank_mm

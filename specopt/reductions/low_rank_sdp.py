@@ -136,7 +136,8 @@ def predicted_seconds(n: int, m: int, cold: bool = False) -> tuple[float, float]
 
 
 #: The iterated-SDP route's ``inner="auto"`` uses the engine from this matrix side (each step the
-#: cold sparse-row interior point while ``n <= MM_IP_MAX_N``; ``inner="low_rank"`` forces it,
+#: sparse-row interior point while ``n <= MM_IP_MAX_N``, :mod:`specopt.solvers.sdp._solve`;
+#: ``inner="low_rank"`` forces it,
 #: ``"conic"`` never). Measured (user-written MVE, digits k = 5 / spokes k = 3, inner="auto"
 #: conic backend vs the engine, same run, load 3-8, whole iterated solves): n = 16: Clarabel
 #: 2.1 / 1.0 s vs engine 3.7 / 1.7 s; n = 26 (SCS: the default backend from n = 24, where

@@ -92,7 +92,7 @@ def test_size_switch_bm_above_threshold(monkeypatch):
     method above (the threshold lowered to below this instance's size): the same point."""
     rows, d2, T, Y0 = _mve_data(n_spokes=3, per=4)
     below = _mm(rows, d2, T, Y0, "auto", max_iters=30)
-    monkeypatch.setattr(_solve, "IP_MAX_N", rows.n - 1)
+    monkeypatch.setattr(_solve, "MM_IP_MAX_N", rows.n - 1)
     above = _mm(rows, d2, T, Y0, "auto", max_iters=30)
     assert set(below.methods) == {"ip"} and set(above.methods) == {"bm"}
     assert below.stationary and above.stationary
@@ -273,3 +273,17 @@ def test_early_accepted_steps_certify_the_same_stationary_cost(seed):
         assert r.objective == pytest.approx(ref, rel=1e-3)
     steps = {k: sum(s.iterations for s in r.inner) for k, r in runs.items()}
     assert steps["accept"] <= steps["full"]
+
+
+def test_mm_steps_use_the_interior_point_further_than_single_solves():
+    """MM steps (indefinite objective: no complementarity mode for the factored method) stay on
+    the interior point up to MM_IP_MAX_N / MM_IP_MAX_M; single solves switch at IP_MAX_N."""
+    from specopt.solvers.sdp import _solve
+
+    n, m = _solve.IP_MAX_N + 800, _solve.IP_MAX_M - 1000
+    assert _solve.mm_step_method("auto", n, m) == "bm"
+    assert _solve.mm_step_method("auto", n, m, mm=True) == "ip"
+    assert _solve.mm_step_method("auto", _solve.MM_IP_MAX_N + 1, m, mm=True) == "bm"
+    assert _solve.mm_step_method("auto", n, _solve.MM_IP_MAX_M + 1, mm=True) == "bm"
+    assert _solve.mm_step_method("bm", 10, 10, mm=True) == "bm"
+    assert _solve.MM_IP_MAX_N >= _solve.IP_MAX_N and _solve.MM_IP_MAX_M >= _solve.IP_MAX_M

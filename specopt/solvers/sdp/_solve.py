@@ -72,14 +72,27 @@ def _jit_free_when_small(solve: Callable[..., LowRankSDPResult]) -> Callable[...
     return wrapper
 
 
-def mm_step_method(method: str, n: int, m: int) -> str:
-    """The solver of one SDP (or majorize-minimize step): ``"ip"`` or ``"bm"``
-    (``method="auto"``: by size, ``IP_MAX_N`` / ``IP_MAX_M``)."""
+#: ... and for majorize-minimize steps (``mm_step_method(mm=True)``: MVE, spectral completion,
+#: the iterated route's engine steps), whose objective ``C_0 + s B_t`` is indefinite, so the
+#: factored method's complementarity mode (what makes single SDE solves fast there) is off.
+#: Measured (MVE, hubs and spokes N = 2000, m ~ 6000, load ~2): factored steps did not finish
+#: the first (loose) step in 300 s; interior-point steps did four MM steps in 600 s (6-17 s per
+#: interior-point step). N = 5000 (m ~ 15000) stays on the factored method (~60 s per
+#: interior-point step: over an hour per fit).
+MM_IP_MAX_N = 2500
+MM_IP_MAX_M = 12000
+
+
+def mm_step_method(method: str, n: int, m: int, mm: bool = False) -> str:
+    """The solver of one SDP (or, ``mm=True``, of a majorize-minimize step): ``"ip"`` or
+    ``"bm"`` (``method="auto"``: by size, ``IP_MAX_N`` / ``IP_MAX_M``, for MM steps
+    ``MM_IP_MAX_N`` / ``MM_IP_MAX_M``)."""
     if method not in ("auto", "ip", "bm"):
         raise ValueError(f"method must be auto, ip or bm, got {method!r}")
     if method != "auto":
         return method
-    return "ip" if n <= IP_MAX_N and m <= IP_MAX_M else "bm"
+    max_n, max_m = (MM_IP_MAX_N, MM_IP_MAX_M) if mm else (IP_MAX_N, IP_MAX_M)
+    return "ip" if n <= max_n and m <= max_m else "bm"
 
 
 @_jit_free_when_small

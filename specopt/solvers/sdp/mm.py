@@ -179,9 +179,9 @@ def low_rank_mm(
     ``method`` chooses each step's solver: ``"ip"`` the sparse-row interior point, cold (it does not
     warm-start; the previous ``Y`` only gives the eigenvectors), ``"bm"`` the factored method
     warm-started from the previous ``(Y, y, sigma)``, ``"auto"`` the interior point while ``n <=
-    IP_MAX_N`` and ``m <= IP_MAX_M`` (:mod:`specopt.solvers.sdp._solve`), the factored method above
-    (measured, see there). Every step is certified to ``inner_tol`` by :func:`solve_low_rank_sdp`
-    whichever solver ran, so the iteration map, and the stationary point reached from a start, does
+    MM_IP_MAX_N`` and ``m <= MM_IP_MAX_M`` (:mod:`specopt.solvers.sdp._solve`), the factored
+    method above (measured, see there). Every step is certified to ``inner_tol`` by
+    :func:`solve_low_rank_sdp` whichever solver ran, so the iteration map, and the stationary point reached from a start, does
     not depend on it (up to ``inner_tol``). ``time_limit`` caps the whole loop (seconds; each step
     gets the remaining time; stop reason ``"time_limit"``). ``step_max_iters`` caps the factored
     method's outer iterations per step (default 5 after the interior point, when its point is not
@@ -224,7 +224,7 @@ def low_rank_mm(
         if y0.size != A.m:
             raise ValueError(f"y0 has {y0.size} entries for {A.m} rows")
     t_start = time.perf_counter()
-    step_method = mm_step_method(method, A.n, A.m)
+    step_method = mm_step_method(method, A.n, A.m, mm=True)
     step_iters = step_max_iters if step_max_iters is not None else (
         5 if step_method == "ip" else 40)
     Y = np.asarray(Y0, dtype=float)
