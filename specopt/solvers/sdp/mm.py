@@ -181,8 +181,8 @@ def low_rank_mm(
     warm-started from the previous ``(Y, y, sigma)``, ``"auto"`` the interior point while ``n <=
     MM_IP_MAX_N`` and ``m <= MM_IP_MAX_M`` (:mod:`specopt.solvers.sdp._solve`), the factored
     method above (measured, see there). Every step is certified to ``inner_tol`` by
-    :func:`solve_low_rank_sdp` whichever solver ran, so the iteration map, and the stationary point reached from a start, does
-    not depend on it (up to ``inner_tol``). ``time_limit`` caps the whole loop (seconds; each step
+    :func:`solve_low_rank_sdp` whichever solver ran, so the iteration map, and the stationary
+    point reached from a start, does not depend on it (up to ``inner_tol``). ``time_limit`` caps the whole loop (seconds; each step
     gets the remaining time; stop reason ``"time_limit"``). ``step_max_iters`` caps the factored
     method's outer iterations per step (default 5 after the interior point, when its point is not
     certified, and 40 for warm-started factored steps): a step that does not certify by then is
