@@ -179,16 +179,17 @@ def low_rank_mm(
     ``method`` chooses each step's solver: ``"ip"`` the sparse-row interior point, cold (it does not
     warm-start; the previous ``Y`` only gives the eigenvectors), ``"bm"`` the factored method
     warm-started from the previous ``(Y, y, sigma)``, ``"auto"`` the interior point while ``n <=
-    MM_IP_MAX_N`` and ``m <= MM_IP_MAX_M`` (:mod:`specopt.solvers.sdp._solve`), the factored
-    method above (measured, see there). Every step is certified to ``inner_tol`` by
-    :func:`solve_low_rank_sdp` whichever solver ran, so the iteration map, and the stationary
-    point reached from a start, does not depend on it (up to ``inner_tol``). ``time_limit`` caps the whole loop (seconds; each step
-    gets the remaining time; stop reason ``"time_limit"``). ``step_max_iters`` caps the factored
-    method's outer iterations per step (default 5 after the interior point, when its point is not
-    certified, and 40 for warm-started factored steps): a step that does not certify by then is
-    taken as it is, and the result is not ``stationary``. Near-degenerate sets (swiss-roll kNN
-    graphs: the interior point stalls near gap 1e-3 and the factored method does not close it
-    either) otherwise spend 30-60 s per step at N = 40-100 for no certificate.
+    MM_IP_MAX_N`` and ``m <= MM_IP_MAX_M`` (:mod:`specopt.solvers.sdp._solve`), the factored method
+    above (measured, see there). Every step is certified to ``inner_tol`` by
+    :func:`solve_low_rank_sdp` whichever solver ran, so the iteration map, and the stationary point
+    reached from a start, does not depend on it (up to ``inner_tol``). ``time_limit`` caps the whole
+    loop (seconds; each step gets the remaining time; stop reason ``"time_limit"``).
+    ``step_max_iters`` caps the factored method's outer iterations per step (default 5 after the
+    interior point, when its point is not certified, and 40 for warm-started factored steps): a step
+    that does not certify by then is taken as it is, and the result is not ``stationary``.
+    Near-degenerate sets (swiss-roll kNN graphs: the interior point stalls near gap 1e-3 and the
+    factored method does not close it either) otherwise spend 30-60 s per step at N = 40-100 for no
+    certificate.
 
     ``stationarity_tol``: stop by the stationarity measure instead of ``tol``/``tol_K``. The step
     from ``K_{t-1}`` minimizes its majorizer ``<C0 + B_{t-1}, K>`` (tight at ``K_{t-1}``); the
