@@ -39,20 +39,25 @@ def _clarabel_value(A, b, C, Al, cl, Af, cf):
     rows = cp.hstack([cp.trace(A[i] @ X) for i in range(me)])
     prob = cp.Problem(cp.Minimize(cp.trace(C @ X) + cl @ xl + cf @ xf),
                       [rows + Al @ xl + Af @ xf == b])
-    try:
-        prob.solve(solver="CLARABEL")
-    except cp.error.SolverError:
-        pass
-    if prob.status == cp.OPTIMAL:
-        return prob.value, 1e-6
-    prob.solve(solver="SCS", eps_abs=1e-9, eps_rel=1e-9, max_iters=200_000)
-    assert prob.status == cp.OPTIMAL  # neither reference solver: the instance is the problem
-    return prob.value, 1e-4
+    # Clarabel, then with the static regularization the iterated route's polish uses (badly
+    # scaled rows: seed 0, k 5, me 14, scale 0.01 fails at the defaults), then SCS
+    tries = [("CLARABEL", {}, 1e-6), ("CLARABEL", {"static_regularization_constant": 1e-7}, 1e-6),
+             ("SCS", {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 200_000}, 1e-4),
+             ("SCS", {"eps_abs": 1e-7, "eps_rel": 1e-7, "max_iters": 200_000}, 1e-4)]
+    for solver, opts, rtol in tries:
+        try:
+            prob.solve(solver=solver, **opts)
+        except cp.error.SolverError:
+            continue
+        if prob.status == cp.OPTIMAL:
+            return prob.value, rtol
+    raise AssertionError("no reference solver certified the instance")
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), k=st.integers(1, 7), me=st.integers(1, 14),
        nl=st.integers(0, 8), nf=st.integers(0, 2), scale=st.sampled_from([1e-2, 1.0, 30.0]))
+@example(seed=0, k=5, me=14, nl=1, nf=2, scale=0.01)  # Clarabel fails at its defaults
 def test_agrees_with_clarabel_and_returns_a_certified_pair(seed, k, me, nl, nf, scale):
     nf = min(nf, me - 1)  # (free columns that pin y down entirely: returns None, see docs)
     data = _random_sdp(seed, k, me, nl, nf, scale)
