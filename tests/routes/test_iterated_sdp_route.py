@@ -7,7 +7,7 @@ linearized subproblem independently with public CVXPY atoms and solves it with C
 import cvxpy as cp
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import specopt
@@ -57,6 +57,7 @@ def test_typical_instances_reach_a_stationary_point():
 
 @settings(max_examples=4, deadline=None)
 @given(seed=st.integers(0, 1000), n=st.integers(6, 9), d=st.integers(1, 2))
+@example(seed=72, n=6, d=2)
 def test_monotone_trace_and_stationary_fixed_point(seed, n, d):
     K, cons, _ = sde_problem(n, seed, d)
     prob = cp.Problem(cp.Minimize(mve_cost(K, d)), cons)
@@ -75,7 +76,9 @@ def test_monotone_trace_and_stationary_fixed_point(seed, n, d):
     assert cert.extra["monotone"]
     # the certified iterate is returned: one of the trace's points (the last or the one before:
     # the step that certifies a point may still lower F a little off the majorizer's tight point)
-    assert np.min(np.abs(trace - val)) <= 1e-9 * scale and val in (trace[-1], trace[-2:].max())
+    # (seed 72, n 6, d 2: a two-point trace rising 1.4e-7 within the monotone tolerance; the
+    # certified point is the first, the lower one, which `trace[-2:].max()` missed)
+    assert np.min(np.abs(trace[-2:] - val)) <= 1e-9 * scale
     assert cert.max_violation < 1e-5
     # fixed point: one more linearized solve (independent of the route) does not improve, to
     # 10x the stationarity tolerance relative to 1 + |F(K*)| as the certificate states it (the
