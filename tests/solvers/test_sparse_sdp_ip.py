@@ -351,7 +351,7 @@ def _spd(m: int, log_cond: float, rng: np.random.Generator) -> np.ndarray:
 def test_mixed_precision_schur_solve_matches_float64(m, log_cond, seed):
     """The float32 factor with float64 refinement solves to a float64 solve's accuracy (the
     normwise backward error <= 1e-12) without falling back on well-conditioned systems."""
-    from specopt.solvers.sdp.ip_sparse import SchurSolve
+    from specopt.solvers.sdp._schur_solve import SchurSolve
 
     rng = np.random.default_rng(seed)
     M = _spd(m, log_cond, rng)
@@ -371,7 +371,7 @@ def test_mixed_precision_schur_solve_matches_float64(m, log_cond, seed):
 def test_mixed_precision_schur_solve_falls_back_when_ill_conditioned(log_cond):
     """Beyond float32's reach (cond 1e9, 1e12) the refinement stalls or the factorization fails,
     and the float64 factor answers: the same solution as a float64 solve."""
-    from specopt.solvers.sdp.ip_sparse import SchurSolve
+    from specopt.solvers.sdp._schur_solve import SchurSolve
 
     rng = np.random.default_rng(7)
     M = _spd(80, log_cond, rng)

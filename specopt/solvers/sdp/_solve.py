@@ -191,8 +191,8 @@ def solve_low_rank_sdp(
         repairs: least-squares dual, polish), instead of running on to ``ip_tol``: the same
         claim, fewer steps (majorize-minimize steps).
     ip_schur_mixed : the interior point's Schur complement in float32 with float64 refinement
-        (:class:`~specopt.solvers.sdp.ip_sparse.SchurSolve`); None: from
-        ``ip_sparse.SCHUR_F32_MIN_M`` rows on.
+        (:class:`~specopt.solvers.sdp._schur_solve.SchurSolve`); None: from
+        ``_schur_solve.SCHUR_F32_MIN_M`` rows on.
     """
     t_start = time.perf_counter()
     C, b = _validate(C, A, b, sense, method, inner, trace_bound, face)
