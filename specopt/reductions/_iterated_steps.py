@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,50 +193,42 @@ def conic_steps_on_scs(subproblem: cp.Problem, backend: str, user_opts: dict[str
 
 
 def _polish(prob: cp.Problem, state: BackendState, kw: dict) -> bool:
-    """Re-solve an inaccurate subproblem once (see ``_CLARABEL_POLISH``); True if it is then
+    """Re-solve an inaccurate subproblem (see ``_CLARABEL_POLISH``); True if it is then
     solved to the backend's (polish) tolerance. The inaccurate point stays when it is not."""
-    backend = state.backend
-    if backend == "CLARABEL":
-        base = {**kw, **state.retry_opts}
-        tries = [{**base, **_CLARABEL_POLISH}, {**base, **_CLARABEL_POLISH_REG},
-                 {**base, **_CLARABEL_POLISH, **_CLARABEL_POLISH_REG}]
-    elif backend == "SCS":
-        opts = dict(kw)
-        opts["max_iters"] = _SCS_POLISH_ITERS * int(kw.get("max_iters", 20000))
-        tries = [opts]
-    else:
-        return False
     seen = []
-    for opts in tries:
-        if opts in seen:
+    for backend, opts in _polish_tries(prob, state, kw):
+        if (backend, opts) in seen:
             continue
-        seen.append(opts)
+        seen.append((backend, opts))
         try:
             compat.solve_in_place(prob, backend, warm_start=True, verbose=False, **opts)
         except SolverError:
             continue
         if prob.status == cp.OPTIMAL:
             return True
-    return backend == "SCS" and state.clarabel_polish and _polish_on_clarabel(prob)
-
-
-def _polish_on_clarabel(prob: cp.Problem) -> bool:
-    """An SCS step still inaccurate after its polish, re-solved on Clarabel at its polish
-    tolerances (then with its larger regularization) where Clarabel takes the subproblem's
-    size (``ITERATED_CLARABEL_MAX_DENSE_DIM``): the single-block steps that run on SCS by
-    ``conic_steps_on_scs`` (a 10-point helix with non-shrink rows: SCS inaccurate after 80000
-    iterations)."""
-    if "CLARABEL" not in available_backends() \
-            or dense_kkt_dimension(prob) > ITERATED_CLARABEL_MAX_DENSE_DIM:
-        return False
-    for opts in (_CLARABEL_POLISH, {**_CLARABEL_POLISH, **_CLARABEL_POLISH_REG}):
-        try:
-            compat.solve_in_place(prob, "CLARABEL", verbose=False, **opts)
-        except SolverError:
-            continue
-        if prob.status == cp.OPTIMAL:
-            return True
     return False
+
+
+def _polish_tries(prob: cp.Problem, state: BackendState, kw: dict
+                  ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(backend, options)`` of the polish's re-solves, in order. Clarabel: its polish
+    tolerances, a larger static regularization, both. SCS: warm-started with more iterations;
+    then, when the default rule chose SCS (``state.clarabel_polish``) and Clarabel takes the
+    subproblem's size (``ITERATED_CLARABEL_MAX_DENSE_DIM``), Clarabel at its polish tolerances
+    and with the regularization (the single-block steps that run on SCS by
+    ``conic_steps_on_scs``: a 10-point helix with non-shrink rows stayed inaccurate on SCS after
+    80000 iterations). Generated lazily: the size check only once SCS has failed."""
+    if state.backend == "CLARABEL":
+        base = {**kw, **state.retry_opts}
+        yield from (("CLARABEL", {**base, **_CLARABEL_POLISH}),
+                    ("CLARABEL", {**base, **_CLARABEL_POLISH_REG}),
+                    ("CLARABEL", {**base, **_CLARABEL_POLISH, **_CLARABEL_POLISH_REG}))
+    elif state.backend == "SCS":
+        yield "SCS", {**kw, "max_iters": _SCS_POLISH_ITERS * int(kw.get("max_iters", 20000))}
+        if state.clarabel_polish and "CLARABEL" in available_backends() \
+                and dense_kkt_dimension(prob) <= ITERATED_CLARABEL_MAX_DENSE_DIM:
+            yield from (("CLARABEL", _CLARABEL_POLISH),
+                        ("CLARABEL", {**_CLARABEL_POLISH, **_CLARABEL_POLISH_REG}))
 
 
 #: Hybrid steps (:class:`HybridRefiner`): the engine's tolerance for the early, inexact steps,
