@@ -29,28 +29,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
 
-from benchmarks._common import markdown_table, run_json_subprocess, write_json  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    cpu_seconds,
+    markdown_table,
+    run_json_subprocess,
+    write_json,
+)
 
 FAMILY = ("digits:0", "digits:1", "swiss:0", "scurve:0", "spokes:0")
 
 
 def load(name: str, n: int, seed: int):
-    """(X, n_neighbors) of a family member with ``n`` points."""
+    """(X, n_neighbors) of a family member with ``n`` points: the swiss roll and the S-curve of
+    benchmarks/iterated_sdp.py (``points``), digits subsets unscaled and hubs and spokes with
+    five spokes (the learner's own units; ``points`` scales digits by 1/16 and uses four)."""
     import numpy as np
 
+    from benchmarks.iterated_sdp import points
+
+    if name in ("swiss", "scurve"):
+        return points(name, n, seed), 6
     if name == "digits":
         from sklearn.datasets import load_digits
 
         X, _ = load_digits(return_X_y=True)
         return X[np.random.default_rng(seed).choice(len(X), n, replace=False)], 5
-    if name == "swiss":
-        from sklearn.datasets import make_swiss_roll
-
-        return make_swiss_roll(n, noise=0.05, random_state=seed)[0], 6
-    if name == "scurve":
-        from sklearn.datasets import make_s_curve
-
-        return make_s_curve(n, noise=0.05, random_state=seed)[0], 6
     if name == "spokes":
         from specopt.learn.embedding import make_hubs_and_spokes
 
@@ -58,15 +61,6 @@ def load(name: str, n: int, seed: int):
                                     random_state=seed)
         return X, 3
     raise ValueError(name)
-
-
-def _cpu() -> float:
-    """CPU seconds of this process and its finished children (the conic route runs Clarabel
-    in an isolated child process)."""
-    import resource
-
-    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + ch.ru_utime + ch.ru_stime
 
 
 def run_one(method: str, name: str, n: int, seed: int, warm: bool) -> dict:
@@ -82,9 +76,9 @@ def run_one(method: str, name: str, n: int, seed: int, warm: bool) -> dict:
     kw = {"n_neighbors": k}
     if method != "default":
         kw["solver"] = method
-    c0, t0 = _cpu(), time.perf_counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
     est = SemidefiniteEmbedding(**kw).fit(X)
-    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     cert = getattr(est, "certificate_", None)
     return {"N": int(X.shape[0]), "time": wall, "cpu": cpu,
             "status": None if cert is None else cert.status,
