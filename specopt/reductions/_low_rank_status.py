@@ -1,6 +1,7 @@
 """Infeasible / unbounded for the low-rank SDP route when its engine ends uncertified: a Farkas
-vector from the engine's diverging multipliers (:func:`farkas_check`) or a recession direction
-with a feasible point (:func:`ray_check`), each checked on its own (:func:`decide_status`).
+vector from the engine's diverging multipliers or from a phase-one SDP (:func:`phase_one_farkas`),
+checked by :func:`farkas_check`, or a recession direction with a feasible point
+(:func:`ray_check`), each checked on its own (:func:`decide_status`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..solvers.sdp import OPTIMAL, solve_low_rank_sdp
-from ..solvers.sdp._data import SymOp
+from ..solvers.sdp._data import SparseRows, SymOp
 from ._low_rank_duals import complement_basis, route_duals
 from ._low_rank_read import LRData
 from .base import RouteResult
@@ -27,6 +28,10 @@ FARKAS_MARGIN = 1e-9
 #: this tolerance; a ray is accepted with ``sgn <C, D> >= RAY_GAIN ||C||_F``.
 RAY_TOL = 1e-7
 RAY_GAIN = 1e-6
+#: The phase-one problem (:func:`phase_one_farkas`) is solved to this tolerance, in at most the
+#: engine's own solve time but this many seconds at least.
+PHASE_ONE_TOL = 1e-7
+PHASE_ONE_MIN_SECONDS = 2.0
 
 
 
@@ -57,6 +62,45 @@ def farkas_check(d: LRData, z: np.ndarray) -> tuple[bool, float, float]:
     else:
         ok = lam >= -FARKAS_EIG_TOL and btz < -margin
     return bool(ok), lam, btz
+
+
+def phase_one_farkas(d: LRData, time_limit: float | None = None,
+                     seed: int | None = 0) -> np.ndarray | None:
+    """A candidate Farkas vector from a phase-one SDP (to be checked by :func:`farkas_check`),
+    or None (centered data, or the phase-one solve did not certify).
+
+    With ``K0 = c I`` (interior; ``c n = t / 2`` under a trace bound ``tr K <= t``, else
+    ``c = 1``) and ``r = b - A(K0)``, the phase-one problem in ``(K, tau)``, written as one PSD
+    matrix ``X = [[K, *], [*, tau]]`` of order n + 1 (the off-diagonal part is free, so
+    ``X PSD`` says ``K PSD, tau >= 0``), is
+
+        max tau   s.t.   A(K) - tau r = A(K0),   X PSD   [, tr X <= t + 1],
+
+    strictly feasible at ``(K0, 0)``. ``tau = 1`` (with ``tr K <= t``) is a point of the
+    original set, so an infeasible set has ``tau* < 1``. Its dual, ``min A(K0)^T y [+ (t+1)
+    mu]`` s.t. ``A^*(y) (+ mu I) PSD`` and ``r^T y <= -1 (+ mu)``, gives ``b^T y = r^T y +
+    A(K0)^T y <= tau* - 1 < 0`` with ``A^*(y)`` PSD (up to ``mu``): the vector ``z = y`` of
+    :func:`farkas_check`, which decides. The engine's own multipliers on the original problem
+    need not converge to such a ray within a time budget (an infeasible problem has no
+    optimal multipliers); this problem has them.
+    """
+    if d.centered or not d.A.m:
+        return None
+    n, A = d.n, d.A
+    t = d.trace_bound
+    c = 1.0 if t is None else t / (2.0 * n)
+    diag = A.ii == A.jj
+    AK0 = c * np.bincount(A.rows[diag], weights=A.vals[diag], minlength=A.m)
+    r = d.b - AK0
+    rows = SparseRows(np.r_[A.rows, np.arange(A.m)], np.r_[A.ii, np.full(A.m, n)],
+                      np.r_[A.jj, np.full(A.m, n)], np.r_[A.vals, -r], A.m, n + 1)
+    obj = SymOp(n + 1, sparse=sp.csr_array(([1.0], ([n], [n])), shape=(n + 1, n + 1)))
+    res = solve_low_rank_sdp(obj, rows, AK0, sense="max",
+                             trace_bound=None if t is None else t + 1.0, tol=PHASE_ONE_TOL,
+                             time_limit=time_limit, seed=seed)
+    if res.status != OPTIMAL or res.y is None or not res.objective < 1.0:
+        return None
+    return np.asarray(res.y, dtype=float)
 
 
 def farkas_multipliers(d: LRData, z: np.ndarray, lam: float) -> dict[int, Any]:
@@ -96,24 +140,38 @@ def ray_check(d: LRData, D: np.ndarray) -> tuple[bool, float, float]:
 
 def decide_status(d: LRData, res: Any, kw: dict, left: float | None,
                    say: Any = None) -> RouteResult | None:
-    """``infeasible`` (a Farkas vector from the engine's diverging multipliers) or ``unbounded``
+    """``infeasible`` (a Farkas vector from the engine's diverging multipliers, else, when the
+    engine found no feasible point, from :func:`phase_one_farkas`) or ``unbounded``
     (a certified recession direction and a feasible point) when the engine ended uncertified;
     None when neither is proven. ``say(message)`` (the progress printer's log) reports the
     checks."""
     sgn = 1.0 if d.sense == "max" else -1.0  # engine's y: A^*(y) - C PSD (max), C - A^*(y) (min)
+    candidates = []
     if d.A.m and res.y is not None and np.any(res.y):
-        z = sgn * np.asarray(res.y, float)
+        candidates.append(("the multipliers", lambda: sgn * np.asarray(res.y, float)))
+    if res.primal_residual > kw.get("tol", 1e-5):  # no feasible point found: phase one,
+        # for at most as long as the engine ran (2 s at least), within the user's time limit
+        cap = max(PHASE_ONE_MIN_SECONDS, float(res.solve_time))
+        cap = cap if left is None else min(cap, max(left, 0.0))
+        candidates.append(("a phase-one solve",
+                           lambda: phase_one_farkas(d, cap, kw.get("seed", 0))))
+    for source, make in candidates:
+        if left is not None and left <= 0 and source != "the multipliers":
+            break
+        z = make()
+        if z is None:
+            continue
         ok, lam, btz = farkas_check(d, z)
         if say is not None:
-            say(f"Farkas check on the multipliers: lambda_min {lam:.3g}, b^T z {btz:.3g} -> "
+            say(f"Farkas check on {source}: lambda_min {lam:.3g}, b^T z {btz:.3g} -> "
                 f"{'infeasible' if ok else 'not proven'}")
         if ok:
             return RouteResult.no_point(
                 cp.INFEASIBLE, _sense(d), backend="low_rank_sdp", solve_time=res.solve_time,
                 history=res.history, status_check=("farkas", ok, btz, 0.0),
                 farkas=farkas_multipliers(d, z, lam),
-                extra={"farkas": z, "farkas_lambda_min": lam, "farkas_btz": btz,
-                       "engine_status": res.status})
+                extra={"farkas": z, "farkas_source": source, "farkas_lambda_min": lam,
+                       "farkas_btz": btz, "engine_status": res.status})
     if (d.trace_bound is not None or d.implied_trace_bound is not None
             or res.primal_residual > kw.get("tol", 1e-5)):
         return None  # no ray possible, or no feasible point shown

@@ -34,17 +34,8 @@ def _unbounded(seed: int) -> cp.Problem:
     return cp.Problem(cp.Maximize(cp.trace(K)), cons)
 
 
-# Since the interior point's Newton direction was corrected (it counted the dual residual twice),
-# the engine's multipliers on two of these instances no longer diverge along a Farkas ray within
-# the route's 2 s first leg: the status is still `infeasible`, certified by the gate's conic
-# probe (Clarabel), but the engine's own vector is missing. Known regression, strict xfail.
-_NO_ENGINE_RAY = pytest.mark.xfail(strict=True, raises=KeyError,
-                                   reason="engine multipliers no longer a Farkas ray here")
-
-
-@pytest.mark.parametrize("pair, value, seed", [
-    pytest.param((0, 1), 2.0, 0, marks=_NO_ENGINE_RAY), ((3, 17), -1.5, 1),
-    pytest.param((10, 24), 1.2, 2, marks=_NO_ENGINE_RAY)])
+@pytest.mark.parametrize("pair, value, seed", [((0, 1), 2.0, 0), ((3, 17), -1.5, 1),
+                                               ((10, 24), 1.2, 2)])
 def test_infeasible_rows_get_a_checked_farkas_vector(pair, value, seed):
     prob = _infeasible(pair, value, seed)
     specopt.solve(prob, route="low_rank_sdp")
