@@ -83,10 +83,14 @@ def phase_one_farkas(d: LRData, time_limit: float | None = None,
     :func:`farkas_check`, which decides. The engine's own multipliers on the original problem
     need not converge to such a ray within a time budget (an infeasible problem has no
     optimal multipliers); this problem has them.
+
+    Centering (``1^T K 1 = 0``) is dropped when every row annihilates ``1`` (``A_r 1 = 0``:
+    distance rows): then ``K`` feasible gives ``J K J`` feasible and centered, so both sets are
+    empty together (and ``farkas_check`` checks ``z`` on ``1^perp``). Other centered data: None.
     """
-    if d.centered or not d.A.m:
-        return None
     n, A = d.n, d.A
+    if not A.m or (d.centered and not _annihilate_ones(A)):
+        return None
     t = d.trace_bound
     c = 1.0 if t is None else t / (2.0 * n)
     diag = A.ii == A.jj
@@ -101,6 +105,14 @@ def phase_one_farkas(d: LRData, time_limit: float | None = None,
     if res.status != OPTIMAL or res.y is None or not res.objective < 1.0:
         return None
     return np.asarray(res.y, dtype=float)
+
+
+def _annihilate_ones(A: SparseRows) -> bool:
+    """Whether every row matrix ``A_r`` (symmetric part) has ``A_r 1 = 0``."""
+    key = np.r_[A.rows * A.n + A.ii, A.rows * A.n + A.jj]
+    sums = np.bincount(key, weights=np.r_[A.vals, A.vals] / 2.0, minlength=A.m * A.n)
+    scale = max(float(np.max(np.abs(A.vals), initial=0.0)), 1e-300)
+    return bool(np.max(np.abs(sums), initial=0.0) <= 1e-12 * scale)
 
 
 def farkas_multipliers(d: LRData, z: np.ndarray, lam: float) -> dict[int, Any]:

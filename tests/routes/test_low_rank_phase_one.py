@@ -61,11 +61,32 @@ def test_phase_one_proves_exactly_the_infeasible_systems(n, seed, scale, trace):
         assert trace != "tight" and abs(vmax - 1.0) < 1e-3
 
 
-def test_phase_one_skips_centered_data():
+@pytest.mark.parametrize("far", [3.0, 1.5])
+def test_phase_one_on_centered_distance_rows(far):
+    """Distance rows annihilate 1, so centering is dropped: a path 0-1-2 of unit lengths with
+    |x_0 - x_2| = far is infeasible beyond the triangle inequality (far > 2) and feasible
+    otherwise; the verdict matches Clarabel's."""
     n = 6
     K = cp.Variable((n, n), symmetric=True)
-    prob = cp.Problem(cp.Minimize(cp.trace(K)),
-                      [K >> 0, cp.sum(K) == 0, K[0, 0] + K[1, 1] - 2 * K[0, 1] == -1.0])
+
+    def dist(i, j):
+        return K[i, i] + K[j, j] - 2 * K[i, j]
+
+    cons = [K >> 0, cp.sum(K) == 0, dist(0, 1) == 1, dist(1, 2) == 1, dist(0, 2) == far ** 2]
+    cons += [dist(k, k + 1) == 1 for k in range(2, n - 1)]
+    prob = cp.Problem(cp.Maximize(cp.trace(K)), cons)
+    d = recognize_low_rank_sdp(prob)
+    assert d.centered
+    z = phase_one_farkas(d)
+    ok = z is not None and farkas_check(d, z)[0]
+    assert ok == (far > 2.0)
+    assert ok == bool(_clarabel_infeasible(prob))
+
+
+def test_phase_one_skips_centered_rows_that_do_not_annihilate_ones():
+    n = 6
+    K = cp.Variable((n, n), symmetric=True)
+    prob = cp.Problem(cp.Minimize(cp.trace(K)), [K >> 0, cp.sum(K) == 0, K[0, 0] == -1.0])
     d = recognize_low_rank_sdp(prob)
     assert d.centered
     assert phase_one_farkas(d) is None
