@@ -281,8 +281,8 @@ def test_lanczos_step_length_matches_the_dense_one():
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(4, 10), st.integers(1, 12), st.integers(0, 10_000),
-       st.sampled_from(["hkm", "nt"]), st.floats(0.0, 1.0))
-def test_newton_direction_solves_the_linearized_system(n, m, seed, kind, sigma):
+       st.sampled_from(["hkm", "nt"]), st.floats(0.0, 1.0), st.booleans())
+def test_newton_direction_solves_the_linearized_system(n, m, seed, kind, sigma, sparse):
     """At an infeasible iterate (``Rd != 0``: cold and warm starts) the direction satisfies all
     three linearized equations: ``A(dX) = rp``, ``A^T dy + dZ = Rd`` and ``dX + left dZ right =
     sigma mu Z^-1 - X`` (symmetrized). The dual residual used to be counted twice in ``dX``
@@ -306,9 +306,10 @@ def test_newton_direction_solves_the_linearized_system(n, m, seed, kind, sigma):
     scaling = ips._scaling(kind, state, Zi)
     M = ips.schur_complement(ops.pf, *scaling, m)
     assume(np.linalg.cond(M + np.tril(M, -1).T) < 1e6)  # dependent rows: no Newton system
-    cM = ips._schur_factor(ops, scaling, state)
-    newton = ips._Newton(ops.A_op, ops.At_op, cM, state.X, Zi, state.Lx, state.Lz, meas.Rd,
-                         meas.rp, 0.0, 0.0, 0.0, False, m, 1e-12, scaling)
+    lifted = (sp_.lift(scaling[0]), sp_.lift(scaling[1]))
+    cM = ips._schur_factor(ops, scaling, lifted, None, state)
+    newton = ips._Newton(ops, cM, state.X, Zi, state.Lx, state.Lz, meas.Rd, meas.rp, 0.0, 0.0,
+                         0.0, 1e-12, scaling, lifted if sparse else None)
     dX, dy, dZ, _, _ = newton.direction(sigma * meas.mu, None, 0.0)
     left, right = scaling
     rhs = sigma * meas.mu * Zi - state.X
@@ -317,6 +318,59 @@ def test_newton_direction_solves_the_linearized_system(n, m, seed, kind, sigma):
     assert np.linalg.norm(ops.At_op(dy) + dZ - meas.Rd) <= 1e-9 * (1 + np.linalg.norm(meas.Rd))
     comp = dX + 0.5 * (left @ dZ @ right + (left @ dZ @ right).T) - rhs
     assert np.linalg.norm(comp) <= 1e-6 * scale
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 12), st.integers(1, 15), st.integers(0, 10_000),
+       st.sampled_from(["hkm", "nt"]), st.booleans(), st.booleans(),
+       st.sampled_from([1e-3, 1.0, 1e3]))
+def test_sparse_sandwich_equals_the_dense_products(n, m, seed, kind, centered, trace, scale):
+    """``_Newton._sandwich`` through the sparse rows in the full space (one dense product) is
+    ``left A^*(dy) right`` of the reduced space (two), symmetrized: plain and centered spaces,
+    with and without the trace row, HKM and NT scalings, badly scaled iterates."""
+    from specopt.solvers.sdp import ip_sparse as ips
+
+    rng = np.random.default_rng(seed)
+    A = _mixed_rows(n, m, rng)
+    sp_ = ips._Space(n, centered)
+    ops = ips._RowOps(A.rows, A.ii, A.jj, A.vals, rng.standard_normal(m), n, sp_,
+                      5.0 if trace else None)
+    k = sp_.k
+    G, H = rng.standard_normal((2, k, k))
+    state = ips._IPState(scale * (G @ G.T + 0.1 * np.eye(k)), H @ H.T / scale + np.eye(k),
+                         np.zeros(ops.me), 1.0, 1.0)
+    state.Lx = np.linalg.cholesky(state.X)
+    Zi = np.linalg.inv(state.Z)
+    scaling = ips._scaling(kind, state, Zi)
+    lifted = (sp_.lift(scaling[0]), sp_.lift(scaling[1]))
+    left_right = scaling[0] @ scaling[1]
+    newton = ips._Newton(ops, None, state.X, Zi, state.Lx, None, np.zeros((k, k)),
+                         np.zeros(m), 0.0, 1.0, 1.0, 1e-12, scaling, lifted, left_right)
+    dy = rng.standard_normal(ops.me)
+    Ady = ops.At_op(dy)
+    dense = scaling[0] @ Ady @ scaling[1]
+    got = newton._sandwich(dy, Ady)
+    sym = 0.5 * (dense + dense.T)
+    assert np.allclose(0.5 * (got + got.T), sym, rtol=1e-10,
+                       atol=1e-10 * np.abs(sym).max(initial=1.0))
+
+
+def test_sparse_sandwich_gives_the_same_interior_point_run(monkeypatch):
+    """A whole centered solve with the sparse sandwich forced on takes the same steps to the same
+    point as with the dense products."""
+    from specopt.solvers.sdp import ip_sparse as ips
+
+    A, b, C, _ = _feasible_instance(14, 20, 3, True)
+    runs = []
+    for min_n in (10**9, 0):
+        monkeypatch.setattr(ips, "SPARSE_SANDWICH_MIN_N", min_n)
+        runs.append(ips.solve_sparse_sdp_ip(C, A.rows, A.ii, A.jj, A.vals, b, centered=True,
+                                            trace_bound=50.0, tol=1e-8))
+    dense, sparse = runs
+    assert dense.converged and sparse.converged
+    assert abs(dense.iterations - sparse.iterations) <= 1
+    K0, K1 = dense.Y @ dense.Y.T, sparse.Y @ sparse.Y.T
+    assert np.linalg.norm(K0 - K1) <= 1e-5 * (1 + np.linalg.norm(K0))
 
 
 @pytest.mark.parametrize("centered", [False, True])

@@ -346,6 +346,11 @@ def max_psd_step(L: np.ndarray, dX: np.ndarray, dense_max: int = PSD_STEP_DENSE_
     return math.inf if lam >= 0 else -1.0 / lam
 
 
+#: Order from which the Newton direction's ``left A^*(dy) right`` is formed through the sparse
+#: rows in the full space (one dense product instead of two; :meth:`_Newton._sandwich`).
+SPARSE_SANDWICH_MIN_N = 200
+
+
 def _pd_update(X: np.ndarray, dX: np.ndarray, a: float, tries: int = 6):
     """``X + a dX`` with its Cholesky factor, shrinking ``a`` by 0.7 until it is PD."""
     for _ in range(tries):
@@ -365,13 +370,15 @@ class _Newton:
     """The HKM Newton system at one iterate (Schur complement factored once), solved for the
     predictor, the corrector and the centring right sides."""
 
-    def __init__(self, A_op, At_op, cM, X, Zi, Lx, Lz, Rd, rp, rd_t, s_t, z_t, has_t, m,
-                 res_tol, scaling):
-        self.A_op, self.At_op, self.cM = A_op, At_op, cM
+    def __init__(self, ops: _RowOps, cM, X, Zi, Lx, Lz, Rd, rp, rd_t, s_t, z_t, res_tol,
+                 scaling, lifted=None, left_right=None):
+        self.ops, self.A_op, self.At_op, self.cM = ops, ops.A_op, ops.At_op, cM
         self.X, self.Zi, self.Lx, self.Lz, self.Rd, self.rp = X, Zi, Lx, Lz, Rd, rp
-        self.rd_t, self.s_t, self.z_t, self.has_t, self.m = rd_t, s_t, z_t, has_t, m
+        self.rd_t, self.s_t, self.z_t, self.has_t, self.m = rd_t, s_t, z_t, ops.has_t, ops.m
         self.res_tol = res_tol
         self.left, self.right = scaling  # (X, Z^-1) for HKM, (W, W) for NT
+        # (lift(left), lift(right)) for the sparse sandwich; ``left @ right`` for the trace row
+        self.lifted, self.left_right = lifted, left_right
         # left Rd right (zero once the dual is feasible: skip the two products then)
         self.XRdZi = self.left @ Rd @ self.right if np.abs(Rd).max(initial=0.0) > 1e-14 \
             else 0.0
@@ -381,10 +388,24 @@ class _Newton:
         # -left Rd right (``XRdZi``), so only the A^T dy part is added here
         Ady = self.At_op(dy)
         dZ = self.Rd - Ady
-        dX = _sym(Rs + self.left @ Ady @ self.right)
+        dX = _sym(Rs + self._sandwich(dy, Ady))
         if self.has_t:
             return dX, dZ, Rl + (self.s_t / self.z_t) * dy[self.m], self.rd_t - dy[self.m]
         return dX, dZ, 0.0, 0.0
+
+    def _sandwich(self, dy: np.ndarray, Ady: np.ndarray) -> np.ndarray:
+        """``left A^*(dy) right`` (up to symmetrization: the caller symmetrizes). With the
+        lifted scaling, the rows' part is one sparse and one dense product in the full space,
+        ``reduce(sym(lift(left) S lift(right)))`` with ``S = sum_r dy_r A_r`` sparse, instead of
+        two dense ``n^3`` products (``Q^T Q = I``, so it equals ``left Q^T S Q right``)."""
+        if self.lifted is None:
+            return self.left @ Ady @ self.right
+        Lf, Rf = self.lifted
+        S = self.ops.At_full_sparse(dy)
+        out = self.ops.sp_.reduce(_sym(np.asarray(S @ Lf).T @ Rf))
+        if self.has_t:
+            out += dy[self.m] * self.left_right
+        return out
 
     def direction(self, sig_mu: float, corr: np.ndarray | None, corr_t: float):
         """``dX = sig_mu Z^-1 - X - corr - X (Rd - A^T dy) Z^-1`` (symmetrized), ``dZ = Rd -
@@ -550,6 +571,7 @@ class _RowOps:
         self.me = m + (1 if self.has_t else 0)
         self.schur_f32_min_m: float = SCHUR_F32_MIN_M
         self.bb = np.r_[b, trace_bound] if self.has_t else np.asarray(b, dtype=float)
+        self._adj: tuple | None = None
 
     def A_sparse(self, Kfull: np.ndarray) -> np.ndarray:
         return np.bincount(self.rows, weights=self.vals * Kfull[self.ii, self.jj],
@@ -558,6 +580,19 @@ class _RowOps:
     def A_op(self, W: np.ndarray, s: float) -> np.ndarray:
         out = self.A_sparse(self.sp_.lift(W))
         return np.r_[out, np.trace(W) + s] if self.has_t else out
+
+    def At_full_sparse(self, yv: np.ndarray) -> sp.csr_array:
+        """``sum_r y_r (A_r + A_r^T) / 2`` in the full space as a sparse matrix (no trace row):
+        the data is ``T y`` for a pattern and map built once (``nnz(A)`` work per call)."""
+        if self._adj is None:
+            r, c = np.r_[self.ii, self.jj], np.r_[self.jj, self.ii]
+            key, inv = np.unique(r * self.n + c, return_inverse=True)
+            T = sp.csr_array((np.r_[0.5 * self.vals, 0.5 * self.vals],
+                              (inv, np.r_[self.rows, self.rows])), shape=(key.size, self.m))
+            indptr = np.r_[0, np.cumsum(np.bincount(key // self.n, minlength=self.n))]
+            self._adj = (T, (key % self.n).astype(np.int32), indptr.astype(np.int32))
+        T, indices, indptr = self._adj
+        return sp.csr_array((T @ yv[:self.m], indices, indptr), shape=(self.n, self.n))
 
     def At_op(self, yv: np.ndarray) -> np.ndarray:
         c_ = yv[:self.m][self.rows]
@@ -656,16 +691,17 @@ def _scaling(direction_kind: str, st: _IPState, Zi: np.ndarray):
     return Wn, Wn
 
 
-def _schur_factor(ops: _RowOps, scaling, st: _IPState) -> SchurSolve:
+def _schur_factor(ops: _RowOps, scaling, lifted, left_right, st: _IPState) -> SchurSolve:
     """The Schur complement ``M_rs = <A_r, left A_s right>`` (sparse rows, through the rank-one
-    factors), bordered by the trace row, with a tiny diagonal shift, factored
-    (:class:`SchurSolve`: float32 with refinement from ``SCHUR_F32_MIN_M`` rows on)."""
+    factors; ``lifted`` the scaling in the full space), bordered by the trace row, with a tiny
+    diagonal shift, factored (:class:`SchurSolve`: float32 with refinement from
+    ``SCHUR_F32_MIN_M`` rows on)."""
     left, right = scaling
-    M = schur_complement(ops.pf, ops.sp_.lift(left), ops.sp_.lift(right), ops.m)
+    M = schur_complement(ops.pf, lifted[0], lifted[1], ops.m)
     if ops.has_t:
         Mt = np.zeros((ops.me, ops.me))
         Mt[:ops.m, :ops.m] = M
-        Mt[ops.m, :ops.m] = ops.A_sparse(ops.sp_.lift(_sym(right @ left)))
+        Mt[ops.m, :ops.m] = ops.A_sparse(ops.sp_.lift(_sym(left_right)))
         Mt[ops.m, ops.m] = float(np.vdot(left, right)) + st.s_t / st.z_t
         M = Mt
     dM = np.diag(M).copy()
@@ -686,9 +722,12 @@ def _step(st: _IPState, ops: _RowOps, Cr: np.ndarray, meas: _Measure, direction_
         raise np.linalg.LinAlgError("Z is not positive definite")
     Zi = np.tril(Zi) + np.tril(Zi, -1).T
     scaling = _scaling(direction_kind, st, Zi)
-    cM = _schur_factor(ops, scaling, st)
-    newton = _Newton(ops.A_op, ops.At_op, cM, st.X, Zi, st.Lx, st.Lz, meas.Rd, meas.rp,
-                     meas.rd_t, st.s_t, st.z_t, ops.has_t, ops.m, res_tol, scaling)
+    lifted = (ops.sp_.lift(scaling[0]), ops.sp_.lift(scaling[1]))
+    left_right = scaling[0] @ scaling[1] if ops.has_t else None
+    cM = _schur_factor(ops, scaling, lifted, left_right, st)
+    sparse = ops.sp_.V is None and ops.n >= SPARSE_SANDWICH_MIN_N
+    newton = _Newton(ops, cM, st.X, Zi, st.Lx, st.Lz, meas.Rd, meas.rp, meas.rd_t, st.s_t,
+                     st.z_t, res_tol, scaling, lifted if sparse else None, left_right)
     dX, dy, dZ, dst, dzt, ap, ad = _predictor_corrector(newton, st, Zi, meas.mu, short)
     st.fallbacks += cM.fallbacks
     short = min(ap, ad) < 0.2
