@@ -451,3 +451,30 @@ def test_mixed_precision_interior_point_agrees_with_float64(n, m, seed, centered
     assert runs[1].converged
     vals = [float(np.sum(C * (r.Y @ r.Y.T))) for r in runs]
     assert vals[1] == pytest.approx(vals[0], abs=1e-6 * (1 + abs(vals[0])))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 30), st.integers(0, 10_000), st.sampled_from([1e-6, 1.0, 1e6]))
+def test_centered_space_lift_reduce_and_entries_match_the_explicit_basis(n, seed, scale):
+    """The Householder lift ``Q W Q^T``, reduction ``Q^T M Q`` (also in place) and the lifted
+    entries the rows read agree with the explicit basis ``Q`` of ``1^perp`` (``Q^T Q = I``,
+    ``Q^T 1 = 0``), and a reduction that may not overwrite leaves its argument alone."""
+    from specopt.solvers.sdp import ip_sparse as ips
+
+    rng = np.random.default_rng(seed)
+    sp_ = ips._Space(n, True)
+    Q = (np.eye(n) - sp_.c * np.outer(sp_.w, sp_.w))[:, 1:]
+    assert np.allclose(Q.T @ Q, np.eye(n - 1), atol=1e-12)
+    assert np.allclose(Q.T @ np.ones(n), 0.0, atol=1e-12)
+    W = scale * rng.standard_normal((n - 1, n - 1))
+    W = W + W.T
+    tol = 1e-12 * scale * n
+    assert np.allclose(sp_.lift(W), Q @ W @ Q.T, atol=tol)
+    M = scale * rng.standard_normal((n, n))
+    M = M + M.T
+    kept = M.copy()
+    assert np.allclose(sp_.reduce(M), Q.T @ kept @ Q, atol=tol)
+    assert np.array_equal(M, kept)
+    assert np.allclose(sp_.reduce(M, overwrite=True), Q.T @ kept @ Q, atol=tol)
+    ii, jj = rng.integers(0, n, (2, 3 * n))
+    assert np.allclose(sp_.entries(W, ii, jj), (Q @ W @ Q.T)[ii, jj], atol=tol)

@@ -45,6 +45,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from scipy.linalg.blas import dger as _dger
 from scipy.linalg.blas import dtrsv as _dtrsv
 
 from .._jit import lazy_njit
@@ -270,12 +271,19 @@ class _Space:
             w[0] -= 1.0
             self.w, self.c = w, 2.0 / float(w @ w)
 
-    def _h(self, M: np.ndarray) -> np.ndarray:
-        """``H M H`` for symmetric ``M`` (rank-two update, O(n^2))."""
-        w, c = self.w, self.c
-        Mw = M @ w
-        s = float(w @ Mw)
-        return M - c * np.outer(w, Mw) - c * np.outer(Mw, w) + (c * c * s) * np.outer(w, w)
+    def _h(self, M: np.ndarray, overwrite: bool = False) -> np.ndarray:
+        """``H M H = M - w a^T - a w^T`` for symmetric ``M``, ``a = c M w - (c^2 w^T M w / 2) w``
+        (``H = I - c w w^T``): two in-place BLAS rank-one updates, O(n^2); ``overwrite``: ``M``
+        (C-ordered) may be updated in place."""
+        a = self._h_vector(M @ self.w)
+        out = M if overwrite and M.flags.c_contiguous else np.array(M, order="C")
+        # out.T is a Fortran-ordered view that dger updates in place: out[q, p] -= x_p y_q
+        ot = _dger(-1.0, a, self.w, a=out.T, overwrite_a=1)
+        return _dger(-1.0, self.w, a, a=ot, overwrite_a=1).T
+
+    def _h_vector(self, Mw: np.ndarray) -> np.ndarray:
+        """``a`` of :meth:`_h` from ``M w``."""
+        return self.c * Mw - (0.5 * self.c * self.c * float(self.w @ Mw)) * self.w
 
     def lift(self, W: np.ndarray) -> np.ndarray:
         if self.V is not None:
@@ -284,7 +292,21 @@ class _Space:
             return W
         M = np.zeros((self.n, self.n))
         M[1:, 1:] = W
-        return self._h(M)
+        return self._h(M, overwrite=True)
+
+    def entries(self, W: np.ndarray, ii: np.ndarray, jj: np.ndarray) -> np.ndarray:
+        """``lift(W)[ii, jj]`` without forming ``lift(W)`` when centered: ``M_ij - w_i a_j -
+        a_i w_j`` (:meth:`_h`, ``M`` = ``W`` padded by a zero first row and column; one product
+        ``W w`` instead of the n x n lift)."""
+        if self.V is not None or not self.centered:
+            return self.lift(W)[ii, jj]
+        w = self.w
+        Mw = np.r_[0.0, W @ w[1:]]
+        a = self._h_vector(Mw)
+        inner = (ii > 0) & (jj > 0)
+        out = np.zeros(ii.size)
+        out[inner] = W[ii[inner] - 1, jj[inner] - 1]
+        return out - w[ii] * a[jj] - a[ii] * w[jj]
 
     def lift_cols(self, V: np.ndarray) -> np.ndarray:
         """``Q V`` for an ``(n-1) x p`` block."""
@@ -296,10 +318,11 @@ class _Space:
         M[1:] = V
         return M - self.c * np.outer(self.w, self.w @ M)
 
-    def reduce(self, M: np.ndarray) -> np.ndarray:
+    def reduce(self, M: np.ndarray, overwrite: bool = False) -> np.ndarray:
+        """``Q^T M Q`` for symmetric ``M`` (``overwrite``: ``M`` may be used as scratch)."""
         if self.V is not None:
             return self.V.T @ M @ self.V
-        return self._h(M)[1:, 1:] if self.centered else M
+        return self._h(M, overwrite)[1:, 1:] if self.centered else M
 
 
 # --------------------------------------------------------------------------------------------
@@ -402,7 +425,7 @@ class _Newton:
             return self.left @ Ady @ self.right
         Lf, Rf = self.lifted
         S = self.ops.At_full_sparse(dy)
-        out = self.ops.sp_.reduce(_sym(np.asarray(S @ Lf).T @ Rf))
+        out = self.ops.sp_.reduce(_sym(np.asarray(S @ Lf).T @ Rf), overwrite=True)
         if self.has_t:
             out += dy[self.m] * self.left_right
         return out
@@ -577,8 +600,13 @@ class _RowOps:
         return np.bincount(self.rows, weights=self.vals * Kfull[self.ii, self.jj],
                            minlength=self.m)
 
+    def A_entries(self, W: np.ndarray) -> np.ndarray:
+        """``A(lift W)`` from the lifted entries the rows read (:meth:`_Space.entries`)."""
+        return np.bincount(self.rows, weights=self.vals * self.sp_.entries(W, self.ii, self.jj),
+                           minlength=self.m)
+
     def A_op(self, W: np.ndarray, s: float) -> np.ndarray:
-        out = self.A_sparse(self.sp_.lift(W))
+        out = self.A_entries(W)
         return np.r_[out, np.trace(W) + s] if self.has_t else out
 
     def At_full_sparse(self, yv: np.ndarray) -> sp.csr_array:
@@ -598,7 +626,7 @@ class _RowOps:
         c_ = yv[:self.m][self.rows]
         Mfull = sp.coo_array((0.5 * self.vals * c_, (self.ii, self.jj)),
                              shape=(self.n, self.n)).toarray()
-        out = self.sp_.reduce(Mfull + Mfull.T)
+        out = self.sp_.reduce(Mfull + Mfull.T, overwrite=True)
         if self.has_t:
             out[np.diag_indices(self.sp_.k)] += yv[self.m]
         return out
@@ -701,7 +729,7 @@ def _schur_factor(ops: _RowOps, scaling, lifted, left_right, st: _IPState) -> Sc
     if ops.has_t:
         Mt = np.zeros((ops.me, ops.me))
         Mt[:ops.m, :ops.m] = M
-        Mt[ops.m, :ops.m] = ops.A_sparse(ops.sp_.lift(_sym(left_right)))
+        Mt[ops.m, :ops.m] = ops.A_entries(_sym(left_right))
         Mt[ops.m, ops.m] = float(np.vdot(left, right)) + st.s_t / st.z_t
         M = Mt
     dM = np.diag(M).copy()
