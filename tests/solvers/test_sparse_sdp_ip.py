@@ -3,8 +3,6 @@ honest statuses on infeasible, capped and degenerate problems."""
 
 from __future__ import annotations
 
-import math
-
 import cvxpy as cp
 import numpy as np
 import pytest
@@ -480,29 +478,3 @@ def test_centered_space_lift_reduce_and_entries_match_the_explicit_basis(n, seed
     assert np.allclose(sp_.reduce(M, overwrite=True), Q.T @ kept @ Q, atol=tol)
     ii, jj = rng.integers(0, n, (2, 3 * n))
     assert np.allclose(sp_.entries(W, ii, jj), (Q @ W @ Q.T)[ii, jj], atol=tol)
-
-
-@settings(max_examples=20, deadline=None)
-@given(st.integers(5, 14), st.integers(0, 10_000), st.booleans(),
-       st.sampled_from([1e-2, 1.0, 1e2]))
-def test_step_length_ratio_is_capped_and_changes_no_answer(n, seed, centered, scale):
-    """Every step keeps ``max(ap, ad) <= STEP_RATIO_MAX min(ap, ad)``; with the cap lifted the
-    same instance reaches the same optimal value (both converged, within the tolerance)."""
-    from specopt.solvers.sdp import ip_sparse as ips
-
-    A, b, C, _ = _feasible_instance(n, 2 * n, seed, centered, scale)
-    kw = dict(centered=centered, trace_bound=5.0 * n, tol=1e-8)
-    capped = ips.solve_sparse_sdp_ip(C, A.rows, A.ii, A.jj, A.vals, b, **kw)
-    assert capped.steps and len(capped.steps) <= capped.iterations
-    for ap, ad in capped.steps:
-        assert max(ap, ad) <= ips.STEP_RATIO_MAX * min(ap, ad) * (1 + 1e-12) or min(ap, ad) == 0
-    old = ips.STEP_RATIO_MAX
-    try:
-        ips.STEP_RATIO_MAX = math.inf
-        free = ips.solve_sparse_sdp_ip(C, A.rows, A.ii, A.jj, A.vals, b, **kw)
-    finally:
-        ips.STEP_RATIO_MAX = old
-    assume(free.converged)
-    assert capped.converged
-    v0, v1 = capped.history[-1][0], free.history[-1][0]
-    assert abs(v0 - v1) <= 1e-6 * (1 + abs(v1))

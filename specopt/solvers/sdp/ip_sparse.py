@@ -28,7 +28,10 @@ Lagrangian needs a huge penalty.
 Method: infeasible-start HKM direction, Mehrotra predictor-corrector, a centring step when the
 corrector blocks the step (as :mod:`specopt.solvers.sdp.ip_small`), one step of iterative
 refinement of the Schur system (whose factor is float32 with float64 refinement from
-``SCHUR_F32_MIN_M`` rows on: :class:`SchurSolve`). Stops when the relative primal and dual
+``SCHUR_F32_MIN_M`` rows on: :class:`SchurSolve`). The direction's ``X A^*(dy) Z^-1`` is formed
+in the full space as ``lift(X) S lift(Z^-1)`` with ``S = sum_r dy_r A_r`` sparse (one dense
+product instead of two, from ``SPARSE_SANDWICH_MIN_N``), and ``A(lift W)`` reads only the lifted
+entries the rows touch (:meth:`_Space.entries`). Stops when the relative primal and dual
 residuals and the relative gap are all ``<= tol``, at ``max_iters``, at ``time_limit`` (best
 iterate returned, ``converged=False``). The caller computes the certificate (a valid bound from
 the dual ``y`` and the smallest eigenvalue of ``C - A^*(y)``), so the IP's own stopping test is
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
@@ -73,8 +76,6 @@ class SparseIPResult:
     accepted: bool = False
     #: Schur solves that fell back from float32 to float64 (:class:`SchurSolve`)
     schur_fallbacks: int = 0
-    #: the primal and dual step lengths taken, one pair per step
-    steps: list[tuple[float, float]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -575,7 +576,7 @@ def solve_sparse_sdp_ip(
                           mu=float(-y[m]) if ops.has_t else 0.0, iterations=it,
                           converged=converged and best_it == it, primal_residual=h[3],
                           dual_residual=h[4], gap=h[2], history=hist, accepted=accepted,
-                          schur_fallbacks=st.fallbacks, steps=st.steps)
+                          schur_fallbacks=st.fallbacks)
 
 
 class _RowOps:
@@ -647,7 +648,6 @@ class _IPState:
     Lx: np.ndarray | None = None
     Lz: np.ndarray | None = None
     fallbacks: int = 0
-    steps: list[tuple[float, float]] = field(default_factory=list)
 
 
 def _cold_start(Cr: np.ndarray, bb: np.ndarray, k: int, has_t: bool,
@@ -740,16 +740,6 @@ def _schur_factor(ops: _RowOps, scaling, lifted, left_right, st: _IPState) -> Sc
     return SchurSolve(M, mixed=ops.me >= ops.schur_f32_min_m)
 
 
-#: The longer of the primal and dual step lengths is cut to at most this many times the shorter.
-#: A primal step far longer than a blocked dual one (or the reverse) leaves the iterate near the
-#: boundary with ``X Z`` far from ``mu I``, and the following steps are short for a long time.
-#: Measured on the cold first MVE step (hubs and spokes, objective ``I - 2 V V^T``, dual far from
-#: feasible): a step with ``ap = 0.36``, ``ad = 0.009`` grew ``lambda_max(X)`` 40-fold, then 20
-#: steps of length 0.002-0.05; with the cut, N = 400 seed 0 29 -> 16 interior-point steps, N = 1000
-#: 31 -> 21; seed 1 and digits subsets unchanged (17 / 18, 16-17).
-STEP_RATIO_MAX = 30.0
-
-
 def _step(st: _IPState, ops: _RowOps, Cr: np.ndarray, meas: _Measure, direction_kind: str,
           res_tol: float, short: bool) -> bool:
     """One Mehrotra predictor-corrector step, in place; returns whether it was short. Raises
@@ -771,34 +761,17 @@ def _step(st: _IPState, ops: _RowOps, Cr: np.ndarray, meas: _Measure, direction_
                      st.z_t, res_tol, scaling, lifted if sparse else None, left_right)
     dX, dy, dZ, dst, dzt, ap, ad = _predictor_corrector(newton, st, Zi, meas.mu, short)
     st.fallbacks += cM.fallbacks
-    ap, ad = _capped_ratio(ap, ad)
     short = min(ap, ad) < 0.2
     # the new iterate must be positive definite (Lanczos step lengths): backtrack if not
-    Xn, Lx, ap_t = _pd_update(st.X, dX, ap)
-    Zn, Lz, ad_t = _pd_update(st.Z, dZ, ad)
-    if Lx is not None and Lz is not None:  # a backtracked step caps the other one again
-        ap_c, ad_c = _capped_ratio(ap_t, ad_t)
-        if ap_c < ap_t:
-            Xn, Lx, ap_t = _pd_update(st.X, dX, ap_c)
-        if ad_c < ad_t:
-            Zn, Lz, ad_t = _pd_update(st.Z, dZ, ad_c)
-    (st.X, st.Lx, ap), (st.Z, st.Lz, ad) = (Xn, Lx, ap_t), (Zn, Lz, ad_t)
+    st.X, st.Lx, ap = _pd_update(st.X, dX, ap)
+    st.Z, st.Lz, ad = _pd_update(st.Z, dZ, ad)
     if st.Lx is None or st.Lz is None:
         return short  # the caller stops
-    st.steps.append((ap, ad))
     st.y = st.y + ad * dy
     if ops.has_t:
         st.s_t += ap * dst
         st.z_t += ad * dzt
     return short
-
-
-def _capped_ratio(ap: float, ad: float) -> tuple[float, float]:
-    """The step lengths with the longer cut to ``STEP_RATIO_MAX`` times the shorter (unless
-    one is zero)."""
-    if min(ap, ad) <= 0:
-        return ap, ad
-    return min(ap, STEP_RATIO_MAX * ad), min(ad, STEP_RATIO_MAX * ap)
 
 
 def _predictor_corrector(newton: _Newton, st: _IPState, Zi: np.ndarray, mu: float,
