@@ -478,3 +478,47 @@ def test_centered_space_lift_reduce_and_entries_match_the_explicit_basis(n, seed
     assert np.allclose(sp_.reduce(M, overwrite=True), Q.T @ kept @ Q, atol=tol)
     ii, jj = rng.integers(0, n, (2, 3 * n))
     assert np.allclose(sp_.entries(W, ii, jj), (Q @ W @ Q.T)[ii, jj], atol=tol)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 12), st.integers(1, 15), st.integers(0, 10_000), st.booleans(),
+       st.booleans(), st.floats(-10.0, 10.0))
+def test_scalar_dual_residual_products_equal_the_dense_ones(n, m, seed, centered, trace, rho):
+    """With ``Rd = rho I`` (warm-started runs) the direction's ``X Rd Z^-1`` and the corrector's
+    ``dX dZ Z^-1`` (one dense product each, through the sparse rows) equal the dense products,
+    in the plain and the centered space, with and without the trace row; ``reduce_general`` is
+    ``Q^T M Q`` for a nonsymmetric ``M``."""
+    from specopt.solvers.sdp import ip_sparse as ips
+
+    rng = np.random.default_rng(seed)
+    A = _mixed_rows(n, m, rng)
+    sp_ = ips._Space(n, centered)
+    ops = ips._RowOps(A.rows, A.ii, A.jj, A.vals, rng.standard_normal(m), n, sp_,
+                      5.0 if trace else None)
+    k = sp_.k
+    G, H = rng.standard_normal((2, k, k))
+    X, Z = G @ G.T + 0.1 * np.eye(k), H @ H.T + np.eye(k)
+    Zi = np.linalg.inv(Z)
+    lifted = (sp_.lift(X), sp_.lift(Zi))
+    Rd = rho * np.eye(k)
+    newton = ips._Newton(ops, None, X, Zi, None, None, Rd, np.zeros(m), 0.0, 1.0, 1.0, 1e-12,
+                         (X, Zi), lifted, X @ Zi, noise_ref=1.0)
+    assert newton.rd_scalar is not None and abs(newton.rd_scalar - rho) <= 1e-12 * (1 + abs(rho))
+    XRdZi = np.asarray(newton.XRdZi) if rho != 0 else np.zeros((k, k))
+    assert np.allclose(XRdZi, X @ Rd @ Zi, atol=1e-10 * (1 + abs(rho)) * np.abs(X @ Zi).max())
+    dy = rng.standard_normal(ops.me)
+    dZ = Rd - ops.At_op(dy)
+    dX = rng.standard_normal((k, k))
+    dX = dX + dX.T
+    dense = dX @ dZ @ Zi
+    assert np.allclose(newton.second_order(dX, dy, dZ), dense,
+                       atol=1e-9 * np.abs(dense).max(initial=1.0))
+    # a residual that is not a multiple of I keeps the dense products
+    Rd2 = Rd + 1e-3 * np.diag(np.arange(k, dtype=float))
+    other = ips._Newton(ops, None, X, Zi, None, None, Rd2, np.zeros(m), 0.0, 1.0, 1.0, 1e-12,
+                        (X, Zi), lifted, X @ Zi, noise_ref=1.0)
+    assert other.rd_scalar is None or k == 1
+    if centered:
+        Q = (np.eye(n) - sp_.c * np.outer(sp_.w, sp_.w))[:, 1:]
+        M = rng.standard_normal((n, n))
+        assert np.allclose(sp_.reduce_general(M.copy()), Q.T @ M @ Q, atol=1e-12 * n)

@@ -321,6 +321,21 @@ class _Space:
         M[1:] = V
         return M - self.c * np.outer(self.w, self.w @ M)
 
+    def reduce_general(self, M: np.ndarray) -> np.ndarray:
+        """``Q^T M Q`` for any square ``M`` (``M`` may be overwritten): ``H M H = M - w a^T -
+        b w^T`` with ``a = c M^T w - c^2 (w^T M w) w``, ``b = c M w``."""
+        if self.V is not None:
+            return self.V.T @ M @ self.V
+        if not self.centered:
+            return M
+        w, c = self.w, self.c
+        Mw = M @ w
+        a = c * (M.T @ w) - (c * c * float(w @ Mw)) * w
+        out = M if M.flags.c_contiguous else np.array(M, order="C")
+        ot = _dger(-1.0, a, w, a=out.T, overwrite_a=1)  # out[q, p] -= w_q a_p
+        ot = _dger(-1.0, w, c * Mw, a=ot, overwrite_a=1)  # out[q, p] -= c Mw_q w_p
+        return ot.T[1:, 1:]
+
     def reduce(self, M: np.ndarray, overwrite: bool = False) -> np.ndarray:
         """``Q^T M Q`` for symmetric ``M`` (``overwrite``: ``M`` may be used as scratch)."""
         if self.V is not None:
@@ -392,12 +407,20 @@ def _lp_step(x: float, dx: float) -> float:
     return -x / dx if dx < 0 else math.inf
 
 
+def _scalar_part(R: np.ndarray, noise_ref: float, rel: float = 1e-11) -> float | None:
+    """``rho`` when ``R = rho I`` up to ``rel * noise_ref`` (Frobenius), else None."""
+    rho = float(np.trace(R)) / R.shape[0]
+    E = R.copy()
+    E[np.diag_indices(R.shape[0])] -= rho
+    return rho if float(np.linalg.norm(E)) <= rel * noise_ref else None
+
+
 class _Newton:
     """The HKM Newton system at one iterate (Schur complement factored once), solved for the
     predictor, the corrector and the centring right sides."""
 
     def __init__(self, ops: _RowOps, cM, X, Zi, Lx, Lz, Rd, rp, rd_t, s_t, z_t, res_tol,
-                 scaling, lifted=None, left_right=None):
+                 scaling, lifted=None, left_right=None, noise_ref: float = 0.0):
         self.ops, self.A_op, self.At_op, self.cM = ops, ops.A_op, ops.At_op, cM
         self.X, self.Zi, self.Lx, self.Lz, self.Rd, self.rp = X, Zi, Lx, Lz, Rd, rp
         self.rd_t, self.s_t, self.z_t, self.has_t, self.m = rd_t, s_t, z_t, ops.has_t, ops.m
@@ -405,9 +428,16 @@ class _Newton:
         self.left, self.right = scaling  # (X, Z^-1) for HKM, (W, W) for NT
         # (lift(left), lift(right)) for the sparse sandwich; ``left @ right`` for the trace row
         self.lifted, self.left_right = lifted, left_right
-        # left Rd right (zero once the dual is feasible: skip the two products then)
-        self.XRdZi = self.left @ Rd @ self.right if np.abs(Rd).max(initial=0.0) > 1e-14 \
-            else 0.0
+        # left Rd right (zero once the dual is feasible: skip the two products then; a multiple
+        # of ``left right`` when Rd is a multiple of I, as on warm-started runs)
+        self.rd_scalar = _scalar_part(Rd, noise_ref) if lifted is not None else None
+        if np.abs(Rd).max(initial=0.0) <= 1e-14:
+            self.XRdZi = 0.0
+        elif self.rd_scalar is not None:
+            lr = left_right if left_right is not None else self.left @ self.right
+            self.XRdZi = self.rd_scalar * lr
+        else:
+            self.XRdZi = self.left @ Rd @ self.right
 
     def _complete(self, Rs: np.ndarray, Rl: float, dy: np.ndarray):
         # dX = sig_mu Z^-1 - X - left dZ right with dZ = Rd - A^T dy; ``Rs`` already holds
@@ -418,6 +448,18 @@ class _Newton:
         if self.has_t:
             return dX, dZ, Rl + (self.s_t / self.z_t) * dy[self.m], self.rd_t - dy[self.m]
         return dX, dZ, 0.0, 0.0
+
+    def second_order(self, dX: np.ndarray, dy: np.ndarray, dZ: np.ndarray) -> np.ndarray:
+        """The corrector's ``dX dZ Z^-1``. When ``Rd = rho I`` (HKM, lifted scaling): ``dZ Z^-1 =
+        rho Z^-1 - A^*(dy) Z^-1`` with ``A^*(dy) Z^-1 = Q^T (S lift(Z^-1)) Q`` (``S`` the sparse
+        rows' part), so one dense product instead of two."""
+        if self.rd_scalar is None or self.right is not self.Zi:
+            return dX @ dZ @ self.Zi
+        S = self.ops.At_full_sparse(dy)
+        AZ = self.ops.sp_.reduce_general(np.asarray(S @ self.lifted[1]))
+        if self.has_t:
+            AZ += dy[self.m] * self.Zi
+        return dX @ (self.rd_scalar * self.Zi - AZ)
 
     def _sandwich(self, dy: np.ndarray, Ady: np.ndarray) -> np.ndarray:
         """``left A^*(dy) right`` (up to symmetrization: the caller symmetrizes). With the
@@ -757,8 +799,10 @@ def _step(st: _IPState, ops: _RowOps, Cr: np.ndarray, meas: _Measure, direction_
     left_right = scaling[0] @ scaling[1] if ops.has_t else None
     cM = _schur_factor(ops, scaling, lifted, left_right, st)
     sparse = ops.sp_.V is None and ops.n >= SPARSE_SANDWICH_MIN_N
+    # what rounding leaves in Rd = C - A^*(y) - Z is relative to the terms' size
+    noise = float(np.linalg.norm(Cr)) + float(np.linalg.norm(st.Z))
     newton = _Newton(ops, cM, st.X, Zi, st.Lx, st.Lz, meas.Rd, meas.rp, meas.rd_t, st.s_t,
-                     st.z_t, res_tol, scaling, lifted if sparse else None, left_right)
+                     st.z_t, res_tol, scaling, lifted if sparse else None, left_right, noise)
     dX, dy, dZ, dst, dzt, ap, ad = _predictor_corrector(newton, st, Zi, meas.mu, short)
     st.fallbacks += cM.fallbacks
     short = min(ap, ad) < 0.2
@@ -788,7 +832,7 @@ def _predictor_corrector(newton: _Newton, st: _IPState, Zi: np.ndarray, mu: floa
     sigma = min(1.0, (mu_aff / mu) ** 3)
     if short:
         sigma = max(sigma, 0.5)
-    corr = dX @ dZ @ Zi
+    corr = newton.second_order(dX, dy, dZ)
     dX, dy, dZ, dst, dzt = direction(sigma * mu, corr, dst * dzt)
     ap, ad = steps(dX, dZ, dst, dzt)
     if min(ap, ad) < 0.1:
