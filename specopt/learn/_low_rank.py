@@ -54,14 +54,15 @@ def mm_certificate(res: Any, stationarity: tuple[bool, float, float] | None = No
                    **extra: Any):
     """A :class:`specopt.certificate.Certificate` for a :func:`low_rank_mm` result.
 
-    ``stationary_point`` needs ``res.converged``, every inner solve ``optimal`` (each to its
-    scheduled tolerance, ``extra["step_tols"]``: inexact MM; the returned iterate's step and the
-    certifying one to the inner tolerance) and, when given, ``stationarity = (passed, measured,
+    ``stationary_point`` needs ``res.converged``, the inner solves the claim rests on
+    ``optimal`` (``res.claim_steps``: after the stationarity stop the returned iterate's step and
+    the certifying one, both to the inner tolerance; otherwise every step, each to its scheduled
+    tolerance, ``extra["step_tols"]``) and, when given, ``stationarity = (passed, measured,
     tolerance)``; otherwise ``optimal_inaccurate``.
     """
     from specopt.certificate import STATIONARY, Certificate
 
-    inner_ok = all(r.status == "optimal" for r in res.inner)
+    inner_ok = bool(res.inner_certified)
     stat_ok = stationarity is None or bool(stationarity[0])
     status = STATIONARY if res.converged and inner_ok and stat_ok else cp.OPTIMAL_INACCURATE
     last = res.inner[-1]

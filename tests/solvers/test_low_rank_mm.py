@@ -287,3 +287,52 @@ def test_mm_steps_use_the_interior_point_further_than_single_solves():
     assert _solve.mm_step_method("auto", n, _solve.MM_IP_MAX_M + 1, mm=True) == "bm"
     assert _solve.mm_step_method("bm", 10, 10, mm=True) == "bm"
     assert _solve.MM_IP_MAX_N >= _solve.IP_MAX_N and _solve.MM_IP_MAX_M >= _solve.IP_MAX_M
+
+
+def test_capped_cold_first_step_is_only_a_linearization_point():
+    """With the inexact schedule the cold first step stops after ``first_step_ip_max_iters``
+    interior-point steps (uncertified here); the run still certifies a stationary point, on the
+    last two steps (``claim_steps``), at the uncapped run's cost."""
+    rows, d2, T, Y0 = _mve_data()
+    tol = 1e-4
+    capped = _mm(rows, d2, T, Y0, "ip", stationarity_tol=tol, first_step_ip_max_iters=2)
+    free = _mm(rows, d2, T, Y0, "ip", stationarity_tol=tol, first_step_ip_max_iters=None)
+    assert capped.inner[0].iterations <= 2 and capped.inner[0].status != "optimal"
+    assert free.inner[0].status == "optimal"
+    assert capped.stop_reason == "stationary" and capped.stationary
+    assert capped.claim_steps == capped.inner[-2:]
+    assert all(r.status == "optimal" for r in capped.claim_steps)
+    assert capped.objective == pytest.approx(free.objective, rel=1e-3)
+
+
+def test_stationary_claim_rests_on_the_returned_and_the_certifying_step():
+    """``inner_certified`` after the stationarity stop reads the last two steps only (an early
+    uncertified step only supplied a linearization point); either of those two uncertified, or a
+    stop without the stationarity test, and the claim needs every step."""
+    from types import SimpleNamespace
+
+    def run(statuses, stop):
+        inner = [SimpleNamespace(status=s) for s in statuses]
+        return mm.LowRankMMResult(Y=np.zeros((2, 1)), objective=0.0, iterations=len(inner),
+                                  converged=True, stop_reason=stop, history={},
+                                  monotone_violations=[], inner=inner, inner_iterations=0)
+
+    assert run(["inaccurate", "optimal", "optimal"], "stationary").stationary
+    assert not run(["optimal", "inaccurate", "optimal"], "stationary").stationary
+    assert not run(["optimal", "optimal", "inaccurate"], "stationary").stationary
+    assert not run(["inaccurate", "optimal", "optimal"], "converged").stationary
+    assert run(["optimal", "optimal"], "converged").stationary
+
+
+def test_interior_point_step_cap_skips_retries_and_the_factored_continuation():
+    """``ip_max_iters``: at most that many interior-point steps, HKM only, no factored method
+    after an uncertified point (its certificate says so); uncapped, the same step certifies."""
+    rows, d2, T, Y0 = _mve_data()
+    n = rows.n
+    C = SymOp.identity(n)
+    kw = dict(sense="max", centered=True, implied_trace_bound=T, tol=1e-6, method="ip")
+    capped = _solve.solve_low_rank_sdp(C, rows, d2, ip_max_iters=3, **kw)
+    full = _solve.solve_low_rank_sdp(C, rows, d2, **kw)
+    assert capped.iterations <= 3 and capped.status != "optimal"
+    assert capped.inner_iterations == 0  # no factored continuation
+    assert full.status == "optimal" and full.iterations > 3

@@ -133,6 +133,7 @@ def solve_low_rank_sdp(
     ip_start_scale: float = 1.0,
     ip_accept: bool = False,
     ip_schur_mixed: bool | None = None,
+    ip_max_iters: int | None = None,
 ) -> LowRankSDPResult:
     """Solve ``min/max <C, K> s.t. A(K) = b, K PSD [, 1^T K 1 = 0] [, tr K <= trace_bound]``.
 
@@ -193,6 +194,10 @@ def solve_low_rank_sdp(
     ip_schur_mixed : the interior point's Schur complement in float32 with float64 refinement
         (:class:`~specopt.solvers.sdp._schur_solve.SchurSolve`); None: from
         ``_schur_solve.SCHUR_F32_MIN_M`` rows on.
+    ip_max_iters : with the interior point: at most this many steps, HKM only (no NT retry), and
+        no factored continuation of an uncertified point (its best iterate is returned with its
+        certificate, ``inaccurate``): a step that only has to supply the next linearization of
+        a majorize-minimize run (:func:`~specopt.solvers.sdp.mm.low_rank_mm`'s cold first step).
     """
     t_start = time.perf_counter()
     C, b = _validate(C, A, b, sense, method, inner, trace_bound, face)
@@ -240,9 +245,10 @@ def solve_low_rank_sdp(
         # (the warm start covers the rows' multipliers only: not with a trace bound)
         warm = (st.Y, st.y) if ip_warm and Y0 is not None and y0 is not None and P.t is None \
             else None
-        tols = (tol, ipt, warm, ip_start_scale, ip_accept, ip_schur_mixed)
+        tols = (tol, ipt, warm, ip_start_scale, ip_accept, ip_schur_mixed, ip_max_iters)
         bm_iters, time_limit = _ip_then(P, st, tols, time_limit, t_start, dense_threshold,
-                                        eig_k, rng, verbose, ip_cb, max_rank, max_iters, shown)
+                                        eig_k, rng, verbose, ip_cb, max_rank,
+                                        0 if ip_max_iters is not None else max_iters, shown)
     opts = BMOptions(tol=tol, max_iters=bm_iters, inner_max_iters=inner_max_iters, inner=inner,
                      newton_max_iters=newton_max_iters, sigma_factor=sigma_factor,
                      sigma_max=sigma_max, eig_k=eig_k, dense_threshold=dense_threshold,
@@ -389,7 +395,7 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
     tolerance, the interior point's stopping tolerance, its warm start ``(Y, y)`` in solver
     units or None (tried first, HKM; then the cold starts as above), the cold start's scale,
     ``ip_accept`` and ``ip_schur_mixed``."""
-    tol, ip_tol, warm, start_scale, early, mixed = tols
+    tol, ip_tol, warm, start_scale, early, mixed, ip_max = tols
     best: dict | None = None
     C_dense = P.C.to_dense()
     taken: list[dict] = []
@@ -401,7 +407,8 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
         if out["optimal"]:
             taken.append(out)
         return bool(out["optimal"])
-    for kind in (("warm",) if warm is not None else ()) + ("hkm", "nt"):
+    kinds = ("hkm",) if ip_max is not None else ("hkm", "nt")
+    for kind in (("warm",) if warm is not None else ()) + kinds:
         left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
         if left is not None and left <= 0:
             if best is not None:
@@ -418,11 +425,12 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
                                             objective_scale=shown[0] * P.user_objective(1.0),
                                             objective_offset=shown[1],
                                             accept=accept if early else None, accept_err=tol,
-                                            schur_mixed=mixed)
+                                            schur_mixed=mixed,
+                                            max_iters=300 if ip_max is None else ip_max)
         out = taken.pop() if ipr.accepted else certify_point(
             P, np.ascontiguousarray(ipr.Y), ipr.y, ipr.mu, tol, dense_threshold, eig_k, rng,
-            out_of_time=lambda: time_limit is not None
-            and time.perf_counter() - t_start > time_limit)
+            out_of_time=lambda: ip_max is not None or (  # a capped step: no repairs
+                time_limit is not None and time.perf_counter() - t_start > time_limit))
         out.update(iterations=ipr.iterations + (best["iterations"] if best else 0),
                    history=ipr.history)
         if verbose:
