@@ -37,8 +37,8 @@ Checks (each recorded as ``checks[name] = Check(passed, measured, tolerance)``):
     is unproven (not reported) and the point is not ``optimal``.
 ``converged``
     The route's own convergence flag (``RouteResult.converged``) and, for iterated routes,
-    whether every inner solve was accurate (``RouteResult.inner_accurate``, check
-    ``inner_solves_accurate``).
+    whether the inner solves its claim rests on were accurate (``RouteResult.inner_accurate``,
+    check ``inner_solves_accurate``).
 ``farkas_on_problem`` / ``recession_on_problem``
     For ``infeasible`` / ``unbounded`` from a route that hands over its proof (``RouteResult.
     farkas`` / ``ray``): the proof re-derived on the user's constraints (``specopt.gate_claims``:

@@ -713,7 +713,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
                           tol_K=max(float(np.sqrt(self.tol)), 1e-3), max_iters=self.max_iter,
                           monotone_tol=max(1e-4, 10 * inner_tol), inner_tol=inner_tol,
                           callback=cb, stationarity_tol=stat_tol, y0=y0, **opts)
-        # stationary only when the MM test passed and every step's subproblem was certified
+        # stationary only when the MM test passed and the steps it rests on were certified
         measured = math.inf if res.stationarity is None else res.stationarity
         cert = mm_certificate(res, (measured <= stat_tol, measured, stat_tol),
                               inner_methods=list(res.methods))
