@@ -17,9 +17,11 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 
-from benchmarks._common import RESULTS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks._common import RESULTS  # noqa: E402
 
 #: the learner's defaults, alone or with a wall-clock cap
 DEFAULT_NAMES = ("MinimumVolumeEmbedding",) + tuple(

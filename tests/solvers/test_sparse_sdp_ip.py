@@ -320,6 +320,20 @@ def test_newton_direction_solves_the_linearized_system(n, m, seed, kind, sigma, 
     assert np.linalg.norm(comp) <= 1e-6 * scale
 
 
+def _random_row_ops(n: int, m: int, seed: int, centered: bool, trace: bool):
+    """Random mixed rows as the interior point's operators (plain or centered space, with or
+    without the trace row) and two random k x k factors: ``(rng, space, ops, k, G, H)``."""
+    from specopt.solvers.sdp import ip_sparse as ips
+
+    rng = np.random.default_rng(seed)
+    A = _mixed_rows(n, m, rng)
+    sp_ = ips._Space(n, centered)
+    ops = ips._RowOps(A.rows, A.ii, A.jj, A.vals, rng.standard_normal(m), n, sp_,
+                      5.0 if trace else None)
+    G, H = rng.standard_normal((2, sp_.k, sp_.k))
+    return rng, sp_, ops, sp_.k, G, H
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(3, 12), st.integers(1, 15), st.integers(0, 10_000),
        st.sampled_from(["hkm", "nt"]), st.booleans(), st.booleans(),
@@ -330,13 +344,7 @@ def test_sparse_sandwich_equals_the_dense_products(n, m, seed, kind, centered, t
     with and without the trace row, HKM and NT scalings, badly scaled iterates."""
     from specopt.solvers.sdp import ip_sparse as ips
 
-    rng = np.random.default_rng(seed)
-    A = _mixed_rows(n, m, rng)
-    sp_ = ips._Space(n, centered)
-    ops = ips._RowOps(A.rows, A.ii, A.jj, A.vals, rng.standard_normal(m), n, sp_,
-                      5.0 if trace else None)
-    k = sp_.k
-    G, H = rng.standard_normal((2, k, k))
+    rng, sp_, ops, k, G, H = _random_row_ops(n, m, seed, centered, trace)
     state = ips._IPState(scale * (G @ G.T + 0.1 * np.eye(k)), H @ H.T / scale + np.eye(k),
                          np.zeros(ops.me), 1.0, 1.0)
     state.Lx = np.linalg.cholesky(state.X)
@@ -490,13 +498,7 @@ def test_scalar_dual_residual_products_equal_the_dense_ones(n, m, seed, centered
     ``Q^T M Q`` for a nonsymmetric ``M``."""
     from specopt.solvers.sdp import ip_sparse as ips
 
-    rng = np.random.default_rng(seed)
-    A = _mixed_rows(n, m, rng)
-    sp_ = ips._Space(n, centered)
-    ops = ips._RowOps(A.rows, A.ii, A.jj, A.vals, rng.standard_normal(m), n, sp_,
-                      5.0 if trace else None)
-    k = sp_.k
-    G, H = rng.standard_normal((2, k, k))
+    rng, sp_, ops, k, G, H = _random_row_ops(n, m, seed, centered, trace)
     X, Z = G @ G.T + 0.1 * np.eye(k), H @ H.T + np.eye(k)
     Zi = np.linalg.inv(Z)
     lifted = (sp_.lift(X), sp_.lift(Zi))
