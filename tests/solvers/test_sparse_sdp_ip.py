@@ -357,7 +357,7 @@ def test_sparse_sandwich_equals_the_dense_products(n, m, seed, kind, centered, t
     dy = rng.standard_normal(ops.me)
     Ady = ops.At_op(dy)
     dense = scaling[0] @ Ady @ scaling[1]
-    got = newton._sandwich(dy, Ady)
+    got = newton._sandwich(dy, ops.At_full_sparse(dy), Ady)
     sym = 0.5 * (dense + dense.T)
     assert np.allclose(0.5 * (got + got.T), sym, rtol=1e-10,
                        atol=1e-10 * np.abs(sym).max(initial=1.0))
@@ -494,8 +494,8 @@ def test_centered_space_lift_reduce_and_entries_match_the_explicit_basis(n, seed
 def test_scalar_dual_residual_products_equal_the_dense_ones(n, m, seed, centered, trace, rho):
     """With ``Rd = rho I`` (warm-started runs) the direction's ``X Rd Z^-1`` and the corrector's
     ``dX dZ Z^-1`` (one dense product each, through the sparse rows) equal the dense products,
-    in the plain and the centered space, with and without the trace row; ``reduce_general`` is
-    ``Q^T M Q`` for a nonsymmetric ``M``."""
+    in the plain and the centered space, with and without the trace row;
+    ``reduce(symmetric=False)`` is ``Q^T M Q`` for a nonsymmetric ``M``."""
     from specopt.solvers.sdp import ip_sparse as ips
 
     rng, sp_, ops, k, G, H = _random_row_ops(n, m, seed, centered, trace)
@@ -523,4 +523,4 @@ def test_scalar_dual_residual_products_equal_the_dense_ones(n, m, seed, centered
     if centered:
         Q = (np.eye(n) - sp_.c * np.outer(sp_.w, sp_.w))[:, 1:]
         M = rng.standard_normal((n, n))
-        assert np.allclose(sp_.reduce_general(M.copy()), Q.T @ M @ Q, atol=1e-12 * n)
+        assert np.allclose(sp_.reduce(M.copy(), symmetric=False), Q.T @ M @ Q, atol=1e-12 * n)

@@ -394,7 +394,7 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
     objective_offset)`` for the verbose lines and the callback. ``tols``: the certificate's
     tolerance, the interior point's stopping tolerance, its warm start ``(Y, y)`` in solver
     units or None (tried first, HKM; then the cold starts as above), the cold start's scale,
-    ``ip_accept`` and ``ip_schur_mixed``."""
+    ``ip_accept``, ``ip_schur_mixed`` and ``ip_max_iters`` (a step cap: HKM only, no repairs)."""
     tol, ip_tol, warm, start_scale, early, mixed, ip_max = tols
     best: dict | None = None
     C_dense = P.C.to_dense()

@@ -274,15 +274,20 @@ class _Space:
             w[0] -= 1.0
             self.w, self.c = w, 2.0 / float(w @ w)
 
-    def _h(self, M: np.ndarray, overwrite: bool = False) -> np.ndarray:
-        """``H M H = M - w a^T - a w^T`` for symmetric ``M``, ``a = c M w - (c^2 w^T M w / 2) w``
-        (``H = I - c w w^T``): two in-place BLAS rank-one updates, O(n^2); ``overwrite``: ``M``
-        (C-ordered) may be updated in place."""
-        a = self._h_vector(M @ self.w)
+    def _h(self, M: np.ndarray, overwrite: bool = False, symmetric: bool = True) -> np.ndarray:
+        """``H M H = M - w a^T - b w^T`` (``H = I - c w w^T``) with ``a = c M^T w - c^2 (w^T M w)
+        w``, ``b = c M w``; for symmetric ``M`` both are ``c M w - (c^2 w^T M w / 2) w``. Two
+        in-place BLAS rank-one updates, O(n^2); ``overwrite``: ``M`` may be updated in place."""
+        w, c = self.w, self.c
+        Mw = M @ w
+        if symmetric:
+            a = b = self._h_vector(Mw)
+        else:
+            a, b = c * (M.T @ w) - (c * c * float(w @ Mw)) * w, c * Mw
         out = M if overwrite and M.flags.c_contiguous else np.array(M, order="C")
         # out.T is a Fortran-ordered view that dger updates in place: out[q, p] -= x_p y_q
-        ot = _dger(-1.0, a, self.w, a=out.T, overwrite_a=1)
-        return _dger(-1.0, self.w, a, a=ot, overwrite_a=1).T
+        ot = _dger(-1.0, a, w, a=out.T, overwrite_a=1)  # out -= w a^T
+        return _dger(-1.0, w, b, a=ot, overwrite_a=1).T  # out -= b w^T
 
     def _h_vector(self, Mw: np.ndarray) -> np.ndarray:
         """``a`` of :meth:`_h` from ``M w``."""
@@ -321,26 +326,13 @@ class _Space:
         M[1:] = V
         return M - self.c * np.outer(self.w, self.w @ M)
 
-    def reduce_general(self, M: np.ndarray) -> np.ndarray:
-        """``Q^T M Q`` for any square ``M`` (``M`` may be overwritten): ``H M H = M - w a^T -
-        b w^T`` with ``a = c M^T w - c^2 (w^T M w) w``, ``b = c M w``."""
+    def reduce(self, M: np.ndarray, overwrite: bool = False,
+               symmetric: bool = True) -> np.ndarray:
+        """``Q^T M Q`` (``overwrite``: ``M`` may be used as scratch; ``symmetric=False`` for any
+        square ``M``)."""
         if self.V is not None:
             return self.V.T @ M @ self.V
-        if not self.centered:
-            return M
-        w, c = self.w, self.c
-        Mw = M @ w
-        a = c * (M.T @ w) - (c * c * float(w @ Mw)) * w
-        out = M if M.flags.c_contiguous else np.array(M, order="C")
-        ot = _dger(-1.0, a, w, a=out.T, overwrite_a=1)  # out[q, p] -= w_q a_p
-        ot = _dger(-1.0, w, c * Mw, a=ot, overwrite_a=1)  # out[q, p] -= c Mw_q w_p
-        return ot.T[1:, 1:]
-
-    def reduce(self, M: np.ndarray, overwrite: bool = False) -> np.ndarray:
-        """``Q^T M Q`` for symmetric ``M`` (``overwrite``: ``M`` may be used as scratch)."""
-        if self.V is not None:
-            return self.V.T @ M @ self.V
-        return self._h(M, overwrite)[1:, 1:] if self.centered else M
+        return self._h(M, overwrite, symmetric)[1:, 1:] if self.centered else M
 
 
 # --------------------------------------------------------------------------------------------
@@ -442,9 +434,10 @@ class _Newton:
     def _complete(self, Rs: np.ndarray, Rl: float, dy: np.ndarray):
         # dX = sig_mu Z^-1 - X - left dZ right with dZ = Rd - A^T dy; ``Rs`` already holds
         # -left Rd right (``XRdZi``), so only the A^T dy part is added here
-        Ady = self.At_op(dy)
+        S = self.ops.At_full_sparse(dy)
+        Ady = self.ops.At_op(dy, S)
         dZ = self.Rd - Ady
-        dX = _sym(Rs + self._sandwich(dy, Ady))
+        dX = _sym(Rs + self._sandwich(dy, S, Ady))
         if self.has_t:
             return dX, dZ, Rl + (self.s_t / self.z_t) * dy[self.m], self.rd_t - dy[self.m]
         return dX, dZ, 0.0, 0.0
@@ -456,20 +449,21 @@ class _Newton:
         if self.rd_scalar is None or self.right is not self.Zi:
             return dX @ dZ @ self.Zi
         S = self.ops.At_full_sparse(dy)
-        AZ = self.ops.sp_.reduce_general(np.asarray(S @ self.lifted[1]))
+        AZ = self.ops.sp_.reduce(np.asarray(S @ self.lifted[1]), overwrite=True,
+                                 symmetric=False)
         if self.has_t:
             AZ += dy[self.m] * self.Zi
         return dX @ (self.rd_scalar * self.Zi - AZ)
 
-    def _sandwich(self, dy: np.ndarray, Ady: np.ndarray) -> np.ndarray:
+    def _sandwich(self, dy: np.ndarray, S: sp.csr_array, Ady: np.ndarray) -> np.ndarray:
         """``left A^*(dy) right`` (up to symmetrization: the caller symmetrizes). With the
         lifted scaling, the rows' part is one sparse and one dense product in the full space,
         ``reduce(sym(lift(left) S lift(right)))`` with ``S = sum_r dy_r A_r`` sparse, instead of
-        two dense ``n^3`` products (``Q^T Q = I``, so it equals ``left Q^T S Q right``)."""
+        two dense ``n^3`` products (``Q^T Q = I``, so it equals ``left Q^T S Q right``); ``S`` is
+        :meth:`_RowOps.At_full_sparse` of ``dy``, ``Ady`` its :meth:`_RowOps.At_op`."""
         if self.lifted is None:
             return self.left @ Ady @ self.right
         Lf, Rf = self.lifted
-        S = self.ops.At_full_sparse(dy)
         out = self.ops.sp_.reduce(_sym(np.asarray(S @ Lf).T @ Rf), overwrite=True)
         if self.has_t:
             out += dy[self.m] * self.left_right
@@ -573,11 +567,12 @@ def solve_sparse_sdp_ip(
     ops.schur_f32_min_m = SCHUR_F32_MIN_M if schur_mixed is None else (
         0 if schur_mixed else math.inf)
     Cr = sp_.reduce(_sym(np.asarray(C, dtype=float)))
+    ops.c_norm = float(np.linalg.norm(Cr))
     st = _cold_start(Cr, ops.bb, sp_.k, ops.has_t, start_scale)
     if warm is not None and not ops.has_t:
         st.X, st.Z, st.y = _warm_start(sp_, warm, ops.At_op, Cr, warm_shift, m)
     nb = 1.0 + float(np.linalg.norm(ops.bb))
-    nc = 1.0 + float(np.linalg.norm(Cr))
+    nc = 1.0 + ops.c_norm
     hist: list[tuple[float, ...]] = []
     best, best_err, best_it = None, math.inf, 0
     short = converged = accepted = False
@@ -622,7 +617,7 @@ def solve_sparse_sdp_ip(
 
 
 class _RowOps:
-    """The rows as operators on the reduced space: ``A_sparse`` on a full matrix, ``A_op``
+    """The rows as operators on the reduced space: ``A_op``
     (``A(lift W)``, plus ``tr W + s`` with a trace bound) and its adjoint ``At_op``; ``bb`` the
     right-hand side (``b``, plus ``t``)."""
 
@@ -640,10 +635,7 @@ class _RowOps:
         self.schur_f32_min_m: float = SCHUR_F32_MIN_M
         self.bb = np.r_[b, trace_bound] if self.has_t else np.asarray(b, dtype=float)
         self._adj: tuple | None = None
-
-    def A_sparse(self, Kfull: np.ndarray) -> np.ndarray:
-        return np.bincount(self.rows, weights=self.vals * Kfull[self.ii, self.jj],
-                           minlength=self.m)
+        self.c_norm = 0.0  # ||C|| on the reduced space (set by the solver)
 
     def A_entries(self, W: np.ndarray) -> np.ndarray:
         """``A(lift W)`` from the lifted entries the rows read (:meth:`_Space.entries`)."""
@@ -667,11 +659,10 @@ class _RowOps:
         T, indices, indptr = self._adj
         return sp.csr_array((T @ yv[:self.m], indices, indptr), shape=(self.n, self.n))
 
-    def At_op(self, yv: np.ndarray) -> np.ndarray:
-        c_ = yv[:self.m][self.rows]
-        Mfull = sp.coo_array((0.5 * self.vals * c_, (self.ii, self.jj)),
-                             shape=(self.n, self.n)).toarray()
-        out = self.sp_.reduce(Mfull + Mfull.T, overwrite=True)
+    def At_op(self, yv: np.ndarray, S: sp.csr_array | None = None) -> np.ndarray:
+        """``A^*(y)`` on the reduced space (``S``: :meth:`At_full_sparse` of ``yv``, if built)."""
+        S = self.At_full_sparse(yv) if S is None else S
+        out = self.sp_.reduce(S.toarray(), overwrite=True)
         if self.has_t:
             out[np.diag_indices(self.sp_.k)] += yv[self.m]
         return out
@@ -800,7 +791,7 @@ def _step(st: _IPState, ops: _RowOps, Cr: np.ndarray, meas: _Measure, direction_
     cM = _schur_factor(ops, scaling, lifted, left_right, st)
     sparse = ops.sp_.V is None and ops.n >= SPARSE_SANDWICH_MIN_N
     # what rounding leaves in Rd = C - A^*(y) - Z is relative to the terms' size
-    noise = float(np.linalg.norm(Cr)) + float(np.linalg.norm(st.Z))
+    noise = ops.c_norm + float(np.linalg.norm(st.Z)) if sparse else 0.0
     newton = _Newton(ops, cM, st.X, Zi, st.Lx, st.Lz, meas.Rd, meas.rp, meas.rd_t, st.s_t,
                      st.z_t, res_tol, scaling, lifted if sparse else None, left_right, noise)
     dX, dy, dZ, dst, dzt, ap, ad = _predictor_corrector(newton, st, Zi, meas.mu, short)
