@@ -7,8 +7,9 @@ Modules (imports point down only: front end -> methods -> ``_data`` / ``_certifi
 
 - ``_solve``: the front end :func:`solve_sdp` (= :func:`solve_low_rank_sdp`): validation, the
   choice of method by size, the result in the user's units;
-- ``ip_sparse``: sparse-row interior point (small ``n``); ``ip_small``: dense interior point for
-  small block SDPs (the matrix-generation masters);
+- ``ip_sparse``: sparse-row interior point (small ``n``), with ``_schur_form`` (the rows' rank-one
+  factors and the Schur complement kernel) and ``_schur_solve`` (its mixed-precision solves);
+  ``ip_small``: dense interior point for small block SDPs (the matrix-generation masters);
 - ``bm``: Burer-Monteiro augmented Lagrangian with rank growth (large ``n``);
 - ``bm_diag``: Burer-Monteiro on a product of spheres when the rows fix the diagonal (max-cut):
   mixing sweeps, Riemannian trust-region Newton, deflated Lanczos certificate (every ``n`` from

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specopt.solvers._jit import numpy_twins_active, without_numba
-from specopt.solvers.sdp import SparseRows, _kernels, ip_sparse, solve_sdp
+from specopt.solvers.sdp import SparseRows, _kernels, _schur_form, solve_sdp
 
 
 def _rows(rng: np.random.Generator, n: int, m: int, nnz: int) -> SparseRows:
@@ -37,8 +37,8 @@ def test_each_twin_equals_its_compiled_kernel(n, m, nnz, r, seed):
     cases = [(_kernels.pair_dots, (pr.pi, pr.pj, Y, D)),
               (_kernels.pair_dots_sym, (pr.pi, pr.pj, Y, D)),
               (_kernels.csr_matmat, (pr.indptr, pr.ind, pr.adj_data(w), Y))]
-    pf = ip_sparse.padded_factors(*ip_sparse.row_factors(A.rows, A.ii, A.jj, A.vals, m, n))
-    cases.append((ip_sparse._schur_kernel, (*pf, X, Z, m)))
+    pf = _schur_form.padded_factors(*_schur_form.row_factors(A.rows, A.ii, A.jj, A.vals, m, n))
+    cases.append((_schur_form._schur_kernel, (*pf, X, Z, m)))
     for kernel, args in cases:
         compiled = kernel.dispatcher()(*args)
         twin = kernel.numpy_twin(*args)
