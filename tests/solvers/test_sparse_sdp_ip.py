@@ -532,3 +532,37 @@ def test_scalar_dual_residual_products_equal_the_dense_ones(n, m, seed, centered
         Q = (np.eye(n) - sp_.c * np.outer(sp_.w, sp_.w))[:, 1:]
         M = rng.standard_normal((n, n))
         assert np.allclose(sp_.reduce(M.copy(), symmetric=False), Q.T @ M @ Q, atol=1e-12 * n)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(4, 14), st.integers(1, 15), st.integers(0, 10_000), st.booleans(),
+       st.sampled_from([1e-12, 1e-9, 1e-6]))
+def test_factor_cut_keeps_the_rows_of_the_iterate(n, m, seed, centered, small):
+    """The returned factor of an interior iterate: with the rows, the rank cut drops only
+    eigenvalues that move the rows by at most the iterate's own residual (twice it, plus
+    1e-12 ||b||), however many small eigenvalues an interior point carries; without them, the
+    plain cut (and so fewer columns)."""
+    from specopt.solvers.sdp import ip_sparse as ips
+
+    rng, sp_, ops, k, G, _ = _random_row_ops(n, m, seed, centered, False)
+    r = max(1, k // 3)
+    Q = np.linalg.qr(rng.standard_normal((k, k)))[0]
+    ev = np.r_[rng.uniform(1.0, 10.0, r), small * rng.uniform(0.5, 2.0, k - r)]
+    X = (Q * ev) @ Q.T
+    K = sp_.lift(X)
+    ops.bb = ops.A_op(X, 0.0) + 1e-9 * rng.standard_normal(ops.m)  # X nearly on the rows
+    rp = ops.bb - ops.A_op(X, 0.0)
+
+    def rows_of(Y):
+        return np.array([np.sum(_row_matrix(SparseRows(ops.rows, ops.ii, ops.jj, ops.vals,
+                                                       ops.m, n), q) * (Y @ Y.T))
+                         for q in range(ops.m)])
+
+    Y = ips._factor_of(X, sp_, 1e-9, ops, rp)
+    assert np.linalg.norm(ops.bb - rows_of(Y)) <= (
+        2.0 * np.linalg.norm(rp) + 1e-12 * np.linalg.norm(ops.bb) + 1e-12 * np.abs(K).max())
+    assert np.all(np.linalg.eigvalsh(K - Y @ Y.T) >= -1e-9 * np.abs(K).max())  # K's own parts
+    plain = ips._factor_of(X, sp_, 1e-9)
+    assert plain.shape[1] <= Y.shape[1]
+    if small < 1e-9 * np.sum(ev) / 2:  # all small eigenvalues below the plain cut
+        assert plain.shape[1] == r
