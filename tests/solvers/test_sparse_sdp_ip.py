@@ -269,6 +269,54 @@ def test_warm_start_after_an_objective_change(n, m, seed, centered):
     assert warm.bound is None or warm.bound <= cold.objective + 1e-5 * (1 + abs(cold.objective))
 
 
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(5, 12), st.integers(2, 14), st.integers(0, 10_000), st.booleans(),
+       st.sampled_from([0.5, 1.0, 3.0]))
+def test_warm_start_with_a_trace_row(n, m, seed, centered, t_scale):
+    """With a trace bound (a row ``tr K + s = t``) the warm start carries its multiplier ``mu``
+    too (in solver units): the warm-started step after an objective change certifies the cold
+    start's value, the bound active (``t_scale`` 0.5) or not."""
+    from specopt.solvers.sdp import ip_sparse as ips
+
+    A, b, C, K0 = _feasible_instance(n, m, seed, centered)
+    rng = np.random.default_rng(seed + 2)
+    t = t_scale * float(np.trace(K0))
+    first = solve_low_rank_sdp(C, A, b, centered=centered, trace_bound=t, tol=1e-6, method="ip",
+                               max_iters=0)
+    assume(first.status == "optimal")
+    G = rng.standard_normal((n, 2))
+    C2 = C + 0.3 * (G @ G.T) / n  # a low-rank change of the objective, as an MM step's
+    cold = solve_low_rank_sdp(C2, A, b, centered=centered, trace_bound=t, tol=1e-6,
+                              method="ip", max_iters=0)
+    assume(cold.status == "optimal")
+    calls = []
+    orig = ips.solve_sparse_sdp_ip
+
+    def spy(*a, **k):
+        calls.append(k.get("warm"))
+        return orig(*a, **k)
+
+    ips.solve_sparse_sdp_ip = spy
+    try:
+        warm = solve_low_rank_sdp(C2, A, b, centered=centered, trace_bound=t, tol=1e-6,
+                                  method="ip", max_iters=0, Y0=first.Y, y0=first.y,
+                                  mu0=first.mu, ip_warm=True)
+    finally:
+        ips.solve_sparse_sdp_ip = orig
+    assert calls[0] is not None and len(calls[0]) == 3  # the warm start ran, with mu
+    assert calls[0][2] == pytest.approx(first.mu / _gamma_of(C2, A, b, centered, t), rel=1e-12)
+    assert warm.status == "optimal"
+    assert warm.objective == pytest.approx(cold.objective, abs=1e-5 * (1 + abs(cold.objective)))
+    assert warm.bound <= cold.objective + 1e-5 * (1 + abs(cold.objective))
+
+
+def _gamma_of(C, A, b, centered, t) -> float:
+    """The objective scale of the solver units (``Scaled.gamma``) of this problem."""
+    from specopt.solvers.sdp._data import Scaled
+
+    return Scaled(SymOp(A.n, dense=C), A, b, t, None, centered, 1.0).gamma
+
+
 def test_lanczos_step_length_matches_the_dense_one():
     """The step to the PSD boundary by Lanczos (above PSD_STEP_DENSE_MAX) agrees with the dense
     eigenvalue, and is never past the boundary beyond its safety margin."""

@@ -182,10 +182,10 @@ def solve_low_rank_sdp(
     ip_tol : the interior point's own stopping tolerance (relative residuals and gap; default
         ``min(1e-7, 0.05 tol)``). Its point is certified to ``tol`` afterwards either way; a
         looser value saves the last steps when ``tol`` is loose (inexact MM steps).
-    ip_warm : with ``method="ip"``, ``Y0, y0`` and no ``trace_bound``: the interior point starts
-        near them (:func:`~specopt.solvers.sdp.ip_sparse._warm_start`; for a majorize-minimize
-        step, whose problem differs from the last only in ``C``), and from its cold start when
-        that point does not certify.
+    ip_warm : with ``method="ip"``, ``Y0, y0`` (and ``mu0`` with a ``trace_bound``): the
+        interior point starts near them (:func:`~specopt.solvers.sdp.ip_sparse._warm_start`;
+        for a majorize-minimize step, whose problem differs from the last only in ``C``), and
+        from its cold start when that point does not certify.
     ip_start_scale : multiplies the interior point's cold primal start ``xi I``.
     ip_accept : the interior point stops at the first iterate (of relative error ``<= tol``)
         whose point this solve's certificate already accepts at ``tol`` (checked without the
@@ -242,9 +242,8 @@ def solve_low_rank_sdp(
 
         shown = (objective_scale, objective_offset)
         ipt = min(1e-7, 0.05 * tol) if ip_tol is None else float(ip_tol)
-        # (the warm start covers the rows' multipliers only: not with a trace bound)
-        warm = (st.Y, st.y) if ip_warm and Y0 is not None and y0 is not None and P.t is None \
-            else None
+        # (with a trace bound, its multiplier mu0 too)
+        warm = (st.Y, st.y, st.mu) if ip_warm and Y0 is not None and y0 is not None else None
         tols = (tol, ipt, warm, ip_start_scale, ip_accept, ip_schur_mixed, ip_max_iters)
         bm_iters, time_limit = _ip_then(P, st, tols, time_limit, t_start, dense_threshold,
                                         eig_k, rng, verbose, ip_cb, max_rank,

@@ -315,21 +315,34 @@ class _Newton:
                 min(1.0, frac * max_psd_step(self.Lz, dZ), lp_d))
 
 
-def _warm_start(sp_: _Space, warm: tuple[np.ndarray, np.ndarray], At_op, Cr: np.ndarray,
-                shift: float, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A starting point near a previous solution ``(Y, y)``: ``X = W + a I`` (``W`` the reduced
-    ``Y Y^T``), the same ``y``, and its dual slack ``Z = C - A^*(y) + c I``, both shifted into the
-    interior: ``a = shift * tr W / k``, ``c = max(0, -lambda_min(C - A^* y)) + shift *
-    ||C - A^* y||_F / sqrt k``. The dual residual is ``-c I``; the primal one that of ``Y``."""
-    Y, y0 = warm
+def _warm_start(sp_: _Space, warm: tuple, ops: _RowOps, Cr: np.ndarray,
+                shift: float) -> _IPState:
+    """A starting point near a previous solution ``(Y, y[, mu])``: ``X = W + a I`` (``W`` the
+    reduced ``Y Y^T``), the same ``y`` (and trace multiplier ``mu >= 0``), and its dual slack
+    ``Z = C - A^*(y) + mu I + c I``, both shifted into the interior: ``a = shift * tr W / k``,
+    ``c = max(0, -lambda_min(C - A^*(y) + mu I)) + shift * ||C - A^*(y) + mu I||_F / sqrt k``.
+    The dual residual is ``-c I``; the primal one that of ``Y``. With a trace row
+    ``tr X + s = t``: ``s = t - tr X`` (at least ``1e-3 t``) and its dual ``z = mu + c``."""
+    Y, y0 = warm[0], warm[1]
+    mu_t = max(float(warm[2]), 0.0) if len(warm) > 2 and ops.has_t else 0.0
     W = sp_.reduce(Y @ Y.T)
     k = W.shape[0]
+    m = ops.m
     a = shift * max(float(np.trace(W)) / k, 1e-8)
-    y = np.asarray(y0, dtype=float)[:m].copy()
-    S = _sym(Cr - At_op(y))
+    y = np.zeros(ops.me)
+    y[:m] = np.asarray(y0, dtype=float)[:m]
+    if ops.has_t:
+        y[m] = -mu_t
+    S = _sym(Cr - ops.At_op(y))
     lam = float(sla.eigh(S, eigvals_only=True, subset_by_index=[0, 0], check_finite=False)[0])
     c = max(0.0, -lam) + shift * max(float(np.linalg.norm(S)) / math.sqrt(k), 1e-8)
-    return _sym(W) + a * np.eye(k), S + c * np.eye(k), y
+    X = _sym(W) + a * np.eye(k)
+    st = _IPState(X, S + c * np.eye(k), y, 0.0, 0.0)
+    if ops.has_t:
+        t = float(ops.bb[m])
+        st.s_t = max(t - float(np.trace(X)), 1e-3 * abs(t), 1e-12)
+        st.z_t = mu_t + c
+    return st
 
 
 def solve_sparse_sdp_ip(
@@ -367,9 +380,10 @@ def solve_sparse_sdp_ip(
     ``direction_kind``: "hkm" (``dX + X dZ Z^-1`` symmetrized, Schur ``<A_r, X A_s Z^-1>``) or
     "nt" (``dX + W dZ W`` with the Nesterov-Todd scaling ``W Z W = X``, Schur
     ``<A_r, W A_s W>``; the same kernel).
-    ``warm``: ``(Y, y)``, a previous solution (``K = Y Y^T``, the row multipliers; e.g. the last
-    majorize-minimize step's, whose problem differed only in ``C``): :func:`_warm_start`
-    (ignored with a trace bound). ``start_scale`` multiplies the cold start's ``X = xi I``.
+    ``warm``: ``(Y, y)`` or ``(Y, y, mu)``, a previous solution (``K = Y Y^T``, the row
+    multipliers, the trace row's ``mu >= 0``; e.g. the last majorize-minimize step's, whose
+    problem differed only in ``C``): :func:`_warm_start`. ``start_scale`` multiplies the cold
+    start's ``X = xi I``.
     ``accept``: ``accept(Y, y, mu) -> bool``, asked at every iterate whose error (the largest of
     the relative gap and residuals) is ``<= accept_err`` before ``tol`` is reached; True stops
     the run there (``accepted``, ``converged``): e.g. the caller's certificate already holds at
@@ -388,8 +402,8 @@ def solve_sparse_sdp_ip(
     Cr = sp_.reduce(_sym(np.asarray(C, dtype=float)))
     ops.c_norm = float(np.linalg.norm(Cr))
     st = _cold_start(Cr, ops.bb, sp_.k, ops.has_t, start_scale)
-    if warm is not None and not ops.has_t:
-        st.X, st.Z, st.y = _warm_start(sp_, warm, ops.At_op, Cr, warm_shift, m)
+    if warm is not None:
+        st = _warm_start(sp_, warm, ops, Cr, warm_shift)
     nb = 1.0 + float(np.linalg.norm(ops.bb))
     nc = 1.0 + ops.c_norm
     hist: list[tuple[float, ...]] = []

@@ -135,9 +135,9 @@ FIRST_STEP_IP_MAX_ITERS = 15
 def _solve_step(cfg: _StepSetup, C0: SymOp, beta: np.ndarray, prev: tuple, step_tol: float,
                 tight: bool, time_left: float | None) -> LowRankSDPResult:
     """One MM step: ``min <C0 + V diag(beta) V^T, K>`` over the set, ``V`` the top eigenvectors
-    of the previous ``K = Y Y^T``; warm-started from ``prev = (Y, y, sigma)`` (the factored
+    of the previous ``K = Y Y^T``; warm-started from ``prev = (Y, y, sigma, mu)`` (the factored
     method always, the interior point with ``warm_ip``), certified to ``step_tol``."""
-    Y, y, sigma = prev
+    Y, y, sigma, mu = prev
     _, V = top_eig_factor(Y, beta.size)
     Ct = SymOp(C0.n, sparse=C0.sparse, dense=C0.dense,
                U=V if C0.U is None else np.c_[C0.U, V],
@@ -147,7 +147,9 @@ def _solve_step(cfg: _StepSetup, C0: SymOp, beta: np.ndarray, prev: tuple, step_
                               trace_bound=cfg.trace_bound,
                               implied_trace_bound=cfg.implied_trace_bound,
                               Y0=Y if warm else None, y0=y if warm else None,
-                              sigma0=sigma if warm else None, tol=step_tol, method=cfg.method,
+                              sigma0=sigma if warm else None,
+                              mu0=mu if warm and cfg.trace_bound is not None else 0.0,
+                              tol=step_tol, method=cfg.method,
                               time_limit=time_left, max_iters=cfg.max_iters, ip_warm=cfg.warm_ip,
                               ip_tol=cfg.tight_ip_tol if tight else 0.1 * step_tol,
                               ip_start_scale=FIRST_STEP_START_SCALE if cfg.warm_ip and y is None
@@ -254,7 +256,7 @@ def low_rank_mm(
     inner: list[LowRankSDPResult] = []
     best_Y, best_val = Y, math.inf
     prev_val, prev_Y = None, Y
-    y, sigma = y0, solver_opts.pop("sigma0", None)
+    y, sigma, mu = y0, solver_opts.pop("sigma0", None), solver_opts.pop("mu0", 0.0)
     methods: list[str] = []
     stop, converged, it = "max_iters", False, 0
     stationarity: float | None = None
@@ -276,11 +278,11 @@ def low_rank_mm(
         tight = step_tol <= inner_tol
         step_tols.append(step_tol)
         left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
-        res = _solve_step(cfg, C0, beta, (Y, y, sigma), step_tol, tight, left)
+        res = _solve_step(cfg, C0, beta, (Y, y, sigma, mu), step_tol, tight, left)
         inner.append(res)
         methods.append(step_method)
         # carry Y and y; the penalty restarts moderate (L-BFGS range) since y is already close
-        Y, y, sigma = res.Y, res.y, min(res.sigma, warm_sigma_max)
+        Y, y, sigma, mu = res.Y, res.y, min(res.sigma, warm_sigma_max), res.mu
         val = linear_spectral_factored(C0, beta, Y)
         hist["objective"].append(val)
         dK = _rel_change_factored(Y, prev_Y)
