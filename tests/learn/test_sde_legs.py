@@ -52,6 +52,36 @@ def test_engine_uncertified_within_its_budget_hands_over_to_clarabel(
     assert abs(np.trace(est.kernel_) - ref) <= 1e-6 * abs(ref)
 
 
+def test_engine_leg_is_the_interior_point_alone(digits50, clarabel_fit, monkeypatch):
+    """The raced engine leg runs no factored continuation after an uncertified interior point
+    (``max_iters=0`` unless the user's ``solver_options`` say otherwise): with the interior
+    point stopped after 2 steps, the leg ends at once, well inside its budget, and Clarabel
+    answers."""
+    from specopt.solvers.sdp import ip_sparse
+
+    seen = []
+    solve = emb.solve_low_rank_sdp
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("max_iters"))
+        return solve(*args, **kwargs)
+
+    monkeypatch.setattr(emb, "solve_low_rank_sdp", spy)
+    SemidefiniteEmbedding(n_neighbors=5, solver_options={"max_iters": 7}).fit(digits50)
+    assert seen == [7]
+    ip = ip_sparse.solve_sparse_sdp_ip
+    monkeypatch.setattr(ip_sparse, "solve_sparse_sdp_ip",
+                        lambda *a, **k: ip(*a, **dict(k, max_iters=2)))
+    est = SemidefiniteEmbedding(n_neighbors=5).fit(digits50)
+    assert seen[1:] == [0]
+    legs = est.certificate_.extra["legs"]
+    assert [leg["side"] for leg in legs] == ["engine", "CLARABEL"]
+    assert legs[0]["status"] != cp.OPTIMAL and legs[0]["seconds"] < 0.5 * legs[0]["budget"]
+    assert est.certificate_.status == cp.OPTIMAL
+    ref = np.trace(clarabel_fit.kernel_)
+    assert abs(np.trace(est.kernel_) - ref) <= 1e-6 * abs(ref)
+
+
 def test_a_failing_clarabel_leg_leaves_the_engines_answer(digits50, monkeypatch):
     _tiny_engine_budget(monkeypatch)
 
