@@ -232,7 +232,9 @@ def low_rank_mm(
     ``warm_ip``: interior-point steps start near the previous step's ``(Y, y)`` (its ``y`` and
     the new slack, both shifted into the interior), and cold when that point does not certify.
     ``y0``: row multipliers for the first step's warm start (e.g. a previous solve's on the same
-    rows; minimizing sign convention), else the first step is cold.
+    rows; minimizing sign convention), else the first step is cold. With a ``trace_bound`` each
+    step's warm start also carries the previous step's trace multiplier ``mu`` (``mu0``, a
+    solver option, for the first).
     ``ip_accept`` (a solver option; default on with the inexact schedule): each step's interior
     point stops at the first iterate its certificate accepts at the step's tolerance instead
     of running on to ``ip_tol`` (the same claim; digits MVE N = 400 seed 0: 64 interior-point
