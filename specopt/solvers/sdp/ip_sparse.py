@@ -40,6 +40,7 @@ not the claim.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ import scipy.sparse.linalg as spla
 from scipy.linalg.blas import dger as _dger
 from scipy.linalg.blas import dtrsv as _dtrsv
 
+from ._kernels import PairForm
 from ._schur_form import padded_factors, row_factors, schur_complement
 from ._schur_solve import SCHUR_F32_MIN_M, SchurSolve
 
@@ -472,6 +474,12 @@ class _RowOps:
         self._adj: tuple | None = None
         self.c_norm = 0.0  # ||C|| on the reduced space (set by the solver)
 
+    @functools.cached_property
+    def pairs(self) -> PairForm:
+        """The rows grouped by matrix entry (``pairs.yyt(Y) = A(Y Y^T)`` on a full-space factor,
+        no trace row), built on first use."""
+        return PairForm(self.rows, self.ii, self.jj, self.vals, self.m, self.n)
+
     def A_entries(self, W: np.ndarray) -> np.ndarray:
         """``A(lift W)`` from the lifted entries the rows read (:meth:`_Space.entries`)."""
         return np.bincount(self.rows, weights=self.vals * self.sp_.entries(W, self.ii, self.jj),
@@ -669,16 +677,6 @@ def _predictor_corrector(newton: _Newton, st: _IPState, Zi: np.ndarray, mu: floa
     return dX, dy, dZ, dst, dzt, ap, ad
 
 
-def _rows_of_factor(ops: _RowOps, Y: np.ndarray, block: int = 64) -> np.ndarray:
-    """``A(Y Y^T)`` (no trace row) from the entries the rows read, ``block`` columns at a time
-    (``nnz x block`` scratch)."""
-    prod = np.zeros(ops.ii.size)
-    for j in range(0, Y.shape[1], block):
-        Yj = Y[:, j:j + block]
-        prod += np.einsum("ij,ij->i", Yj[ops.ii], Yj[ops.jj])
-    return np.bincount(ops.rows, weights=ops.vals * prod, minlength=ops.m)
-
-
 def _factor_of(X: np.ndarray, sp_: _Space, rank_cut: float, ops: _RowOps | None = None,
                rp: np.ndarray | None = None) -> np.ndarray:
     """``Y`` with ``K = Y Y^T``: the eigenvalues of ``X`` above ``rank_cut * tr``, largest
@@ -700,8 +698,8 @@ def _factor_of(X: np.ndarray, sp_: _Space, rank_cut: float, ops: _RowOps | None 
         positive = int(np.count_nonzero(ev > 0))
         while int(np.count_nonzero(keep)) < positive:
             drop = ~keep & (ev > 0)
-            if float(np.linalg.norm(rp + _rows_of_factor(
-                    ops, sp_.lift_cols(U[:, drop] * np.sqrt(ev[drop]))))) <= budget:
+            Yd = sp_.lift_cols(U[:, drop] * np.sqrt(ev[drop]))
+            if float(np.linalg.norm(rp + ops.pairs.yyt(Yd))) <= budget:
                 break
             cut *= 1e-3
             keep = ev > (cut * tr if cut > 1e-300 else 0.0)
