@@ -21,7 +21,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -244,8 +244,8 @@ def solve_low_rank_sdp(
         ipt = min(1e-7, 0.05 * tol) if ip_tol is None else float(ip_tol)
         # (with a trace bound, its multiplier mu0 too)
         warm = (st.Y, st.y, st.mu) if ip_warm and Y0 is not None and y0 is not None else None
-        tols = (tol, ipt, warm, ip_start_scale, ip_accept, ip_schur_mixed, ip_max_iters)
-        bm_iters, time_limit = _ip_then(P, st, tols, time_limit, t_start, dense_threshold,
+        plan = _IPPlan(tol, ipt, warm, ip_start_scale, ip_accept, ip_schur_mixed, ip_max_iters)
+        bm_iters, time_limit = _ip_then(P, st, plan, time_limit, t_start, dense_threshold,
                                         eig_k, rng, verbose, ip_cb, max_rank,
                                         0 if ip_max_iters is not None else max_iters, shown)
     opts = BMOptions(tol=tol, max_iters=bm_iters, inner_max_iters=inner_max_iters, inner=inner,
@@ -342,15 +342,32 @@ def _start(P: Scaled, Y0: np.ndarray | None, y0: np.ndarray | None, mu0: float,
                    sigma=float(sigma0) if sigma0 is not None else 100.0)
 
 
-def _ip_then(P: Scaled, st: BMState, tols: tuple, time_limit: float | None,
+class _IPPlan(NamedTuple):
+    """The interior-point stage's settings (:func:`_ip_stage`)."""
+
+    #: the certificate's tolerance
+    tol: float
+    #: the interior point's own stopping tolerance
+    ip_tol: float
+    #: its warm start ``(Y, y, mu)`` in solver units (tried first, HKM), or None
+    warm: tuple | None
+    #: the cold start's scale
+    start_scale: float
+    #: ``ip_accept``: stop at the first iterate the certificate accepts
+    accept: bool
+    #: ``ip_schur_mixed``
+    schur_mixed: bool | None
+    #: ``ip_max_iters``: a step cap (HKM only, no repairs), or None
+    max_iters: int | None
+
+
+def _ip_then(P: Scaled, st: BMState, plan: _IPPlan, time_limit: float | None,
              t_start: float, dense_threshold: int, eig_k: int, rng: np.random.Generator,
              verbose: bool, callback: Callable | None, max_rank: int, max_iters: int,
              shown: tuple[float, float] = (1.0, 0.0)) -> tuple[int, float | None]:
     """The interior point, then what is left for the factored method: returns its iteration
-    budget and time limit (0 when the IP point is certified or the time is out). ``tols``: the
-    certificate's tolerance, the interior point's own, its warm start (or None) and the cold
-    start's scale."""
-    ip = _ip_stage(P, tols, time_limit, t_start, dense_threshold, eig_k, rng, verbose, callback,
+    budget and time limit (0 when the IP point is certified or the time is out)."""
+    ip = _ip_stage(P, plan, time_limit, t_start, dense_threshold, eig_k, rng, verbose, callback,
                    shown)
     st.Y, st.y, st.mu, st.lam, st.cert = ip["Y"], ip["y"], ip["mu"], ip["lam"], ip["cert"]
     st.best = (ip["score"], st.Y, st.y, st.mu, st.lam, st.cert)  # before any truncation below
@@ -376,7 +393,7 @@ def _ip_then(P: Scaled, st: BMState, tols: tuple, time_limit: float | None,
     return max_iters, time_limit
 
 
-def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
+def _ip_stage(P: Scaled, plan: _IPPlan, time_limit: float | None,
               t_start: float, dense_threshold: int, eig_k: int, rng: np.random.Generator,
               verbose: bool, callback: Callable | None,
               shown: tuple[float, float] = (1.0, 0.0)) -> dict:
@@ -390,11 +407,9 @@ def _ip_stage(P: Scaled, tols: tuple, time_limit: float | None,
     fewer steps: digits N = 300, 18 vs 73) and the better certificate is kept. A point that is
     nearly feasible gets Gauss-Newton steps onto the rows (a slightly infeasible point can have
     an objective beyond the proven bound). ``shown``: the caller's ``(objective_scale,
-    objective_offset)`` for the verbose lines and the callback. ``tols``: the certificate's
-    tolerance, the interior point's stopping tolerance, its warm start ``(Y, y)`` in solver
-    units or None (tried first, HKM; then the cold starts as above), the cold start's scale,
-    ``ip_accept``, ``ip_schur_mixed`` and ``ip_max_iters`` (a step cap: HKM only, no repairs)."""
-    tol, ip_tol, warm, start_scale, early, mixed, ip_max = tols
+    objective_offset)`` for the verbose lines and the callback; ``plan``: the settings (the warm
+    start tried first, HKM; then the cold starts as above)."""
+    tol, ip_tol, warm, start_scale, early, mixed, ip_max = plan
     best: dict | None = None
     C_dense = P.C.to_dense()
     taken: list[dict] = []
