@@ -74,11 +74,19 @@ __all__ = ["LOW_RANK_MIN_ORDER", "NuclearNormCompletion", "SpectralMatrixComplet
 #: ``solver=None`` (exact observations, ``C=None``); below it the conic solvers. Measured in
 #: ``benchmarks/completion.py --timing`` (docs/routes/low_rank_sdp.md, "Completion").
 LOW_RANK_MIN_ORDER = 60
-#: The engine's interior-point stage (``method="auto"``) for the nuclear norm only up to this
-#: many observed entries, the factored method above: its dense steps cost O(rows^3). Measured
-#: (docs/routes/low_rank_sdp.md, "Completion"): the interior point 0.05-0.35 s vs 0.26-15 s at
-#: 348-855 entries, 5.4-10.4 s vs 0.46-0.53 s at 3182-3869 entries.
+#: The engine's interior-point stage (``method="auto"``) for the nuclear norm and the spectral
+#: fit's steps only up to this many observed entries, the factored method above: its dense
+#: steps cost O(rows^3). Measured (docs/routes/low_rank_sdp.md, "Completion"): the interior
+#: point 0.05-0.35 s vs 0.26-15 s at 348-855 entries, 5.4-10.4 s vs 0.46-0.53 s at 3182-3869
+#: entries (nuclear norm); spectral fits, square 60-100, 1818-4014 entries: 1.8-13.0 s vs
+#: 0.18-0.43 s CPU, all ``stationary_point``.
 _IP_MAX_OBSERVED = 1000
+
+
+def _engine_method(n_observed: int) -> str:
+    """The engine's method for completion rows (single entries): ``"auto"`` (the interior point
+    at these sizes) up to ``_IP_MAX_OBSERVED`` observed entries, the factored method above."""
+    return "auto" if n_observed <= _IP_MAX_OBSERVED else "bm"
 #: Singular values of the nuclear-norm completion below this fraction of the largest are left out
 #: of the fold-in basis (the solves are accurate to ~1e-4, LOW_RANK_TOL: below is solver noise).
 _FOLD_IN_RTOL = 1e-3
@@ -193,7 +201,7 @@ class _CompletionBase(SDPSolverMixin, BaseEstimator):
         cb = progress_callback(self.verbose, "low_rank_sdp", f"{type(self).__name__}: nuclear "
                                f"norm, {m} x {n}, {rows.m} observed", "iteration")
         opts = dict(opts)
-        opts.setdefault("method", "auto" if rows.m <= _IP_MAX_OBSERVED else "bm")
+        opts.setdefault("method", _engine_method(rows.m))
         res = solve_low_rank_sdp(SymOp.identity(m + n, 0.5), rows, b, sense="min",
                                  callback=cb, **opts)
         cert = low_rank_certificate(res, "min")
@@ -437,6 +445,7 @@ class SpectralMatrixCompletion(_CompletionBase):
         tau = self._tau(base.nuclear_norm_)
         inner_tol = opts.pop("tol")
         rows, b = _entry_rows(M, mask)
+        opts.setdefault("method", _engine_method(rows.m))
         N = m + n
         C0, beta = SymOp.identity(N), np.full(d, -2.0)
         cb = progress_callback(self.verbose, "low_rank_sdp", f"SpectralMatrixCompletion: "

@@ -120,6 +120,37 @@ def test_spectral_low_rank_same_stationary_point_as_clarabel(case):
     assert np.all(np.diff(hist) <= 1e-3 * max(1.0, abs(hist[0])))
 
 
+@pytest.mark.parametrize("case", CASES[:3])
+def test_many_observed_entries_use_the_factored_steps(case, monkeypatch):
+    """Above ``_IP_MAX_OBSERVED`` observed entries both the nuclear-norm solve and the spectral
+    fit's MM steps run the factored method (the interior point's dense steps cost O(rows^3));
+    the spectral fit is then stationary at the interior point's cost; the user's method wins."""
+    import specopt.learn.completion as comp
+    import specopt.solvers.sdp as sdp
+
+    M, Xo, mask = _observed(*case)
+    d = case[2]
+    ip = SpectralMatrixCompletion(rank=d, solver="LOW_RANK", max_iter=30).fit(Xo)
+    seen = []
+    mm = sdp.low_rank_mm
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("method"))
+        return mm(*args, **kwargs)
+
+    monkeypatch.setattr(sdp, "low_rank_mm", spy)
+    assert seen == [] and ip.certificate_.status == "stationary_point"
+    monkeypatch.setattr(comp, "_IP_MAX_OBSERVED", int(mask.sum()) - 1)
+    bm = SpectralMatrixCompletion(rank=d, solver="LOW_RANK", max_iter=30).fit(Xo)
+    assert seen == ["bm"]
+    assert bm.certificate_.status == "stationary_point"
+    f_ip, f_bm = _spectral_cost(ip.kernel_, d), _spectral_cost(bm.kernel_, d)
+    assert abs(f_bm - f_ip) <= 1e-3 * (1 + abs(f_ip))
+    SpectralMatrixCompletion(rank=d, solver="LOW_RANK", max_iter=30,
+                             solver_options={"method": "ip"}).fit(Xo)
+    assert seen == ["bm", "ip"]
+
+
 def test_spectral_low_rank_leaves_the_balanced_saddle():
     """Exact nuclear-norm recovery gives a balanced factor, a stationary point of the spectral
     cost where warm-started steps do not move (cost -tau/2); the rescaled start reaches -tau."""
