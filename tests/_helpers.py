@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import numpy as np
 
 
@@ -84,3 +88,22 @@ def _skip(reason: str) -> None:
         note(reason)
         assume(False)
     pytest.skip(reason)
+
+
+@contextmanager
+def recorded_kwarg(owner: Any, name: str, key: str) -> Iterator[list]:
+    """Within the block, calls of ``owner.name`` go through unchanged and the keyword ``key`` of
+    each (None when absent) is appended to the yielded list; ``owner.name`` is restored on exit
+    (usable inside hypothesis tests, which cannot take ``monkeypatch``)."""
+    seen: list = []
+    original = getattr(owner, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs.get(key))
+        return original(*args, **kwargs)
+
+    setattr(owner, name, spy)
+    try:
+        yield seen
+    finally:
+        setattr(owner, name, original)

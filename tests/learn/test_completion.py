@@ -10,6 +10,7 @@ from specopt.learn.completion import (
     SpectralMatrixCompletion,
     make_low_rank,
 )
+from tests._helpers import recorded_kwarg
 
 
 @pytest.mark.parametrize("rank", [1, 2])
@@ -130,25 +131,16 @@ def test_many_observed_entries_use_the_factored_steps(case, monkeypatch):
 
     M, Xo, mask = _observed(*case)
     d = case[2]
-    ip = SpectralMatrixCompletion(rank=d, solver="LOW_RANK", max_iter=30).fit(Xo)
-    seen = []
-    mm = sdp.low_rank_mm
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("method"))
-        return mm(*args, **kwargs)
-
-    monkeypatch.setattr(sdp, "low_rank_mm", spy)
-    assert seen == [] and ip.certificate_.status == "stationary_point"
-    monkeypatch.setattr(comp, "_IP_MAX_OBSERVED", int(mask.sum()) - 1)
-    bm = SpectralMatrixCompletion(rank=d, solver="LOW_RANK", max_iter=30).fit(Xo)
-    assert seen == ["bm"]
-    assert bm.certificate_.status == "stationary_point"
+    with recorded_kwarg(sdp, "low_rank_mm", "method") as seen:
+        ip = SpectralMatrixCompletion(rank=d, solver="LOW_RANK", max_iter=30).fit(Xo)
+        monkeypatch.setattr(comp, "_IP_MAX_OBSERVED", int(mask.sum()) - 1)
+        bm = SpectralMatrixCompletion(rank=d, solver="LOW_RANK", max_iter=30).fit(Xo)
+        SpectralMatrixCompletion(rank=d, solver="LOW_RANK", max_iter=30,
+                                 solver_options={"method": "ip"}).fit(Xo)
+    assert seen == ["auto", "bm", "ip"]
+    assert ip.certificate_.status == bm.certificate_.status == "stationary_point"
     f_ip, f_bm = _spectral_cost(ip.kernel_, d), _spectral_cost(bm.kernel_, d)
     assert abs(f_bm - f_ip) <= 1e-3 * (1 + abs(f_ip))
-    SpectralMatrixCompletion(rank=d, solver="LOW_RANK", max_iter=30,
-                             solver_options={"method": "ip"}).fit(Xo)
-    assert seen == ["bm", "ip"]
 
 
 def test_spectral_low_rank_leaves_the_balanced_saddle():

@@ -8,6 +8,7 @@ from sklearn.datasets import load_digits
 import specopt.learn.embedding as emb
 import specopt.reductions.low_rank_sdp as lrs
 from specopt.learn.embedding import SemidefiniteEmbedding
+from tests._helpers import recorded_kwarg
 
 
 @pytest.fixture(scope="module")
@@ -59,20 +60,13 @@ def test_engine_leg_is_the_interior_point_alone(digits50, clarabel_fit, monkeypa
     answers."""
     from specopt.solvers.sdp import ip_sparse
 
-    seen = []
-    solve = emb.solve_low_rank_sdp
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("max_iters"))
-        return solve(*args, **kwargs)
-
-    monkeypatch.setattr(emb, "solve_low_rank_sdp", spy)
-    SemidefiniteEmbedding(n_neighbors=5, solver_options={"max_iters": 7}).fit(digits50)
-    assert seen == [7]
-    ip = ip_sparse.solve_sparse_sdp_ip
-    monkeypatch.setattr(ip_sparse, "solve_sparse_sdp_ip",
-                        lambda *a, **k: ip(*a, **dict(k, max_iters=2)))
-    est = SemidefiniteEmbedding(n_neighbors=5).fit(digits50)
+    with recorded_kwarg(emb, "solve_low_rank_sdp", "max_iters") as seen:
+        SemidefiniteEmbedding(n_neighbors=5, solver_options={"max_iters": 7}).fit(digits50)
+        assert seen == [7]
+        ip = ip_sparse.solve_sparse_sdp_ip
+        monkeypatch.setattr(ip_sparse, "solve_sparse_sdp_ip",
+                            lambda *a, **k: ip(*a, **dict(k, max_iters=2)))
+        est = SemidefiniteEmbedding(n_neighbors=5).fit(digits50)
     assert seen[1:] == [0]
     legs = est.certificate_.extra["legs"]
     assert [leg["side"] for leg in legs] == ["engine", "CLARABEL"]

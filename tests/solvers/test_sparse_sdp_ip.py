@@ -18,6 +18,7 @@ from specopt.solvers.sdp.ip_sparse import (
     schur_complement,
     solve_sparse_sdp_ip,
 )
+from tests._helpers import recorded_kwarg
 
 
 def _row_matrix(A: SparseRows, r: int) -> np.ndarray:
@@ -289,20 +290,10 @@ def test_warm_start_with_a_trace_row(n, m, seed, centered, t_scale):
     cold = solve_low_rank_sdp(C2, A, b, centered=centered, trace_bound=t, tol=1e-6,
                               method="ip", max_iters=0)
     assume(cold.status == "optimal")
-    calls = []
-    orig = ips.solve_sparse_sdp_ip
-
-    def spy(*a, **k):
-        calls.append(k.get("warm"))
-        return orig(*a, **k)
-
-    ips.solve_sparse_sdp_ip = spy
-    try:
+    with recorded_kwarg(ips, "solve_sparse_sdp_ip", "warm") as calls:
         warm = solve_low_rank_sdp(C2, A, b, centered=centered, trace_bound=t, tol=1e-6,
                                   method="ip", max_iters=0, Y0=first.Y, y0=first.y,
                                   mu0=first.mu, ip_warm=True)
-    finally:
-        ips.solve_sparse_sdp_ip = orig
     assert calls[0] is not None and len(calls[0]) == 3  # the warm start ran, with mu
     assert calls[0][2] == pytest.approx(first.mu / _gamma_of(C2, A, b, centered, t), rel=1e-12)
     assert warm.status == "optimal"
