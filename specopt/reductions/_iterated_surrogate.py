@@ -13,6 +13,7 @@ import numpy as np
 
 from .._values import constraint_scale
 from ..atoms import LinearSpectral
+from ..atoms.linear_spectral import sum_largest
 from ..solvers.iterated_sdp import concave_weights
 from .analysis import short
 from .base import RouteMismatch
@@ -65,13 +66,14 @@ def _walk_atoms(expr: cp.Expression):
 
 
 def _convex_part(K: cp.Expression, w: np.ndarray) -> cp.Expression:
-    """``g_w(K) = w_n tr K + sum_{i<n} (w_i - w_{i+1}) lambda_sum_largest(K, i)`` (w nonincr.)."""
+    """``g_w(K) = w_n tr K + sum_{i<n} (w_i - w_{i+1}) f_i(K)`` (w nonincr.; ``f_i`` with the
+    fewest PSD blocks, :func:`specopt.atoms.linear_spectral.sum_largest`)."""
     out: cp.Expression = cp.Constant(0.0)
     if w[-1] != 0.0:
         out = w[-1] * cp.trace(K)
     c = w[:-1] - w[1:]
     for i in np.flatnonzero(c > 0):
-        out = out + float(c[i]) * cp.lambda_sum_largest(K, int(i) + 1)
+        out = out + float(c[i]) * sum_largest(K, int(i) + 1)
     return out
 
 

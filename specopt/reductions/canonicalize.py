@@ -6,7 +6,8 @@ over an expanded tree is needed):
 
 * ``linear_spectral``: the breakpoint identity
   ``g(K) = alpha_n tr K + sum_i (alpha_i - alpha_{i+1}) lambda_sum_largest(K, i)`` with zero
-  breakpoints skipped (2 PSD blocks of size n per nonzero breakpoint);
+  breakpoints skipped (2 PSD blocks of size n per nonzero breakpoint; one for ``i = 1``,
+  ``lambda_max``, and for ``i = n - 1``, ``tr K - lambda_min``);
 * ``logdet_div``: ``<X0^{-1}, X> - log_det(X) + log det X0 - n`` (PSD + exponential cones);
 * ``burg_div``: ``sum(x / x0) - sum(log x) + sum(log x0) - m`` (exponential cones).
 
@@ -21,6 +22,7 @@ import numpy as np
 
 from .. import _cvxpy_compat as compat
 from ..atoms import BurgDiv, LinearSpectral, LogDetDiv
+from ..atoms.linear_spectral import sum_largest
 
 
 def canon_linear_spectral(expr: LinearSpectral, args: list, solver_context=None):
@@ -28,9 +30,14 @@ def canon_linear_spectral(expr: LinearSpectral, args: list, solver_context=None)
     a_n, bps = expr.breakpoints()
     out = a_n * cp.trace(K) if a_n != 0.0 else cp.Constant(0.0)
     constraints: list = []
+    n = int(K.shape[0])
     for i, c in bps:
-        t, cons = compat.canonicalize_atom(cp.lambda_sum_largest(K, i), solver_context)
-        out = out + c * t
+        if i == n - 1 and n > 2:  # f_{n-1}(K) = tr K - lambda_min(K) = tr K + lambda_max(-K)
+            t, cons = compat.canonicalize_atom(cp.lambda_max(-K), solver_context)
+            out = out + c * (cp.trace(K) + t)
+        else:  # sum_largest: lambda_max for i = 1 (one block), else lambda_sum_largest
+            t, cons = compat.canonicalize_atom(sum_largest(K, i), solver_context)
+            out = out + c * t
         constraints += cons
     return out, constraints
 

@@ -66,19 +66,28 @@ CLARABEL_MAX_DENSE_DIM = 300
 CLARABEL_LMI_MAX_DIM = 13100
 
 
+def _breakpoint_sides(n: int, breakpoints) -> list[int]:
+    """The PSD blocks of the sums of largest eigenvalues ``f_i`` at ``breakpoints`` (the ``i``
+    of an ``n x n`` spectral term), as :func:`specopt.atoms.linear_spectral.sum_largest` compiles
+    them: one block of side n for ``i = 1`` and ``i = n - 1``, two otherwise."""
+    return [n for i in breakpoints for _ in range(1 if i in (1, n - 1) else 2)]
+
+
 def _atom_block_sides(root) -> list[int]:
-    """PSD blocks of the PSD atoms in one expression tree (one per lambda_max-type atom, two per
-    lambda_sum_largest breakpoint, 2n for log_det)."""
+    """PSD blocks of the PSD atoms in one expression tree (one of side n per lambda_max, two per
+    lambda_sum_largest breakpoint, m + n per normNuc / sigma_max, 2n for log_det)."""
     sides: list[int] = []
     for node in walk(root):
         if isinstance(node, LinearSpectral):
             n = node.args[0].shape[0]
-            sides.extend([n, n] * len(node.breakpoints()[1]))
+            sides.extend(_breakpoint_sides(n, [i for i, _ in node.breakpoints()[1]]))
         elif isinstance(node, (LogDetDiv, cp.log_det)):
             sides.append(2 * node.args[0].shape[0])
         elif isinstance(node, cp.lambda_sum_largest):
             sides.extend([node.args[0].shape[0]] * 2)
-        elif isinstance(node, (cp.lambda_max, cp.normNuc, cp.sigma_max)):
+        elif isinstance(node, cp.lambda_max):  # (lambda_sum_largest is a subclass: above)
+            sides.append(node.args[0].shape[0])
+        elif isinstance(node, (cp.normNuc, cp.sigma_max)):
             sides.append(sum(node.args[0].shape))
     return sides
 
@@ -88,9 +97,9 @@ def psd_block_sides(problem: cp.Problem) -> list[int]:
 
     Read from the normalized description so that the spelling does not matter: PSD variables
     (``PSD=True`` or ``X >> 0``, counted once), other ``>>`` constraints, two blocks of side n per
-    breakpoint of each spectral term (CVXPY's ``lambda_*`` atoms on one matrix merged, as
-    ``linear_spectral`` compiles them), 2n per LogDet term, and the PSD atoms inside any other
-    term or constraint.
+    breakpoint of each spectral term, one at ``i = 1`` and ``i = n - 1`` (CVXPY's ``lambda_*``
+    atoms on one matrix merged, as ``linear_spectral`` compiles them), 2n per LogDet term, and
+    the PSD atoms inside any other term or constraint.
     """
     try:
         desc = analyze(problem)
@@ -112,7 +121,7 @@ def psd_block_sides(problem: cp.Problem) -> list[int]:
     for t in desc.terms:
         if isinstance(t, SpectralTerm):
             n = t.K.shape[0]
-            sides += [n, n] * int(np.count_nonzero(np.diff(t.alpha)))
+            sides += _breakpoint_sides(n, np.flatnonzero(np.diff(t.alpha)) + 1)
         elif isinstance(t, LogDetTerm):
             sides.append(2 * t.X.shape[0])
         elif isinstance(t, OtherTerm):

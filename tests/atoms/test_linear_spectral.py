@@ -230,3 +230,35 @@ def test_non_symmetric_value_is_rejected():
     X.value = np.array([[1.0, 2.0], [0.0, 1.0]])
     with pytest.raises(ValueError, match="symmetric"):
         _ = specopt.linear_spectral(X, [1.0, 0.0]).value
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 7),
+       ends=st.sampled_from(["first", "last", "both", "middle"]))
+def test_compiled_with_one_block_at_the_first_and_last_breakpoints(seed, n, ends):
+    """A convex ``linear_spectral`` compiles ``f_1`` as ``lambda_max`` and ``f_{n-1}`` as
+    ``tr K - lambda_min`` (one PSD block each, two for the other breakpoints): the conic form
+    has the blocks the size estimate (``conic_size.psd_block_sides``) predicts, and the prox
+    value is the one computed from the solution's eigenvalues (and Clarabel's value for CVXPY's
+    own ``lambda_sum_largest`` spelling)."""
+    from specopt.reductions.conic_size import psd_block_sides
+
+    rng = np.random.default_rng(seed)
+    steps = np.zeros(n - 1)  # alpha_i - alpha_{i+1} >= 0: convex
+    pick = {"first": [0], "last": [n - 2], "both": [0, n - 2], "middle": [n // 2 - 1]}[ends]
+    steps[pick] = rng.uniform(0.5, 2.0, len(pick))
+    alpha = np.r_[np.cumsum(steps[::-1])[::-1], 0.0] + rng.uniform(-1.0, 1.0)
+    A = random_symmetric(rng, n)
+    X = cp.Variable((n, n), symmetric=True)
+    prob = cp.Problem(cp.Minimize(specopt.linear_spectral(X, alpha) + cp.sum_squares(X - A)))
+    data = prob.get_problem_data("CLARABEL")[0]
+    assert sorted(data["dims"].psd) == sorted(psd_block_sides(prob)), (alpha, data["dims"].psd)
+    expect = sum(1 if i + 1 in (1, n - 1) else 2 for i in np.flatnonzero(steps))
+    assert len(data["dims"].psd) == expect
+    val = prob.solve(solver="CLARABEL")
+    w = np.linalg.eigvalsh(X.value)[::-1]
+    assert val == pytest.approx(float(alpha @ w + np.sum((X.value - A) ** 2)), abs=1e-5)
+    ref = alpha[-1] * cp.trace(X) + sum(float(steps[i]) * cp.lambda_sum_largest(X, int(i) + 1)
+                                        for i in np.flatnonzero(steps))
+    ref_val = cp.Problem(cp.Minimize(ref + cp.sum_squares(X - A))).solve(solver="CLARABEL")
+    assert val == pytest.approx(ref_val, abs=1e-5)
