@@ -130,6 +130,12 @@ def _numba_threads(n: int | None) -> int | None:
         return None
 
 
+def current_threads() -> int:
+    """The thread count of the enclosing :func:`limit_threads` block (1 outside any: specopt's
+    default), for solvers that take their own thread setting (Clarabel's ``max_threads``)."""
+    return int(getattr(_local, "threads", None) or 1)
+
+
 @contextmanager
 def limit_threads(threads: int | None = None, size: int | None = None) -> Iterator[int]:
     """Run the block with ``threads`` BLAS/OpenMP threads (None: :func:`default_threads` of

@@ -1336,12 +1336,12 @@ def test_conic_only_steps_on_scs_agree_with_clarabel(monkeypatch):
     """Steps that stay conic every step (non-shrink inequality rows: not the engine's form) with
     one PSD block go to SCS above a dense KKT size (here lowered to reach the small instance):
     stationary, the same value as Clarabel every step (to the stationarity tolerance); with
-    several PSD blocks (eigengap's lambda_sum_largest epigraphs) or backend options the rule
-    keeps Clarabel."""
+    backend options the rule keeps Clarabel; several PSD blocks (eigengap's epigraphs of the
+    sums of largest eigenvalues) go to SCS at any size (see the next test)."""
     import specopt.reductions._iterated_steps as steps
 
     monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
-    make_nonshrink, make_gap = _other_user_models()[1], _other_user_models()[2]
+    make_nonshrink = _other_user_models()[1]
     vals = {}
     for solver in (None, "CLARABEL"):
         prob = make_nonshrink()
@@ -1352,16 +1352,48 @@ def test_conic_only_steps_on_scs_agree_with_clarabel(monkeypatch):
         if solver is None:
             assert cert.extra["scs_iterations"], cert.extra
     assert vals[None] == pytest.approx(vals["CLARABEL"], rel=1e-3), vals
-    prob = make_gap()
-    specopt.solve(prob)
-    assert specopt.certificate(prob).backend == "CLARABEL"
     K = cp.Variable((N_U, N_U), symmetric=True)
     one_block = cp.Problem(cp.Minimize(cp.trace(K)), [K >> 0, *_knn_rows(K)[0]])
     assert steps.conic_steps_on_scs(one_block, "CLARABEL", {})
     assert not steps.conic_steps_on_scs(one_block, "CLARABEL", {"tol_feas": 1e-7})
     assert not steps.conic_steps_on_scs(one_block, "MOSEK", {})
     two_blocks = cp.Problem(cp.Minimize(cp.lambda_max(K)), [K >> 0, *_knn_rows(K)[0]])
-    assert not steps.conic_steps_on_scs(two_blocks, "CLARABEL", {})
+    assert steps.conic_steps_on_scs(two_blocks, "CLARABEL", {})
+    assert not steps.conic_steps_on_scs(two_blocks, "CLARABEL", {"tol_feas": 1e-7})
+
+
+@pytest.mark.parametrize("cap", [None, 3])
+def test_several_block_steps_start_on_scs_and_move_to_clarabel(monkeypatch, cap):
+    """Conic-only steps with several PSD blocks (``max eigengap``: lambda_max and the two blocks
+    of lambda_sum_largest(K, 3) besides K) start on SCS, capped at MULTI_BLOCK_SCS_MAX_ITERS;
+    the first step SCS leaves inaccurate (forced here with a 3-iteration cap; this 10-point
+    kNN set has no interior, and SCS leaves it inaccurate at the default cap too) is re-solved
+    on Clarabel, which takes every later step, and the switch is recorded. Either way the run
+    is stationary at Clarabel's value (every step on Clarabel)."""
+    import specopt.reductions._iterated_steps as steps
+
+    make_gap = _other_user_models()[2]
+    if cap is not None:
+        monkeypatch.setattr(steps, "MULTI_BLOCK_SCS_MAX_ITERS", cap)
+        import specopt.reductions.iterated_sdp as itr
+
+        monkeypatch.setattr(itr, "MULTI_BLOCK_SCS_MAX_ITERS", cap)
+    prob = make_gap()
+    val = specopt.solve(prob)
+    cert = specopt.certificate(prob)
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    moves = [f for f in cert.extra.get("backend_fallbacks") or []
+             if f.get("reason") == "inaccurate step (several PSD blocks)"]
+    # one move at most, and only to Clarabel, which then ends the run
+    assert moves in ([], [{"from": "SCS", "to": "CLARABEL",
+                           "reason": "inaccurate step (several PSD blocks)"}]), moves
+    assert cert.backend == ("CLARABEL" if moves else "SCS")
+    if cap is not None:
+        assert moves
+    ref = make_gap()
+    ref_val = specopt.solve(ref, solver="CLARABEL")
+    assert specopt.certificate(ref).status == specopt.STATIONARY
+    assert val == pytest.approx(ref_val, rel=1e-3), (val, ref_val)
 
 
 def test_conic_only_steps_compiled_once_up_to_the_conic_dpp_size(monkeypatch):
@@ -1441,3 +1473,32 @@ def test_nonshrink_infeasible_rows_on_scs_steps_are_a_status(monkeypatch, seed):
     monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
     out = _nonshrink_both_backends(seed, 2, True)
     assert set(out) == {"i"}
+
+
+def test_conic_steps_after_an_engine_stall_solve_the_lmi_form_first(monkeypatch):
+    """When the hybrid steps leave the engine because its interior point stalled (a kNN set
+    without an interior: the 20-point S-curve), every later Clarabel solve asks for the LMI form
+    first (``lmi_first``), none before; the run is stationary."""
+    from sklearn.datasets import make_s_curve
+
+    import specopt._cvxpy_compat as compat
+    from tests._helpers import recorded_kwarg
+
+    _hybrid_from(monkeypatch, 20)
+    X = make_s_curve(20, noise=0.05, random_state=0)[0]
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    edges = {(i, i + 1) for i in range(19)} | {
+        (min(i, int(j)), max(i, int(j))) for i in range(20) for j in np.argsort(D[i])[1:5]}
+    K = cp.Variable((20, 20), symmetric=True)
+    prob = cp.Problem(cp.Minimize(mve_cost(K, 2)), [
+        K >> 0, cp.sum(K) == 0,
+        *[K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i, j in sorted(edges)]])
+    with recorded_kwarg(compat, "solve_in_place", "lmi_first") as seen:
+        specopt.solve(prob)
+    cert = specopt.certificate(prob)
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    moves = [f for f in cert.extra["backend_fallbacks"] if f["from"] == "low_rank_sdp"]
+    assert moves and moves[0]["to"] == "CLARABEL", cert.extra["backend_fallbacks"]
+    assert seen and seen[-1] is True, seen
+    first = seen.index(True)
+    assert all(v is True for v in seen[first:]) and not any(seen[:first]), seen

@@ -102,3 +102,24 @@ def test_bad_threads_option_is_named(bad):
     with pytest.raises(ValueError, match="threads must be None, a positive integer or -1"):
         specopt.solve(prob, route="conic", solver="CLARABEL", threads=bad)
     assert prob.status is None
+
+
+def test_clarabel_gets_specopt_thread_limit_on_psd_programs():
+    """Clarabel's ``max_threads`` (its default, 0, runs its factorization on every core) follows
+    specopt's thread limit on programs with a PSD cone; a user's own setting and programs
+    without one are left alone."""
+    from specopt._cvxpy_compat import clarabel_options
+
+    X = cp.Variable((3, 3), symmetric=True)
+    psd = cp.Problem(cp.Minimize(cp.trace(X)), [X >> 0, X[0, 0] == 1])
+    x = cp.Variable(2)
+    lp = cp.Problem(cp.Minimize(cp.sum(x)), [x >= 1])
+    psd_data = psd.get_problem_data("CLARABEL")[0]
+    lp_data = lp.get_problem_data("CLARABEL")[0]
+    assert clarabel_options(psd_data, {}) == {"max_threads": 1}
+    with _threads.limit_threads(2):
+        assert clarabel_options(psd_data, {"tol_feas": 1e-7}) == {"tol_feas": 1e-7,
+                                                                  "max_threads": 2}
+        assert clarabel_options(psd_data, {"max_threads": 3}) == {"max_threads": 3}
+        assert clarabel_options(lp_data, {}) == {}
+    assert psd.solve(solver="CLARABEL", **clarabel_options(psd_data, {})) == pytest.approx(1.0)

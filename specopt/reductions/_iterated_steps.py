@@ -47,6 +47,15 @@ class BackendState:
     #: an SCS step still inaccurate after its polish may be re-solved on Clarabel (only when
     #: the default rule chose SCS: a user who names ``solver="SCS"`` gets SCS's answer)
     clarabel_polish: bool = False
+    #: the backend an inaccurate step moves to for good, instead of its polish (the several-block
+    #: steps that start on SCS, :data:`MULTI_BLOCK_SCS_MAX_ITERS`)
+    switch_to: str | None = None
+    #: Clarabel solves the LMI form first (``compat.solve_in_place``'s ``lmi_first``): set when
+    #: the steps leave the engine because its interior point stalled, a sign of a set without
+    #: an interior, where Clarabel's given form ends ``AlmostSolved`` and the LMI form is solved
+    #: (swiss roll, ``mve_cost`` N = 60: two conic steps 10.9 + 10.2 s given then LMI, 6.2 +
+    #: 5.5 s LMI first, the same point)
+    clarabel_lmi_first: bool = False
 
 
 @dataclass
@@ -90,7 +99,7 @@ def _retry(prob: cp.Problem, state: BackendState, kw: dict, verbose: bool) -> bo
             continue  # no stronger than what already failed
         try:
             compat.solve_in_place(prob, state.backend, warm_start=True, verbose=verbose,
-                                  **{**kw, **extra})
+                                  lmi_first=state.clarabel_lmi_first, **{**kw, **extra})
         except SolverError:
             continue
         if prob.status in _GOOD:
@@ -110,7 +119,8 @@ def _solve_with_fallback(prob: cp.Problem, state: BackendState, kw: dict, verbos
     kw = {**kw, **state.retry_opts}
     compile_time = 0.0
     try:
-        compile_time = compat.solve_in_place(prob, first, warm_start=True, verbose=verbose, **kw)
+        compile_time = compat.solve_in_place(prob, first, warm_start=True, verbose=verbose,
+                                             lmi_first=state.clarabel_lmi_first, **kw)
         if prob.status in _GOOD:
             return compile_time
         why = f"status {prob.status}"
@@ -181,15 +191,28 @@ def inner_backend(subproblem: cp.Problem) -> str:
 ITERATED_SCS_SINGLE_BLOCK_MIN_DIM = 1000
 
 
+#: Conic-only MM steps with several PSD blocks (the epigraphs of the sums of largest eigenvalues
+#: in ``eigengap``'s convex part) start on SCS, warm-started, with this iteration cap, and move to
+#: Clarabel for good at the first step SCS leaves inaccurate (:class:`BackendState`
+#: ``switch_to``). ``max eigengap(K, 2)`` at N = 30 (4 blocks of 30), wall s on Clarabel / SCS:
+#: digits 54 / 4.0, spokes 54 / 12.7 (warm-started SCS steps take 0.1 s, Clarabel's 0.6 s, and
+#: the runs take 14-79 MM steps); on the swiss roll, whose kNN set has no interior, SCS stays
+#: inaccurate (9 s at 20000 iterations, 38 s more in its polish, per step) where Clarabel
+#: certifies in 1.6-4 s per step.
+MULTI_BLOCK_SCS_MAX_ITERS = 5000
+
+
 def conic_steps_on_scs(subproblem: cp.Problem, backend: str, user_opts: dict[str, Any]) -> bool:
     """True when the conic-only MM steps (no engine steps, no ``solver=``) should run on SCS
     rather than ``backend`` (the default rule's choice): Clarabel was chosen, SCS is installed, no
     backend option was given (they would be Clarabel's), and the subproblem has one PSD block
-    of dense KKT size above ``ITERATED_SCS_SINGLE_BLOCK_MIN_DIM``."""
+    of dense KKT size above ``ITERATED_SCS_SINGLE_BLOCK_MIN_DIM`` or several PSD blocks (then
+    with the switch back to Clarabel, :data:`MULTI_BLOCK_SCS_MAX_ITERS`)."""
     if backend != "CLARABEL" or user_opts or "SCS" not in available_backends():
         return False
-    return len(psd_block_sides(subproblem)) == 1 \
-        and dense_kkt_dimension(subproblem) > ITERATED_SCS_SINGLE_BLOCK_MIN_DIM
+    blocks = len(psd_block_sides(subproblem))
+    return blocks > 1 or (
+        blocks == 1 and dense_kkt_dimension(subproblem) > ITERATED_SCS_SINGLE_BLOCK_MIN_DIM)
 
 
 def _polish(prob: cp.Problem, state: BackendState, kw: dict) -> bool:
@@ -201,7 +224,8 @@ def _polish(prob: cp.Problem, state: BackendState, kw: dict) -> bool:
             continue
         seen.append((backend, opts))
         try:
-            compat.solve_in_place(prob, backend, warm_start=True, verbose=False, **opts)
+            compat.solve_in_place(prob, backend, warm_start=True, verbose=False,
+                                  lmi_first=state.clarabel_lmi_first, **opts)
         except SolverError:
             continue
         if prob.status == cp.OPTIMAL:
@@ -450,11 +474,13 @@ class StepRunner:
             run.opts["max_iters"] = 0
 
     def to_conic(self, reason: str) -> None:
-        """Every following step on the conic backend (``self.conic_backend``)."""
+        """Every following step on the conic backend (``self.conic_backend``; Clarabel on its
+        LMI form first, see ``BackendState.clarabel_lmi_first``)."""
         self.engine = None
         self.state.fallbacks.append({"from": "low_rank_sdp", "to": self.conic_backend,
                                      "reason": reason})
         self.state.backend = self.conic_backend
+        self.state.clarabel_lmi_first = True
 
     def step_problem(self, Bs: list[np.ndarray]) -> cp.Problem:
         surr, prob = self.surr, self.surr.problem
@@ -474,7 +500,16 @@ class StepRunner:
             # inaccurate step is polished below, and counted in the certificate
             warnings.simplefilter("always")
             compile_time = _solve_with_fallback(step, self.state, kw, False, others)
-            if step.status == cp.OPTIMAL_INACCURATE and _polish(step, self.state, kw):
+            state = self.state
+            if step.status == cp.OPTIMAL_INACCURATE and state.switch_to is not None \
+                    and state.backend != state.switch_to:
+                # this step and every following one on ``switch_to``, at its own defaults
+                state.fallbacks.append({"from": state.backend, "to": state.switch_to,
+                                        "reason": "inaccurate step (several PSD blocks)"})
+                state.backend, state.switch_to = state.switch_to, None
+                kw = dict(_FALLBACK_OPTS.get(state.backend, {}))
+                compile_time = _solve_with_fallback(step, state, kw, False, others)
+            if step.status == cp.OPTIMAL_INACCURATE and _polish(step, state, kw):
                 self.stats.polished += 1
         for w in caught:
             if "Solution may be inaccurate" not in str(w.message):

@@ -51,6 +51,7 @@ from ._iterated_stationarity import (
 )
 from ._iterated_steps import (
     HYBRID_TIGHT_TOL,
+    MULTI_BLOCK_SCS_MAX_ITERS,
     SCS_EPS,
     StepRunner,
     SubproblemInfeasible,
@@ -62,6 +63,7 @@ from ._iterated_surrogate import Surrogate, build_surrogate, contains_spectral
 from ._low_rank_steps import low_rank_subproblem
 from .analysis import normalized_problem, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult, RunContext
+from .conic_size import psd_block_sides
 from .registry import register_route
 
 _ROUTE_OPTS = ("max_iters", "tol", "tol_K", "restarts", "seed", "init", "monotone_tol",
@@ -256,9 +258,15 @@ class IteratedSDPRoute(Route):
         runner = step_runner(surr, ctx.solver, cfg)
         if ctx.solver is None and cfg.inner == "auto" and runner.engine is None \
                 and conic_steps_on_scs(surr.problem, cfg.backend, cfg.solver_opts):
-            # every step conic, one PSD block, large: SCS (see ITERATED_SCS_SINGLE_BLOCK_MIN_DIM)
+            # every step conic, one PSD block, large: SCS (see ITERATED_SCS_SINGLE_BLOCK_MIN_DIM);
+            # several blocks: SCS, capped, then Clarabel from its first inaccurate step
+            multi = len(psd_block_sides(surr.problem)) > 1
+            if multi:
+                raw.setdefault("scs_max_iters", MULTI_BLOCK_SCS_MAX_ITERS)
             cfg = mm_settings(surr, None, raw, backend="SCS")
             runner = step_runner(surr, ctx.solver, cfg)
+            if multi:
+                runner.state.switch_to = "CLARABEL"
         loop = loop_options(cfg, runner)
         max_iters = int(loop.pop("max_iters", MAX_ITERS))
         stat_tol = max(10.0 * float(loop["tol"]), STATIONARITY_TOL)
