@@ -1475,25 +1475,64 @@ def test_nonshrink_infeasible_rows_on_scs_steps_are_a_status(monkeypatch, seed):
     assert set(out) == {"i"}
 
 
+def _scurve_mve(n: int) -> cp.Problem:
+    """``min mve_cost(K, 2)`` on the kNN set (k = 4, plus the chain) of an S-curve sample, whose
+    feasible set has no interior (the engine's interior point stalls on it)."""
+    from sklearn.datasets import make_s_curve
+
+    X = make_s_curve(n, noise=0.05, random_state=0)[0]
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    edges = {(i, i + 1) for i in range(n - 1)} | {
+        (min(i, int(j)), max(i, int(j))) for i in range(n) for j in np.argsort(D[i])[1:5]}
+    K = cp.Variable((n, n), symmetric=True)
+    return cp.Problem(cp.Minimize(mve_cost(K, 2)), [
+        K >> 0, cp.sum(K) == 0,
+        *[K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i, j in sorted(edges)]])
+
+
+def test_hybrid_interior_point_steps_have_no_factored_continuation(monkeypatch):
+    """The hybrid steps take the engine's interior point as it ends (``max_iters=0``: no
+    factored continuation, in the certified phase too), and the run is stationary: the
+    majorizer at its point, ``tr K - 2 <B, K>`` (``B`` the top-2 eigenprojector there), minimized
+    by Clarabel over the same set (LMI form), lies at most the claim's tolerance 1e-4 (1 + |F|)
+    below ``F`` (20-point S-curve, no interior; from the affinity start the hybrid and the
+    all-Clarabel runs may end at different stationary points)."""
+    import specopt._cvxpy_compat as compat
+    import specopt.reductions._low_rank_steps as lrs
+    from tests._helpers import recorded_kwarg, reference_problem_issue
+
+    _hybrid_from(monkeypatch, 20)
+    prob = _scurve_mve(20)
+    with recorded_kwarg(lrs, "solve_low_rank_sdp", "max_iters") as caps, \
+            recorded_kwarg(lrs, "solve_low_rank_sdp", "method") as methods:
+        val = specopt.solve(prob)
+    cert = specopt.certificate(prob)
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    assert cert.extra["hybrid_phases"] and 1 in cert.extra["hybrid_phases"], cert.extra
+    assert set(methods) == {"ip"} and set(caps) == {0}, (methods, caps)
+    K_star = prob.variables()[0].value
+    B = np.linalg.eigh(K_star)[1][:, -2:]
+    K = prob.variables()[0]
+    step = cp.Problem(cp.Minimize(cp.trace(K) - 2 * cp.sum(cp.multiply(B @ B.T, K))),
+                      prob.constraints)
+    # (Clarabel's given form fails on this set; its LMI form is solved, the point checked)
+    compat.solve_in_place(step, "CLARABEL", lmi_first=True)
+    assert reference_problem_issue(step) is None, reference_problem_issue(step)
+    assert val - step.value <= 1e-4 * (1.0 + abs(val)), (val, step.value)
+
+
 def test_conic_steps_after_an_engine_stall_solve_the_lmi_form_first(monkeypatch):
     """When the hybrid steps leave the engine because its interior point stalled (a kNN set
     without an interior: the 20-point S-curve), every later Clarabel solve asks for the LMI form
-    first (``lmi_first``), none before; the run is stationary."""
-    from sklearn.datasets import make_s_curve
-
+    first (``lmi_first``), none before, at the polish tolerances (1e-6: at Clarabel's 1e-8
+    both forms end "AlmostSolved" there); the run is stationary."""
     import specopt._cvxpy_compat as compat
     from tests._helpers import recorded_kwarg
 
     _hybrid_from(monkeypatch, 20)
-    X = make_s_curve(20, noise=0.05, random_state=0)[0]
-    D = ((X[:, None] - X[None]) ** 2).sum(-1)
-    edges = {(i, i + 1) for i in range(19)} | {
-        (min(i, int(j)), max(i, int(j))) for i in range(20) for j in np.argsort(D[i])[1:5]}
-    K = cp.Variable((20, 20), symmetric=True)
-    prob = cp.Problem(cp.Minimize(mve_cost(K, 2)), [
-        K >> 0, cp.sum(K) == 0,
-        *[K[i, i] + K[j, j] - 2 * K[i, j] == D[i, j] for i, j in sorted(edges)]])
-    with recorded_kwarg(compat, "solve_in_place", "lmi_first") as seen:
+    prob = _scurve_mve(20)
+    with recorded_kwarg(compat, "solve_in_place", "lmi_first") as seen, \
+            recorded_kwarg(compat, "solve_in_place", "tol_feas") as tols:
         specopt.solve(prob)
     cert = specopt.certificate(prob)
     assert cert.status == specopt.STATIONARY, cert.gate_reasons
@@ -1502,3 +1541,5 @@ def test_conic_steps_after_an_engine_stall_solve_the_lmi_form_first(monkeypatch)
     assert seen and seen[-1] is True, seen
     first = seen.index(True)
     assert all(v is True for v in seen[first:]) and not any(seen[:first]), seen
+    # ... at Clarabel's polish tolerances from the first of them
+    assert all(t is not None and t >= 1e-6 for t in tols[first:]), tols

@@ -318,9 +318,12 @@ class HybridRefiner:
         self.phase = 0
         self.loose_steps = 0
         self.phases: list[int] = []
-        #: the factored method's iterations after an uncertified interior point, phase 1 on
-        #: (none in phase 0: 0.5-1.3 s per loose step on the 30-point spiral, for a point that
-        #: only supplies the next linearization)
+        #: the factored method's iterations per phase 1 step: none after an interior point
+        #: (its stalled point is kept on its bound or the step goes to the conic backend; the
+        #: factored continuation never rescued one on these sets, where the dual optimum is not
+        #: attained, and it cost 2-3 s per step: normnuc S-curve N = 60 35.3 -> 7.3 s, concave
+        #: spiral N = 60 21.7 -> 7.3 s, swiss roll N = 45 10.9 -> 7.1 s, digits and spokes
+        #: N = 60-120 unchanged); the factored method's own budget when it is the method
         self.bm_iters: int | None = None
         #: the route's stationarity tolerance (set by the route): what a stalled phase 1 step
         #: must bound (see :meth:`_bounded`)
@@ -470,8 +473,9 @@ class StepRunner:
                                      self.inner_tol if tight_tol is None else tight_tol)
         self.refiner.bm_iters = run.opts.get("max_iters")
         run.tol = loose_tol
-        if run.method == "ip":  # a loose step is the interior point's answer as it ends
+        if run.method == "ip":  # a step is the interior point's answer as it ends
             run.opts["max_iters"] = 0
+            self.refiner.bm_iters = 0
 
     def to_conic(self, reason: str) -> None:
         """Every following step on the conic backend (``self.conic_backend``; Clarabel on its
@@ -544,9 +548,12 @@ class StepRunner:
         # backend's own defaults (SCS's eps_abs made Clarabel raise TypeError)
         kw = dict(self.solver_opts) if self.state.backend == self.conic_backend else dict(
             _FALLBACK_OPTS.get(self.state.backend, {}))
-        if self.refiner is not None and self.refiner.finishing and self.state.backend == "CLARABEL":
-            # the finishing steps start at the polish tolerances: on these sets Clarabel's
-            # defaults end "AlmostSolved" after 3-3.5 s CPU (N = 45), then polished there anyway
+        if self.refiner is not None and self.state.backend == "CLARABEL" and (
+                self.refiner.finishing or self.state.clarabel_lmi_first):
+            # the steps after the engine's (finishing, or after its interior point stalled)
+            # start at the polish tolerances: on these sets Clarabel's defaults end
+            # "AlmostSolved" after 3-3.5 s CPU (N = 45), then polished there anyway (S-curve
+            # N = 60, LMI form: 59 iterations, 8.3 s at 1e-8, then 27, 4.3 s at 1e-6)
             for k, v in _CLARABEL_POLISH.items():
                 kw.setdefault(k, v)
         if self.carry_scale and self.stats.scale is not None:
