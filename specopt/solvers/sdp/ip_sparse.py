@@ -233,8 +233,10 @@ class _Newton:
     predictor, the corrector and the centring right sides."""
 
     def __init__(self, ops: _RowOps, cM, X, Zi, Lx, Lz, Rd, rp, rd_t, s_t, z_t, res_tol,
-                 scaling, lifted=None, left_right=None, noise_ref: float = 0.0):
+                 scaling, lifted=None, left_right=None, noise_ref: float = 0.0,
+                 nt_frame=None):
         self.ops, self.A_op, self.At_op, self.cM = ops, ops.A_op, ops.At_op, cM
+        self.nt_frame = nt_frame  # (G, v) of the NT scaling (:func:`_scaling`), None for HKM
         self.X, self.Zi, self.Lx, self.Lz, self.Rd, self.rp = X, Zi, Lx, Lz, Rd, rp
         self.rd_t, self.s_t, self.z_t, self.has_t, self.m = rd_t, s_t, z_t, ops.has_t, ops.m
         self.res_tol = res_tol
@@ -264,9 +266,22 @@ class _Newton:
         return dX, dZ, 0.0, 0.0
 
     def second_order(self, dX: np.ndarray, dy: np.ndarray, dZ: np.ndarray) -> np.ndarray:
-        """The corrector's ``dX dZ Z^-1``. When ``Rd = rho I`` (HKM, lifted scaling): ``dZ Z^-1 =
+        """The corrector's second-order term. HKM: ``dX dZ Z^-1`` (the linearization of
+        ``X Z = sigma mu I`` times ``Z^-1``); when ``Rd = rho I`` (lifted scaling) ``dZ Z^-1 =
         rho Z^-1 - A^*(dy) Z^-1`` with ``A^*(dy) Z^-1 = Q^T (S lift(Z^-1)) Q`` (``S`` the sparse
-        rows' part), so one dense product instead of two."""
+        rows' part), so one dense product instead of two. NT: in the scaled space of
+        :func:`_scaling` (``V = diag(v)``, ``dX~ = G^-1 dX G^-T``, ``dZ~ = G^T dZ G``) the
+        equation is ``V o (dX~ + dZ~) = sigma mu I - V^2 - dX~ o dZ~`` (``o`` the symmetrized
+        product), so the term is ``G P G^T`` with ``P_ij = (dX~ dZ~ + dZ~ dX~)_ij / (v_i +
+        v_j)``; the HKM term with the NT scaling left the NT steps stalling near gap 1e-5."""
+        if self.nt_frame is not None:
+            G, v = self.nt_frame
+            Gi = np.linalg.solve(G, np.eye(G.shape[0]))
+            dXs = Gi @ dX @ Gi.T
+            dZs = G.T @ dZ @ G
+            S = dXs @ dZs
+            P = (S + S.T) / (v[:, None] + v[None, :])
+            return _sym(G @ P @ G.T)
         if self.rd_scalar is None or self.right is not self.Zi:
             return dX @ dZ @ self.Zi
         S = self.ops.At_full_sparse(dy)
@@ -588,14 +603,16 @@ def _report(it: int, meas: _Measure, verbose: bool, callback, scale: float, offs
 
 
 def _scaling(direction_kind: str, st: _IPState, Zi: np.ndarray):
-    """``(X, Z^-1)`` for HKM; ``(W, W)`` for NT, ``W = L U D^-1/2 U^T L^T`` with
-    ``L^T Z L = U D U^T`` (so ``W Z W = X``)."""
+    """``((X, Z^-1), None)`` for HKM; for NT ``((W, W), (G, v))``: ``W = L U D^-1/2 U^T L^T``
+    with ``L^T Z L = U D U^T`` (so ``W Z W = X``), ``G = L U D^-1/4`` (``G G^T = W``) and
+    ``v = D^1/2``, the scaled iterate ``G^-1 X G^-T = G^T Z G = diag(v)``."""
     if direction_kind != "nt":
-        return st.X, Zi
+        return (st.X, Zi), None
     D, U = np.linalg.eigh(st.Lx.T @ st.Z @ st.Lx)
+    D = np.clip(D, 1e-300, None)
     LU = st.Lx @ U
-    Wn = _sym((LU / np.sqrt(np.clip(D, 1e-300, None))) @ LU.T)
-    return Wn, Wn
+    Wn = _sym((LU / np.sqrt(D)) @ LU.T)
+    return (Wn, Wn), (LU * D ** -0.25, np.sqrt(D))
 
 
 def _schur_factor(ops: _RowOps, scaling, lifted, left_right, st: _IPState) -> SchurSolve:
@@ -628,7 +645,7 @@ def _step(st: _IPState, ops: _RowOps, Cr: np.ndarray, meas: _Measure, direction_
     if info != 0:
         raise np.linalg.LinAlgError("Z is not positive definite")
     Zi = np.tril(Zi) + np.tril(Zi, -1).T
-    scaling = _scaling(direction_kind, st, Zi)
+    scaling, nt_frame = _scaling(direction_kind, st, Zi)
     lifted = (ops.sp_.lift(scaling[0]), ops.sp_.lift(scaling[1]))
     left_right = scaling[0] @ scaling[1] if ops.has_t else None
     cM = _schur_factor(ops, scaling, lifted, left_right, st)
@@ -636,7 +653,8 @@ def _step(st: _IPState, ops: _RowOps, Cr: np.ndarray, meas: _Measure, direction_
     # what rounding leaves in Rd = C - A^*(y) - Z is relative to the terms' size
     noise = ops.c_norm + float(np.linalg.norm(st.Z)) if sparse else 0.0
     newton = _Newton(ops, cM, st.X, Zi, st.Lx, st.Lz, meas.Rd, meas.rp, meas.rd_t, st.s_t,
-                     st.z_t, res_tol, scaling, lifted if sparse else None, left_right, noise)
+                     st.z_t, res_tol, scaling, lifted if sparse else None, left_right, noise,
+                     nt_frame)
     dX, dy, dZ, dst, dzt, ap, ad = _predictor_corrector(newton, st, Zi, meas.mu, short)
     st.fallbacks += cM.fallbacks
     short = min(ap, ad) < 0.2
