@@ -429,6 +429,10 @@ class HybridRefiner:
             if point.get("loose_ok") and prev_point is not None and prev_point.get("loose_ok"):
                 self._tighten()
             return True
+        if "loose_ok" in point:
+            # a loose point, the phase tightened after it (HYBRID_MAX_LOOSE): the certified
+            # steps are still to come (returning False here ended such runs uncertified)
+            return True
         # one more step certifies the pair (a failed engine step was re-solved on the conic
         # backend); a conic step that failed after its polish ends the run
         return cur_ok
