@@ -21,21 +21,36 @@ from ._base import ScalarAtom, SymmetricArgument
 from ._checks import as_finite_array
 
 
-def sum_largest(K, i: int):
-    """``f_i(K)``, the sum of the ``i`` largest eigenvalues of the symmetric ``n x n`` affine ``K``,
-    as the CVXPY expression with the fewest PSD blocks: ``lambda_max(K)`` for ``i = 1`` and
-    ``tr K - lambda_min(K)`` for ``i = n - 1`` (one block of order ``n`` each), else
-    ``lambda_sum_largest(K, i)`` (two: ``f_i(K) = min_{s, Z PSD, Z + s I - K PSD} i s + tr Z``).
-    A conic solver's cost grows with every block: ``max eigengap(K, 2)`` keeps ``f_1 + f_3``, and
-    its subproblem had five PSD blocks of order n instead of four."""
+def sum_largest_parts(K, i: int) -> tuple[float, object]:
+    """``(t, atom)`` with ``f_i(K) = t tr K + atom``, ``f_i`` the sum of the ``i`` largest
+    eigenvalues of the symmetric ``n x n`` affine ``K``, written with the fewest PSD blocks:
+    ``lambda_max(K)`` for ``i = 1`` and ``tr K + lambda_max(-K)`` (``= tr K - lambda_min(K)``)
+    for ``i = n - 1``, one block of order ``n`` each; else ``lambda_sum_largest(K, i)``, two
+    (``f_i(K) = min_{s, Z PSD, Z + s I - K PSD} i s + tr Z``). A conic solver's cost grows with
+    every block: ``max eigengap(K, 2)`` keeps ``f_1 + f_3``, and its subproblem had five PSD
+    blocks of order n instead of four. The atom is a single CVXPY atom, so canonicalizers can
+    compile it directly (:func:`sum_largest_blocks` counts its blocks)."""
     import cvxpy as cp
 
     n = int(K.shape[0])
     if i == 1:
-        return cp.lambda_max(K)
+        return 0.0, cp.lambda_max(K)
     if i == n - 1:
-        return cp.trace(K) - cp.lambda_min(K)
-    return cp.lambda_sum_largest(K, i)
+        return 1.0, cp.lambda_max(-K)
+    return 0.0, cp.lambda_sum_largest(K, i)
+
+
+def sum_largest_blocks(n: int, i: int) -> int:
+    """The PSD blocks (of order ``n``) of :func:`sum_largest_parts`'s atom for ``f_i``."""
+    return 1 if i in (1, n - 1) else 2
+
+
+def sum_largest(K, i: int):
+    """``f_i(K)`` as a CVXPY expression with the fewest PSD blocks (:func:`sum_largest_parts`)."""
+    import cvxpy as cp
+
+    t, atom = sum_largest_parts(K, i)
+    return t * cp.trace(K) + atom if t else atom
 
 
 class LinearSpectral(SymmetricArgument, ScalarAtom):

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import _cvxpy_compat as compat
 from ..atoms import BurgDiv, LinearSpectral, LogDetDiv
-from ..atoms.linear_spectral import sum_largest
+from ..atoms.linear_spectral import sum_largest_parts
 
 
 def canon_linear_spectral(expr: LinearSpectral, args: list, solver_context=None):
@@ -30,14 +30,11 @@ def canon_linear_spectral(expr: LinearSpectral, args: list, solver_context=None)
     a_n, bps = expr.breakpoints()
     out = a_n * cp.trace(K) if a_n != 0.0 else cp.Constant(0.0)
     constraints: list = []
-    n = int(K.shape[0])
     for i, c in bps:
-        if i == n - 1 and n > 2:  # f_{n-1}(K) = tr K - lambda_min(K) = tr K + lambda_max(-K)
-            t, cons = compat.canonicalize_atom(cp.lambda_max(-K), solver_context)
-            out = out + c * (cp.trace(K) + t)
-        else:  # sum_largest: lambda_max for i = 1 (one block), else lambda_sum_largest
-            t, cons = compat.canonicalize_atom(sum_largest(K, i), solver_context)
-            out = out + c * t
+        # f_i = t_K tr K + atom, the atom with the fewest PSD blocks (lambda_max for i = 1, n - 1)
+        t_K, atom = sum_largest_parts(K, i)
+        t, cons = compat.canonicalize_atom(atom, solver_context)
+        out = out + c * (t_K * cp.trace(K) + t if t_K else t)
         constraints += cons
     return out, constraints
 

@@ -47,6 +47,7 @@ import scipy.sparse as sp
 
 from .._tree import walk
 from ..atoms import LinearSpectral, LogDetDiv, RowQuadForms
+from ..atoms.linear_spectral import sum_largest_blocks
 from ..backends import available_backends, mosek_licensed
 from .analysis import LogDetTerm, OtherTerm, SpectralTerm, analyze
 
@@ -68,9 +69,9 @@ CLARABEL_LMI_MAX_DIM = 13100
 
 def _breakpoint_sides(n: int, breakpoints) -> list[int]:
     """The PSD blocks of the sums of largest eigenvalues ``f_i`` at ``breakpoints`` (the ``i``
-    of an ``n x n`` spectral term), as :func:`specopt.atoms.linear_spectral.sum_largest` compiles
-    them: one block of side n for ``i = 1`` and ``i = n - 1``, two otherwise."""
-    return [n for i in breakpoints for _ in range(1 if i in (1, n - 1) else 2)]
+    of an ``n x n`` spectral term), as ``linear_spectral`` compiles them
+    (:func:`specopt.atoms.linear_spectral.sum_largest_blocks`)."""
+    return [n for i in breakpoints for _ in range(sum_largest_blocks(n, int(i)))]
 
 
 def _atom_block_sides(root) -> list[int]:
