@@ -202,17 +202,22 @@ ITERATED_SCS_SINGLE_BLOCK_MIN_DIM = 1000
 MULTI_BLOCK_SCS_MAX_ITERS = 5000
 
 
-def conic_steps_on_scs(subproblem: cp.Problem, backend: str, user_opts: dict[str, Any]) -> bool:
-    """True when the conic-only MM steps (no engine steps, no ``solver=``) should run on SCS
-    rather than ``backend`` (the default rule's choice): Clarabel was chosen, SCS is installed, no
-    backend option was given (they would be Clarabel's), and the subproblem has one PSD block
-    of dense KKT size above ``ITERATED_SCS_SINGLE_BLOCK_MIN_DIM`` or several PSD blocks (then
-    with the switch back to Clarabel, :data:`MULTI_BLOCK_SCS_MAX_ITERS`)."""
+def conic_steps_on_scs(subproblem: cp.Problem, backend: str,
+                       user_opts: dict[str, Any]) -> str | None:
+    """Whether the conic-only MM steps (no engine steps, no ``solver=``) should run on SCS
+    rather than ``backend`` (the default rule's choice), and why: None when Clarabel was not
+    chosen, SCS is not installed or a backend option was given (they would be Clarabel's);
+    ``"one block"`` when the subproblem has one PSD block of dense KKT size above
+    ``ITERATED_SCS_SINGLE_BLOCK_MIN_DIM``; ``"several blocks"`` when it has several (then with
+    the switch back to Clarabel, :data:`MULTI_BLOCK_SCS_MAX_ITERS`); else None."""
     if backend != "CLARABEL" or user_opts or "SCS" not in available_backends():
-        return False
+        return None
     blocks = len(psd_block_sides(subproblem))
-    return blocks > 1 or (
-        blocks == 1 and dense_kkt_dimension(subproblem) > ITERATED_SCS_SINGLE_BLOCK_MIN_DIM)
+    if blocks > 1:
+        return "several blocks"
+    if blocks == 1 and dense_kkt_dimension(subproblem) > ITERATED_SCS_SINGLE_BLOCK_MIN_DIM:
+        return "one block"
+    return None
 
 
 def _polish(prob: cp.Problem, state: BackendState, kw: dict) -> bool:
@@ -490,6 +495,14 @@ class StepRunner:
         self.state.backend = self.conic_backend
         self.state.clarabel_lmi_first = True
 
+    def _backend_opts(self) -> dict[str, Any]:
+        """The options of a step on the current backend: the configured backend's, or after a
+        move to another backend, that backend's own defaults (SCS's eps_abs made Clarabel
+        raise TypeError)."""
+        if self.state.backend == self.conic_backend:
+            return dict(self.solver_opts)
+        return dict(_FALLBACK_OPTS.get(self.state.backend, {}))
+
     def step_problem(self, Bs: list[np.ndarray]) -> cp.Problem:
         surr, prob = self.surr, self.surr.problem
         if self.dpp:
@@ -515,7 +528,7 @@ class StepRunner:
                 state.fallbacks.append({"from": state.backend, "to": state.switch_to,
                                         "reason": "inaccurate step (several PSD blocks)"})
                 state.backend, state.switch_to = state.switch_to, None
-                kw = dict(_FALLBACK_OPTS.get(state.backend, {}))
+                kw = self._backend_opts()
                 compile_time = _solve_with_fallback(step, state, kw, False, others)
             if step.status == cp.OPTIMAL_INACCURATE and _polish(step, state, kw):
                 self.stats.polished += 1
@@ -548,14 +561,10 @@ class StepRunner:
             self.stats.inaccurate -= 1
             self.stats.replaced += 1
         step = self.step_problem(Bs)
-        # the options are the configured backend's; after a fallback to another backend, that
-        # backend's own defaults (SCS's eps_abs made Clarabel raise TypeError)
-        kw = dict(self.solver_opts) if self.state.backend == self.conic_backend else dict(
-            _FALLBACK_OPTS.get(self.state.backend, {}))
-        if self.refiner is not None and self.state.backend == "CLARABEL" and (
-                self.refiner.finishing or self.state.clarabel_lmi_first):
-            # the steps after the engine's (finishing, or after its interior point stalled)
-            # start at the polish tolerances: on these sets Clarabel's defaults end
+        kw = self._backend_opts()
+        if self.state.backend == "CLARABEL" and self.state.clarabel_lmi_first:
+            # the steps after the engine's (``to_conic``: its interior point stalled, or the
+            # run finishes) start at the polish tolerances: on these sets Clarabel's defaults end
             # "AlmostSolved" after 3-3.5 s CPU (N = 45), then polished there anyway (S-curve
             # N = 60, LMI form: 59 iterations, 8.3 s at 1e-8, then 27, 4.3 s at 1e-6)
             for k, v in _CLARABEL_POLISH.items():

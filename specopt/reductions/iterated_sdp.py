@@ -63,7 +63,6 @@ from ._iterated_surrogate import Surrogate, build_surrogate, contains_spectral
 from ._low_rank_steps import low_rank_subproblem
 from .analysis import normalized_problem, try_analyze
 from .base import Match, Route, RouteMismatch, RouteResult, RunContext
-from .conic_size import psd_block_sides
 from .registry import register_route
 
 _ROUTE_OPTS = ("max_iters", "tol", "tol_K", "restarts", "seed", "init", "monotone_tol",
@@ -256,11 +255,13 @@ class IteratedSDPRoute(Route):
         raw = dict(opts)
         cfg = mm_settings(surr, ctx.solver, opts)
         runner = step_runner(surr, ctx.solver, cfg)
-        if ctx.solver is None and cfg.inner == "auto" and runner.engine is None \
-                and conic_steps_on_scs(surr.problem, cfg.backend, cfg.solver_opts):
+        on_scs = None if ctx.solver is not None or cfg.inner != "auto" \
+            or runner.engine is not None \
+            else conic_steps_on_scs(surr.problem, cfg.backend, cfg.solver_opts)
+        if on_scs is not None:
             # every step conic, one PSD block, large: SCS (see ITERATED_SCS_SINGLE_BLOCK_MIN_DIM);
             # several blocks: SCS, capped, then Clarabel from its first inaccurate step
-            multi = len(psd_block_sides(surr.problem)) > 1
+            multi = on_scs == "several blocks"
             if multi:
                 raw.setdefault("scs_max_iters", MULTI_BLOCK_SCS_MAX_ITERS)
             cfg = mm_settings(surr, None, raw, backend="SCS")
