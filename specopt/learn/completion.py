@@ -81,18 +81,18 @@ LOW_RANK_MIN_ORDER = 60
 #: entries (nuclear norm); spectral fits, square 60-100, 1818-4014 entries: 1.8-13.0 s vs
 #: 0.18-0.43 s CPU, all ``stationary_point``.
 _IP_MAX_OBSERVED = 1000
-
-
-def _engine_method(n_observed: int) -> str:
-    """The engine's method for completion rows (single entries): ``"auto"`` (the interior point
-    at these sizes) up to ``_IP_MAX_OBSERVED`` observed entries, the factored method above."""
-    return "auto" if n_observed <= _IP_MAX_OBSERVED else "bm"
 #: Singular values of the nuclear-norm completion below this fraction of the largest are left out
 #: of the fold-in basis (the solves are accurate to ~1e-4, LOW_RANK_TOL: below is solver noise).
 _FOLD_IN_RTOL = 1e-3
 #: The low-rank spectral fit starts from the nuclear-norm factor with its row blocks rescaled
 #: ``[a F_Y; F_Z / a]``, ``a^2 = _UNBALANCE`` (the same X; module docstring).
 _UNBALANCE = 1.1
+
+
+def _engine_method(n_observed: int) -> str:
+    """The engine's method for completion rows (single entries): ``"auto"`` (the interior point
+    at these sizes) up to ``_IP_MAX_OBSERVED`` observed entries, the factored method above."""
+    return "auto" if n_observed <= _IP_MAX_OBSERVED else "bm"
 
 
 def make_low_rank(
