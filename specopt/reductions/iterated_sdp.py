@@ -21,7 +21,9 @@ change of K, only where no stationarity measure is used), ``restarts`` (0: extra
 starts), ``seed`` (0), ``init`` ("auto" | "value" | "relaxation" | "trace" | "random";
 "trace" first solves with each concave part replaced by ``beta_min tr K``, for ``mve_cost`` the
 SDE ``max tr K``, on the compiled subproblem, so the first step is warm-started from it),
-``monotone_tol``, ``carry_scale`` (False; SCS: start each solve at the scale SCS adapted to in
+``monotone_tol``, ``extrapolation`` (``MM_EXTRAPOLATION``; 0 plain MM: the linearization
+point of a step far from the stop is extrapolated, ``specopt.solvers.iterated_sdp``),
+``carry_scale`` (False; SCS: start each solve at the scale SCS adapted to in
 the previous one); other options go to the conic backend (``scs_max_iters`` for SCS's own cap).
 The certificate's ``extra["scs_iterations"]`` lists SCS's iteration count of every solve.
 
@@ -41,7 +43,7 @@ import numpy as np
 from cvxpy.error import SolverError
 
 from ..certificate import STATIONARY
-from ..solvers.iterated_sdp import iterated_sdp
+from ..solvers.iterated_sdp import MM_EXTRAPOLATION, iterated_sdp
 from . import low_rank_sdp as lrr
 from ._iterated_stationarity import (
     MAX_TIE_SOLVES,
@@ -66,7 +68,7 @@ from .base import Match, Route, RouteMismatch, RouteResult, RunContext
 from .registry import register_route
 
 _ROUTE_OPTS = ("max_iters", "tol", "tol_K", "restarts", "seed", "init", "monotone_tol",
-               "carry_scale", "inner", "inner_tol", "inner_method")
+               "carry_scale", "inner", "inner_tol", "inner_method", "extrapolation")
 _INITS = ("auto", "value", "relaxation", "trace", "random")
 
 #: Smallest relative surrogate decrease that counts as a descent step (stationarity tolerance
@@ -135,6 +137,11 @@ def mm_settings(surr: Surrogate, solver: str | None, opts: dict[str, Any],
         defaults = {"tol": 1e-6, "tol_K": 1e-4, "monotone_tol": 1e-6}
     for k, v in defaults.items():
         loop.setdefault(k, v)
+    theta = loop.setdefault("extrapolation", MM_EXTRAPOLATION)
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) \
+            or not (0.0 <= float(theta) < float("inf")):
+        raise ValueError(f"extrapolation must be a finite number >= 0 (0: plain MM), "
+                         f"got {theta!r}")
     init = loop.pop("init", "auto")
     if init not in _INITS:
         raise ValueError(
@@ -446,6 +453,9 @@ def _extra(out: MMOutcome, sign: int) -> dict[str, Any]:
         "backend_retry_options": dict(out.runner.state.retry_opts),
         "stationarity_detail": {k: v for k, v in stat.items() if k != "descent"},
         "tie_escapes": len(results) - 1,
+        # steps linearized at an extrapolated point, and the one that increased F (then off)
+        "extrapolated_steps": sum(sum(r.extrapolated) for r in results),
+        "extrapolation_rejected": [it for r in results for it in r.extrapolation_rejected],
         # hybrid steps: the phase of every engine step (0 loose, 1 certified), conic after
         "hybrid_phases": None if out.runner.refiner is None else list(out.runner.refiner.phases),
         # certified-phase engine steps that stalled short of inner_tol, kept on their bound

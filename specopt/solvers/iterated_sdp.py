@@ -34,6 +34,7 @@ import numpy as np
 from ._mm_trace import MMTrace
 
 __all__ = [
+    "MM_EXTRAPOLATION",
     "IteratedSDPResult",
     "RunResult",
     "concave_weights",
@@ -43,6 +44,23 @@ __all__ = [
     "majorizer_gap",
     "random_psd",
 ]
+
+
+#: The default extrapolation ``theta`` of the MM loops with a stationarity stop (the route's
+#: ``extrapolation`` option; the MVE learner's engine loop, ``sdp.mm.low_rank_mm``): step t
+#: linearizes at ``K_{t-1} + theta (K_{t-1} - K_{t-2})`` while far from the stop (see
+#: :func:`iterated_sdp`). Measured (MM steps, plain / extrapolated, same start and tolerances):
+#:
+#: * MVE learner on the engine, digits subsets (kNN 5 / 6), theta = 0 / 0.5 / 1 / 1.5 / 2:
+#:   N = 400 seed 1 13 / 11 / 9 / 8 / 8. At 1.5, N = 100-400: 8 cases, the same or fewer steps
+#:   on 7 but one (N = 400 seed 0: 8 -> 12 steps, cost -4414.6 -> -4669.0); the cost the same
+#:   or lower everywhere (digits 0.1-6 % lower). N = 1000: steps 14 / 9 -> 11 / 9,
+#:   interior-point steps 116 / 93 -> 112 / 97, cost 0.4-0.8 % lower. Hubs-and-spokes sets
+#:   stop in 4-6 steps either way.
+#: * The route on user-written models, N = 60: issue_alpha digits 30 -> 15 steps, atom_sum
+#:   digits 68 -> 28 (3.2 -> 2.4 s), concave spiral 36.6 -> 22.2 s, maximize spiral
+#:   25.0 -> 15.6 s; values within 1 % (lower on three of four).
+MM_EXTRAPOLATION = 1.5
 
 
 def linear_spectral_value(K: np.ndarray, alpha: np.ndarray) -> float:
@@ -97,6 +115,10 @@ class RunResult(MMTrace):
     start: str
     #: with ``stationarity_tol``: (the solve that certified ``point``, its surrogate value)
     last_step: tuple[Any, float] | None = None
+    #: per step: linearized at the extrapolated point (``extrapolation``)
+    extrapolated: list[bool] = field(default_factory=list)
+    #: the extrapolated step that increased F (extrapolation off after it)
+    extrapolation_rejected: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -119,6 +141,8 @@ class IteratedSDPResult(MMTrace):
     best_run: int = 0
     total_iterations: int = 0
     last_step: tuple[Any, float] | None = None
+    extrapolated: list[bool] = field(default_factory=list)
+    extrapolation_rejected: list[int] = field(default_factory=list)
 
 
 def _as_list(K: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -160,6 +184,7 @@ def _single_run(
     stationarity_tol: float | None = None,
     first_point: Any = None,
     refine: Any = None,
+    extrapolation: float = 0.0,
 ) -> RunResult:
     K = K0
     hist: dict[str, list[float]] = {"objective": [], "rel_change_objective": [], "rel_change_K": [],
@@ -177,8 +202,19 @@ def _single_run(
             hist[key].append(v)  # the start is the trace's first entry
     stop, converged, it = "max_iters", False, 0
     last_step: tuple[Any, float] | None = None
+    # extrapolated linearization points (see ``iterated_sdp``): on until one increases F
+    extrapolating = extrapolation > 0 and stationarity_tol is not None
+    K_older: list[np.ndarray] | None = None
+    progress = math.inf  # the last measure, or an extrapolated step's decrease
+    extrapolated: list[bool] = []
+    rejected: list[int] = []
     for it in range(1, max_iters + 1):
-        Bs = [linearization(k, b) for k, b in zip(K, betas, strict=True)]
+        ext = extrapolating and K_older is not None and prev_point is not None \
+            and progress > 3.0 * stationarity_tol
+        at = [k + extrapolation * (k - ko) for k, ko in zip(K, K_older, strict=True)] \
+            if ext else K
+        extrapolated.append(ext)
+        Bs = [linearization(k, b) for k, b in zip(at, betas, strict=True)]
         point = solve_subproblem(Bs[0] if single else Bs)
         K_new = _as_list(get_K(point))
         val = float(objective(point))
@@ -204,10 +240,16 @@ def _single_run(
             scale = max(1.0, abs(prev_val))
             rel = (prev_val - val) / scale
             hist["rel_change_objective"].append(abs(rel))
-            if -rel > monotone_tol:
+            if ext and rel < 0:
+                # the extrapolated majorizer is not tight at K_{t-1}: no descent guarantee;
+                # plain MM from here
+                extrapolating = False
+                rejected.append(it)
+            elif -rel > monotone_tol:
                 violations.append((it, val - prev_val))
-            if prev_point is not None:
+            if prev_point is not None and not ext:
                 measure = max(prev_val - surrogate, 0.0) / (1.0 + abs(prev_val))
+            progress = max(prev_val - val, 0.0) / (1.0 + abs(prev_val)) if ext else measure
         hist["stationarity"].append(measure)
         if val < best_val:
             best_point, best_K, best_val = point, K_new, val
@@ -227,6 +269,7 @@ def _single_run(
         elif prev_val is not None and hist["rel_change_objective"][-1] <= tol and dK <= tol_K:
             stop, converged = "converged", True
             break
+        K_older = K if prev_point is not None else None
         K, prev_val, prev_point = K_new, val, point
     return RunResult(
         point=best_point,
@@ -239,6 +282,8 @@ def _single_run(
         monotone_violations=violations,
         start=start,
         last_step=last_step,
+        extrapolated=extrapolated,
+        extrapolation_rejected=rejected,
     )
 
 
@@ -260,6 +305,7 @@ def iterated_sdp(
     stationarity_tol: float | None = None,
     first_point: Any = None,
     refine: Any = None,
+    extrapolation: float = 0.0,
 ) -> IteratedSDPResult:
     """Minimize ``F(K) = convex(K) + sum_j h_j(K_j)`` with ``h_j(K) = sum_i beta_ji lambda_i(K)``.
 
@@ -304,6 +350,15 @@ def iterated_sdp(
         ``<= max(stationarity_tol, refine.tol)``; True means the two points were not solved
         accurately enough to back a claim and the inner solver has been made more accurate
         (the run goes on from ``point``), False that the stop test applies as usual.
+    extrapolation:
+        ``theta >= 0`` (with ``stationarity_tol`` only): while the last measure (or the last
+        extrapolated step's relative decrease) is above 3 ``stationarity_tol``, step t
+        linearizes at ``K_{t-1} + theta (K_{t-1} - K_{t-2})`` instead of ``K_{t-1}`` (the
+        accelerated DCA idea, Nhat Phan, Le and Le Thi 2018). That majorizer is not tight at
+        ``K_{t-1}``: the step has no stationarity measure (``inf`` in the history) and need not
+        descend; the first one that increases ``F`` switches extrapolation off for the run
+        (``extrapolation_rejected``, not a monotonicity violation). The stop always rests on a
+        plain step.
     """
     single = isinstance(K0, np.ndarray) and np.ndim(K0) == 2
     K0_list = _as_list(K0)
@@ -336,6 +391,7 @@ def iterated_sdp(
                 tol, tol_K, max_iters, monotone_tol, "initial" if r == 0 else f"random {r}",
                 callback=callback, stationarity_tol=stationarity_tol,
                 first_point=first_point if r == 0 else None, refine=refine,
+                extrapolation=extrapolation,
             )
         )
     values = [run.objective for run in runs]
