@@ -161,7 +161,8 @@ MVE_VARIANTS = {"default": {}, "exact": {"inexact": False, "warm_ip": False},
                 "noaccept": {"ip_accept": False}, "ip": {"method": "ip"},
                 "capped": {"time_limit": 1080.0}, "cap600": {"time_limit": 600.0},
                 "ip600": {"method": "ip", "time_limit": 600.0}, "cap300": {"time_limit": 300.0},
-                "cap900": {"time_limit": 900.0}}
+                "cap900": {"time_limit": 900.0},
+                "plain": {"extrapolation": 0.0}}
 
 
 #: ``--mve-families``: the learner's neighbours per family (digits: the embedding benchmark's

@@ -79,6 +79,8 @@ def mm_certificate(res: Any, stationarity: tuple[bool, float, float] | None = No
                "run_values": [res.objective], "inner_iterations": res.inner_iterations,
                "inner_status": [r.status for r in res.inner], "rank": last.rank,
                "step_tols": list(getattr(res, "step_tols", [])),
+               "extrapolated": list(getattr(res, "extrapolated", [])),
+               "extrapolation_rejected": list(getattr(res, "extrapolation_rejected", [])),
                "inner_summary": [(r.iterations, r.inner_iterations, r.rank, r.status,
                                   round(r.solve_time, 2)) for r in res.inner], **extra},
     )

@@ -679,6 +679,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
 
     def _solve_low_rank(self, A, C):
         """MVE by majorize-minimize on the factor, each step warm-started (low_rank_mm)."""
+        from specopt.solvers.iterated_sdp import MM_EXTRAPOLATION
         from specopt.solvers.sdp import (
             SymOp,
             low_rank_mm,
@@ -718,6 +719,7 @@ class MinimumVolumeEmbedding(_EmbeddingBase):
         # stop by the stationarity measure (the step's proven bound; >= the step's own gap, so
         # the tolerance is above the inner one)
         stat_tol = max(10.0 * float(self.tol), 10.0 * inner_tol)
+        opts.setdefault("extrapolation", MM_EXTRAPOLATION)
         res = low_rank_mm(SymOp.identity(n), np.full(d, -2.0), rows, d2, Y0, centered=True,
                           implied_trace_bound=T, tol=self.tol,
                           tol_K=max(float(np.sqrt(self.tol)), 1e-3), max_iters=self.max_iter,

@@ -68,7 +68,10 @@ def test_fitted_kernel_is_feasible_and_mve_trace_monotone(data, request):
         assert m.embedding_.shape == (K.shape[0], m.n_components)
         assert m.energy_ == pytest.approx(eigen_energy(m.eigenvalues_, m.n_components))
     hist = np.array(fits["mve"].history_["objective"])
-    assert np.all(np.diff(hist) <= 1e-5 * max(1.0, abs(hist[0])))
+    # monotone but at the extrapolated step that increased the cost (extrapolation then off)
+    rejected = fits["mve"].certificate_.extra["extrapolation_rejected"]
+    assert len(rejected) <= 1
+    assert np.sum(np.diff(hist) > 1e-5 * max(1.0, abs(hist[0]))) <= len(rejected)
     assert fits["mve"].n_iter_ == len(hist)
     assert fits["mve"].certificate_.status == "stationary_point"
 

@@ -4,6 +4,8 @@ monotone trace; honest statuses when the loop is capped."""
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from specopt.learn.embedding import MinimumVolumeEmbedding, make_hubs_and_spokes
 from specopt.solvers.sdp import IP_MAX_M as MM_IP_MAX_M
@@ -336,3 +338,65 @@ def test_interior_point_step_cap_skips_retries_and_the_factored_continuation():
     assert capped.iterations <= 3 and capped.status != "optimal"
     assert capped.inner_iterations == 0  # no factored continuation
     assert full.status == "optimal" and full.iterations > 3
+
+
+def _clarabel_measure(rows, d2, Y, q=2):
+    """The stationarity measure of ``K = Y Y^T`` for ``tr K - 2 sum_{i<=q} lambda_i(K)`` computed
+    independently: Clarabel's minimum of the majorizer ``<I - 2 V V^T, X>`` (``V`` the top-q
+    eigenvectors of K) over the set, against the cost at K, relative to ``1 + |cost|``."""
+    import cvxpy as cp
+    import scipy.sparse as sp
+
+    K = Y @ Y.T
+    w, U = np.linalg.eigh(K)
+    V = U[:, ::-1][:, :q]
+    Cm = np.eye(rows.n) - 2.0 * V @ V.T
+    X = cp.Variable((rows.n, rows.n), PSD=True)
+    S = sp.csr_matrix((rows.vals, (rows.rows, np.arange(rows.vals.size))),
+                      shape=(rows.m, rows.vals.size))
+    prob = cp.Problem(cp.Minimize(cp.trace(Cm @ X)),
+                      [S @ X[rows.ii, rows.jj] == d2, cp.sum(X) == 0])
+    prob.solve(solver=cp.CLARABEL)
+    assert prob.status == cp.OPTIMAL
+    cost = float(np.trace(K) - 2.0 * np.sum(np.sort(w)[::-1][:q]))
+    return max(0.0, cost - prob.value) / (1.0 + abs(cost))
+
+
+@given(seed=st.integers(0, 50), theta=st.sampled_from([0.5, 1.0, 1.5, 3.0, 50.0]))
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_extrapolated_steps_certify_a_stationary_point(seed, theta):
+    """Extrapolated linearization points (``extrapolation``): the run still ends
+    ``stationary`` on a plain step (an extrapolated step has no measure: ``inf`` in the
+    history; the returned iterate's own step may be extrapolated, the claim needs its point
+    feasible, not its step's bound), and Clarabel's own majorizer step from the returned point
+    confirms the claim at its tolerance. The first extrapolated step that increased the cost
+    switched extrapolation off (none after it) and is not reported as a monotonicity violation."""
+    try:
+        rows, d2, T, Y0 = _mve_data(seed=seed)
+    except ValueError:  # a disconnected kNN graph (the learner's error): no instance
+        assume(False)
+    tol = 1e-4
+    res = _mm(rows, d2, T, Y0, "ip", stationarity_tol=tol, extrapolation=theta)
+    assert res.stationary and res.stop_reason == "stationary"
+    ex = res.extrapolated
+    assert len(ex) == res.iterations and not ex[-1]  # the certifying step is plain
+    assert any(ex)  # the run used it (the first two steps cannot)
+    for flag, m in zip(ex, res.history["stationarity"], strict=True):
+        assert not flag or m == np.inf
+    if res.extrapolation_rejected:
+        first = res.extrapolation_rejected[0]
+        assert res.extrapolation_rejected == [first] and ex[first - 1]
+        assert not any(ex[first:])
+        assert all(it != first for it, _ in res.monotone_violations)
+    assert _clarabel_measure(rows, d2, res.Y) <= tol + 1e-6
+
+
+def test_extrapolation_off_is_plain_mm():
+    """``extrapolation=0`` (and any value without the stationarity stop) linearizes at the
+    iterate: no step is extrapolated, the same run as without the option."""
+    rows, d2, T, Y0 = _mve_data()
+    plain = _mm(rows, d2, T, Y0, "ip", stationarity_tol=1e-4)
+    off = _mm(rows, d2, T, Y0, "ip", stationarity_tol=1e-4, extrapolation=0.0)
+    assert not any(plain.extrapolated) and off.history["objective"] == plain.history["objective"]
+    fixed_tol = _mm(rows, d2, T, Y0, "ip", extrapolation=1.5)
+    assert not any(fixed_tol.extrapolated)

@@ -15,8 +15,8 @@ from .._mm_trace import MMTrace
 from ._data import OPTIMAL, LowRankSDPResult, SparseRows, SymOp
 from ._solve import mm_step_method, solve_low_rank_sdp
 
-__all__ = ["LowRankMMResult", "linear_spectral_factored", "low_rank_mm", "step_tolerance",
-           "top_eig_factor"]
+__all__ = ["LowRankMMResult", "extrapolated_top",
+           "linear_spectral_factored", "low_rank_mm", "step_tolerance", "top_eig_factor"]
 
 
 @dataclass
@@ -32,6 +32,10 @@ class LowRankMMResult(MMTrace):
     stationarity: float | None = None
     #: the tolerance each step's subproblem was solved and certified to (the inexact schedule)
     step_tols: list[float] = field(default_factory=list)
+    #: per step: whether it linearized at the extrapolated point (``extrapolation``)
+    extrapolated: list[bool] = field(default_factory=list)
+    #: the extrapolated steps that increased the objective (extrapolation off after the first)
+    extrapolation_rejected: list[int] = field(default_factory=list)
 
     @property
     def claim_steps(self) -> list[LowRankSDPResult]:
@@ -91,6 +95,22 @@ def step_tolerance(prev_tol: float | None, measure: float, inner_tol: float,
     return inner_tol if t <= 3.0 * inner_tol or near else t
 
 
+def extrapolated_top(Y: np.ndarray, Yp: np.ndarray, theta: float, q: int) -> np.ndarray:
+    """Top-``q`` eigenvectors of the extrapolated point ``K_e = K + theta (K - K_p)``, ``K = Y
+    Y^T``, ``K_p = Yp Yp^T`` (dense ``eigh`` up to ``n = 300``, Lanczos on the factors above)."""
+    n = Y.shape[0]
+    if n <= 300 or q >= n - 1:
+        Ke = (1.0 + theta) * (Y @ Y.T) - theta * (Yp @ Yp.T)
+        _, V = np.linalg.eigh(0.5 * (Ke + Ke.T))
+        return V[:, ::-1][:, :q]
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    op = LinearOperator((n, n), dtype=float, matvec=lambda x: (1.0 + theta) * (Y @ (Y.T @ x))
+                        - theta * (Yp @ (Yp.T @ x)))
+    w, V = eigsh(op, k=q, which="LA", tol=1e-10)
+    return V[:, np.argsort(w)[::-1]]
+
+
 def _rel_change_factored(Y: np.ndarray, Yp: np.ndarray) -> float:
     """``||Y Y^T - Yp Yp^T||_F / max(1, ||Yp Yp^T||_F)`` without forming n x n matrices."""
     a = float(np.sum((Y.T @ Y) ** 2))
@@ -133,12 +153,14 @@ FIRST_STEP_IP_MAX_ITERS = 15
 
 
 def _solve_step(cfg: _StepSetup, C0: SymOp, beta: np.ndarray, prev: tuple, step_tol: float,
-                tight: bool, time_left: float | None) -> LowRankSDPResult:
+                tight: bool, time_left: float | None,
+                V: np.ndarray | None = None) -> LowRankSDPResult:
     """One MM step: ``min <C0 + V diag(beta) V^T, K>`` over the set, ``V`` the top eigenvectors
     of the previous ``K = Y Y^T``; warm-started from ``prev = (Y, y, sigma, mu)`` (the factored
     method always, the interior point with ``warm_ip``), certified to ``step_tol``."""
     Y, y, sigma, mu = prev
-    _, V = top_eig_factor(Y, beta.size)
+    if V is None:
+        _, V = top_eig_factor(Y, beta.size)
     Ct = SymOp(C0.n, sparse=C0.sparse, dense=C0.dense,
                U=V if C0.U is None else np.c_[C0.U, V],
                w=beta if C0.U is None else np.r_[C0.w, beta])
@@ -183,6 +205,7 @@ def low_rank_mm(
     loose_tol: float = 1e-2,
     warm_ip: bool = True,
     y0: np.ndarray | None = None,
+    extrapolation: float = 0.0,
     **solver_opts: Any,
 ) -> LowRankMMResult:
     """Minimize ``<C0, K> + sum_i beta_i lambda_i(K)`` over the SDP set, ``beta`` nondecreasing.
@@ -239,6 +262,16 @@ def low_rank_mm(
     point stops at the first iterate its certificate accepts at the step's tolerance instead
     of running on to ``ip_tol`` (the same claim; digits MVE N = 400 seed 0: 64 interior-point
     steps in all instead of 72, 7.0 s CPU instead of 7.4).
+
+    ``extrapolation`` (``theta >= 0``, with ``stationarity_tol`` only): while the last measure is
+    above 3 ``stationarity_tol``, step t linearizes the concave part at the extrapolated point
+    ``K_e = K_{t-1} + theta (K_{t-1} - K_{t-2})`` instead of ``K_{t-1}`` (the accelerated DCA
+    idea, Nhat Phan, Le and Le Thi 2018). Any linearization point gives a majorizer of the cost,
+    but one tight at ``K_e``, not at ``K_{t-1}``: the step need not descend, and its bound is no
+    stationarity measure of ``K_{t-1}``. So the first extrapolated step that increases the cost
+    switches extrapolation off for the run (``extrapolation_rejected``), and the stop rests on a
+    plain step as without it (an extrapolated step never certifies). ``extrapolated`` lists the
+    steps that used it.
     """
     beta = np.asarray(beta, dtype=float).ravel()
     if np.any(np.diff(beta) < -1e-12):
@@ -260,6 +293,7 @@ def low_rank_mm(
     prev_val, prev_Y = None, Y
     y, sigma, mu = y0, solver_opts.pop("sigma0", None), solver_opts.pop("mu0", 0.0)
     methods: list[str] = []
+    extrapolated: list[bool] = []
     stop, converged, it = "max_iters", False, 0
     stationarity: float | None = None
     schedule = inexact and stationarity_tol is not None
@@ -272,18 +306,31 @@ def low_rank_mm(
     cfg = _StepSetup(A, b, centered, trace_bound, implied_trace_bound, step_method, step_iters,
                      warm_ip, tight_ip_tol, solver_opts.pop("ip_accept", schedule), solver_opts,
                      first_cap if schedule and warm_ip and step_method == "ip" else None)
+    # extrapolated linearization points (with the stationarity stop only): on while no
+    # extrapolated step has increased the objective
+    extrapolating, Y_older = extrapolation > 0 and stationarity_tol is not None, None
+    rejected: list[int] = []
+    #: what the schedule reads: each step's measure, or an extrapolated step's decrease
+    progress: list[float] = []
     for it in range(1, max_iters + 1):
         step_tol = inner_tol if not schedule else step_tolerance(
             step_tols[-1] if step_tols else None,
-            hist["stationarity"][-1] if hist["stationarity"] else math.inf, inner_tol, loose_tol,
+            progress[-1] if progress else math.inf, inner_tol, loose_tol,
             stationarity_tol or 0.0)
         tight = step_tol <= inner_tol
         step_tols.append(step_tol)
         left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
-        res = _solve_step(cfg, C0, beta, (Y, y, sigma, mu), step_tol, tight, left)
+        V = None
+        if extrapolating and Y_older is not None \
+                and progress[-1] > 3.0 * stationarity_tol:
+            # far from the stop: the step linearizes at K + theta (K - K_prev), not at K
+            V = extrapolated_top(Y, Y_older, extrapolation, beta.size)
+        extrapolated.append(V is not None)
+        res = _solve_step(cfg, C0, beta, (Y, y, sigma, mu), step_tol, tight, left, V)
         inner.append(res)
         methods.append(step_method)
         # carry Y and y; the penalty restarts moderate (L-BFGS range) since y is already close
+        Y_older = Y if it > 1 else None
         Y, y, sigma, mu = res.Y, res.y, min(res.sigma, warm_sigma_max), res.mu
         val = linear_spectral_factored(C0, beta, Y)
         hist["objective"].append(val)
@@ -294,7 +341,13 @@ def low_rank_mm(
         else:
             rel = (prev_val - val) / max(1.0, abs(prev_val))
             hist["rel_change_objective"].append(abs(rel))
-            if -rel > max(monotone_tol, step_tol, step_tols[-2] if it > 1 else 0.0):
+            increased = -rel > max(monotone_tol, step_tol, step_tols[-2] if it > 1 else 0.0)
+            if V is not None and rel < 0:
+                # an extrapolated majorizer is not tight at K: no descent guarantee; the
+                # following steps linearize at their iterate (plain MM, monotone)
+                extrapolating = False
+                rejected.append(it)
+            elif increased:
                 viol.append((it, val - prev_val))
         if (tight and not best_tight) or (val < best_val and tight >= best_tight):
             best_Y, best_val, best_tight = Y, val, tight
@@ -303,10 +356,18 @@ def low_rank_mm(
         measure = math.inf
         if prev_val is not None and res.bound is not None and math.isfinite(res.bound):
             measure = max(0.0, prev_val - float(res.bound)) / (1.0 + abs(prev_val))
+        if V is not None:
+            # no measure; the schedule and the extrapolation's test go on the decrease made
+            progress.append(max(0.0, prev_val - val) / (1.0 + abs(prev_val)))
+            measure = math.inf
+        else:
+            progress.append(measure)
         hist["stationarity"].append(measure)
         if stationarity_tol is not None:
             prev_tight = len(step_tols) > 1 and step_tols[-2] <= inner_tol
-            if measure <= stationarity_tol and res.status == OPTIMAL and tight and prev_tight:
+            # (an extrapolated step's bound is not the majorizer's at K_{t-1}: no measure)
+            if measure <= stationarity_tol and res.status == OPTIMAL and tight and prev_tight \
+                    and V is None:
                 # the previous iterate is certified: returned (its step is the certificate)
                 stop, converged = "stationary", True
                 best_Y, best_val, stationarity = prev_Y, prev_val, measure
@@ -321,5 +382,6 @@ def low_rank_mm(
     return LowRankMMResult(Y=best_Y, objective=best_val, iterations=it, converged=converged,
                            stop_reason=stop, history=hist, monotone_violations=viol, inner=inner,
                            inner_iterations=sum(r.inner_iterations for r in inner),
-                           methods=methods, stationarity=stationarity, step_tols=step_tols)
+                           methods=methods, stationarity=stationarity, step_tols=step_tols,
+                           extrapolated=extrapolated, extrapolation_rejected=rejected)
 
