@@ -265,7 +265,7 @@ def _single_run(
             hist["rel_change_objective"].append(abs(rel))
             if ext and rel < 0:
                 # the extrapolated majorizer is not tight at K_{t-1}: no descent guarantee;
-                # plain MM from here
+                # the point is dropped, plain MM from K_{t-1} (below)
                 extrapolating = False
                 rejected.append(it)
             elif -rel > monotone_tol:
@@ -292,6 +292,8 @@ def _single_run(
         elif prev_val is not None and hist["rel_change_objective"][-1] <= tol and dK <= tol_K:
             stop, converged = "converged", True
             break
+        if rejected and rejected[-1] == it:
+            continue  # the next step linearizes at K_{t-1} again, plain
         K_older = K if prev_point is not None else None
         K, prev_val, prev_point = K_new, val, point
     return RunResult(
@@ -381,8 +383,9 @@ def iterated_sdp(
         accelerated DCA idea, Nhat Phan, Le and Le Thi 2018). That majorizer is not tight at
         ``K_{t-1}``: the step has no stationarity measure (``inf`` in the history) and need not
         descend; the first one that increases ``F`` switches extrapolation off for the run
-        (``extrapolation_rejected``, not a monotonicity violation). The stop always rests on a
-        plain step.
+        (``extrapolation_rejected``, not a monotonicity violation) and its point is dropped:
+        the next step is the plain one from ``K_{t-1}``. The stop always rests on a plain
+        step.
     """
     single = isinstance(K0, np.ndarray) and np.ndim(K0) == 2
     K0_list = _as_list(K0)
