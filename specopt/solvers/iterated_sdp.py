@@ -50,18 +50,13 @@ __all__ = [
 
 #: The default extrapolation ``theta`` of the MM loops with a stationarity stop (the route's
 #: ``extrapolation`` option; the MVE learner's engine loop, ``sdp.mm.low_rank_mm``): step t
-#: linearizes at ``K_{t-1} + theta (K_{t-1} - K_{t-2})`` while far from the stop (see
-#: :func:`iterated_sdp`). Measured (MM steps, plain / extrapolated, same start and tolerances):
-#:
-#: * MVE learner on the engine, digits subsets (kNN 5 / 6), theta = 0 / 0.5 / 1 / 1.5 / 2:
-#:   N = 400 seed 1 13 / 11 / 9 / 8 / 8. At 1.5, N = 100-400: 8 cases, the same or fewer steps
-#:   on 7 but one (N = 400 seed 0: 8 -> 12 steps, cost -4414.6 -> -4669.0); the cost the same
-#:   or lower everywhere (digits 0.1-6 % lower). N = 1000: steps 14 / 9 -> 11 / 9,
-#:   interior-point steps 116 / 93 -> 112 / 97, cost 0.4-0.8 % lower. Hubs-and-spokes sets
-#:   stop in 4-6 steps either way.
-#: * The route on user-written models, N = 60: issue_alpha digits 30 -> 15 steps, atom_sum
-#:   digits 68 -> 28 (3.2 -> 2.4 s), concave spiral 36.6 -> 22.2 s, maximize spiral
-#:   25.0 -> 15.6 s; values within 1 % (lower on three of four).
+#: linearizes at ``K_{t-1} + theta (K_{t-1} - K_{t-2})`` once MM contracts slowly (see
+#: :func:`iterated_sdp`). theta = 0 / 0.5 / 1 / 1.5 / 2 on the MVE learner, digits N = 400
+#: seed 1 (extrapolating from step 3): 13 / 11 / 9 / 8 / 8 MM steps. Final rule, extrapolation
+#: on / off in one run (benchmarks/iterated_sdp.py --extrapolation 1.5 0): user-written models
+#: N = 60 (30 cases) 381 / 535 MM steps, 21 / 15 under 10 s, S-curve 4.7-4.8 / 13.5-13.7 s,
+#: spiral 7.7-8.1 / 17.1-22.8 s, values within 1e-4 on 24 and 1.4 % on all; eigengap N = 30
+#: 70 / 82 steps; the MVE learner N = 100-400 the same or fewer steps (13 -> 11 on digits).
 MM_EXTRAPOLATION = 1.5
 
 #: Extrapolation starts only where MM contracts slowly: the last three step measures plain,
