@@ -43,7 +43,7 @@ import numpy as np
 from cvxpy.error import SolverError
 
 from ..certificate import STATIONARY
-from ..solvers.iterated_sdp import MM_EXTRAPOLATION, iterated_sdp
+from ..solvers.iterated_sdp import MM_EXTRAPOLATION, check_extrapolation, iterated_sdp
 from . import low_rank_sdp as lrr
 from ._iterated_stationarity import (
     MAX_TIE_SOLVES,
@@ -137,11 +137,7 @@ def mm_settings(surr: Surrogate, solver: str | None, opts: dict[str, Any],
         defaults = {"tol": 1e-6, "tol_K": 1e-4, "monotone_tol": 1e-6}
     for k, v in defaults.items():
         loop.setdefault(k, v)
-    theta = loop.setdefault("extrapolation", MM_EXTRAPOLATION)
-    if isinstance(theta, bool) or not isinstance(theta, (int, float)) \
-            or not (0.0 <= float(theta) < float("inf")):
-        raise ValueError(f"extrapolation must be a finite number >= 0 (0: plain MM), "
-                         f"got {theta!r}")
+    loop["extrapolation"] = check_extrapolation(loop.get("extrapolation", MM_EXTRAPOLATION))
     init = loop.pop("init", "auto")
     if init not in _INITS:
         raise ValueError(

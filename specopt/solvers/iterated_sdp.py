@@ -38,7 +38,9 @@ __all__ = [
     "MM_EXTRAPOLATION",
     "IteratedSDPResult",
     "RunResult",
+    "check_extrapolation",
     "concave_weights",
+    "extrapolate_next",
     "iterated_sdp",
     "linear_spectral_value",
     "linearization",
@@ -77,6 +79,26 @@ def slow_contraction(measures: Sequence[float], rate: float = EXTRAPOLATION_MIN_
     if not all(math.isfinite(v) and v > 0.0 for v in (a, b, c)):
         return False
     return b >= rate * a and c >= rate * b
+
+
+def check_extrapolation(theta: Any) -> float:
+    """``theta`` as a float; ``ValueError`` unless it is a finite number ``>= 0``."""
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)) \
+            or not 0.0 <= float(theta) < math.inf:
+        raise ValueError(f"extrapolation must be a finite number >= 0 (0: plain MM), "
+                         f"got {theta!r}")
+    return float(theta)
+
+
+def extrapolate_next(extrapolated: Sequence[bool], measures: Sequence[float], progress: float,
+                     stationarity_tol: float) -> bool:
+    """Whether the next MM step linearizes at the extrapolated point (for a loop that has two
+    iterates and has not rejected an extrapolated step): far from the stop (``progress``, the
+    last measure or the last extrapolated step's relative decrease, above 3
+    ``stationarity_tol``) and either going on from an extrapolated step or MM contracting
+    slowly (:func:`slow_contraction` of the ``measures``)."""
+    return progress > 3.0 * stationarity_tol and (
+        bool(extrapolated) and extrapolated[-1] or slow_contraction(measures))
 
 
 def linear_spectral_value(K: np.ndarray, alpha: np.ndarray) -> float:
@@ -226,9 +248,7 @@ def _single_run(
     rejected: list[int] = []
     for it in range(1, max_iters + 1):
         ext = extrapolating and K_older is not None and prev_point is not None \
-            and progress > 3.0 * stationarity_tol \
-            and (bool(extrapolated) and extrapolated[-1]
-                 or slow_contraction(hist["stationarity"]))
+            and extrapolate_next(extrapolated, hist["stationarity"], progress, stationarity_tol)
         at = [k + extrapolation * (k - ko) for k, ko in zip(K, K_older, strict=True)] \
             if ext else K
         extrapolated.append(ext)
@@ -398,6 +418,7 @@ def iterated_sdp(
         raise ValueError(f"max_iters must be >= 1, got {max_iters}")
     if restarts < 0:
         raise ValueError(f"restarts must be >= 0, got {restarts}")
+    extrapolation = check_extrapolation(extrapolation)
     get_K = get_K or (lambda p: p)
     rng = np.random.default_rng(seed)
     if random_start is None:

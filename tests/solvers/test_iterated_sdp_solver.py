@@ -267,3 +267,6 @@ def test_several_matrices_and_bad_input():
         iterated_sdp(sub, objective, A1, np.zeros(4))
     with pytest.raises(ValueError, match="max_iters"):
         iterated_sdp(sub, objective, A1, b1, max_iters=0)
+    for theta in (-0.5, float("nan"), float("inf"), "1.5", None):
+        with pytest.raises(ValueError, match="extrapolation must be a finite number >= 0"):
+            iterated_sdp(sub, objective, A1, b1, stationarity_tol=1e-8, extrapolation=theta)

@@ -408,6 +408,19 @@ def test_extrapolation_is_used_where_mm_contracts_slowly():
     assert used >= 2
 
 
+def test_bad_extrapolation_is_refused_by_the_loop_and_the_learner():
+    """A negative, NaN or infinite ``extrapolation`` is an error naming the option (it was
+    silently plain MM), in the engine loop and through the MVE learner's solver options."""
+    rows, d2, T, Y0 = _mve_data()
+    X, _ = make_hubs_and_spokes(n_spokes=4, points_per_spoke=5, noise=0.2, random_state=0)
+    for theta in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="extrapolation must be a finite number >= 0"):
+            _mm(rows, d2, T, Y0, "ip", stationarity_tol=1e-4, extrapolation=theta)
+        with pytest.raises(ValueError, match="extrapolation must be a finite number >= 0"):
+            MinimumVolumeEmbedding(n_components=2, n_neighbors=2, solver="LOW_RANK",
+                                   solver_options={"extrapolation": theta}).fit(X)
+
+
 def test_extrapolation_off_is_plain_mm():
     """``extrapolation=0`` (and any value without the stationarity stop) linearizes at the
     iterate: no step is extrapolated, the same run as without the option."""

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._mm_trace import MMTrace
-from ..iterated_sdp import slow_contraction
+from ..iterated_sdp import check_extrapolation, extrapolate_next
 from ._data import OPTIMAL, LowRankSDPResult, SparseRows, SymOp
 from ._solve import mm_step_method, solve_low_rank_sdp
 
@@ -310,7 +310,8 @@ def low_rank_mm(
                      first_cap if schedule and warm_ip and step_method == "ip" else None)
     # extrapolated linearization points (with the stationarity stop only): on while no
     # extrapolated step has increased the objective
-    extrapolating, Y_older = extrapolation > 0 and stationarity_tol is not None, None
+    extrapolating = check_extrapolation(extrapolation) > 0 and stationarity_tol is not None
+    Y_older = None
     rejected: list[int] = []
     #: what the schedule reads: each step's measure, or an extrapolated step's decrease
     progress: list[float] = []
@@ -323,9 +324,8 @@ def low_rank_mm(
         step_tols.append(step_tol)
         left = None if time_limit is None else time_limit - (time.perf_counter() - t_start)
         V = None
-        if extrapolating and Y_older is not None \
-                and progress[-1] > 3.0 * stationarity_tol \
-                and (extrapolated[-1] or slow_contraction(hist["stationarity"])):
+        if extrapolating and Y_older is not None and extrapolate_next(
+                extrapolated, hist["stationarity"], progress[-1], stationarity_tol):
             # far from the stop: the step linearizes at K + theta (K - K_prev), not at K
             V = extrapolated_top(Y, Y_older, extrapolation, beta.size)
         extrapolated.append(V is not None)
@@ -368,9 +368,8 @@ def low_rank_mm(
         hist["stationarity"].append(measure)
         if stationarity_tol is not None:
             prev_tight = len(step_tols) > 1 and step_tols[-2] <= inner_tol
-            # (an extrapolated step's bound is not the majorizer's at K_{t-1}: no measure)
-            if measure <= stationarity_tol and res.status == OPTIMAL and tight and prev_tight \
-                    and V is None:
+            # (an extrapolated step has no measure, inf above: it never stops the loop)
+            if measure <= stationarity_tol and res.status == OPTIMAL and tight and prev_tight:
                 # the previous iterate is certified: returned (its step is the certificate)
                 stop, converged = "stationary", True
                 best_Y, best_val, stationarity = prev_Y, prev_val, measure
