@@ -369,6 +369,7 @@ def solve(
     route: str = "auto",
     solver: str | None = None,
     verbose: bool = False,
+    retry: bool = True,
     **opts: Any,
 ) -> float:
     """Solve ``problem`` with specopt; the same as ``problem.solve(method="specopt", ...)``.
@@ -376,9 +377,11 @@ def solve(
     ``route`` is ``"auto"`` (the first specialized route whose structure matches and that is
     expected to pay off, else the conic route) or a route name (``specopt.route_names()``).
     ``solver`` picks the conic backend (conic route, and inner solves of iterated routes).
+    ``retry=False``: a conic result that fails the verification gate is returned downgraded,
+    not retried on the other backend (for callers with their own fallback and a time budget).
     Returns the optimal value (or the value at the stationary point for non-convex routes).
     """
-    result, cert = run_route(problem, route, solver, verbose, **opts)
+    result, cert = run_route(problem, route, solver, verbose, retry, **opts)
     apply_result(problem, result, cert)
     if verbose:
         printer = take_current()

@@ -80,6 +80,12 @@ def test_case1_badly_scaled_scs_is_retried_and_never_certified_wrong():
     assert any("feasibility" in r for r in scs.certificate.gate_reasons)
     assert scs.note.startswith("gate: ") and not scs.certified
     assert table.best.backend == "CLARABEL"
+    # retry=False (a caller with its own fallback): SCS's answer, downgraded, no Clarabel
+    p, _ = _badly_scaled(8, 0, 2)
+    specopt.solve(p, solver="SCS", retry=False)
+    cert = specopt.certificate(p)
+    assert cert.backend == "SCS" and not cert.attempts
+    assert p.status == cp.OPTIMAL_INACCURATE and not cert.checks["feasibility"].passed
 
 
 def test_optimal_always_means_gate_passed_on_every_backend():
