@@ -620,7 +620,7 @@ class SemidefiniteEmbedding(_EmbeddingBase):
     def _face_conic_fit(self, A, C, face, solver: str, opts: dict) -> _KernelFit:
         """The SDE on the rigid cliques' face (:mod:`specopt.learn._sde_face`) on a conic
         solver: every feasible ``K`` lies on it, and the PSD block shrinks from ``n`` to
-        ``face.dim`` (S-curve N = 50: 29; Clarabel 0.6 s against 3.4 s on the set as written).
+        ``face.dim`` (S-curve N = 50: 29; Clarabel 0.4 s against 3.4 s on the set as written).
         ``optimal`` also needs every edge row (the dropped ones too) within
         ``SDE_ROW_TOL_FACTOR * LOW_RANK_TOL`` relative. The certificate's ``extra["face"]``:
         the face's side, the kept rows, the row residual over all edges, ``<W, K> / tr K``."""
@@ -628,15 +628,15 @@ class SemidefiniteEmbedding(_EmbeddingBase):
 
         edges = np.argwhere(np.triu(C, 1))
         d2 = _sq_dist(A)[edges[:, 0], edges[:, 1]]
-        prob, Z, keep = face_reduced_sde(face.V, edges, d2)
+        prob, Z, keep, B = face_reduced_sde(face.V, edges, d2)
         # retry=False: a Clarabel answer the gate rejects is this leg's answer (downgraded);
         # the SCS retry on these sets ran 100000 iterations (S-curve N = 50: 17 s)
         cert = solve_certified(prob, "SDE solve on the rigid cliques' face failed with status "
                                "{}", route="conic", solver=solver, verbose=bool(self.verbose),
                                retry=False, **opts)
         Zv = np.asarray(Z.value)
-        w, U = np.linalg.eigh(0.5 * (Zv + Zv.T))  # K = Y Y^T with Y = V U sqrt(w+): PSD exactly
-        Y = face.V @ (U * np.sqrt(np.maximum(w, 0.0)))
+        w, U = np.linalg.eigh(0.5 * (Zv + Zv.T))  # K = Y Y^T with Y = B U sqrt(w+): PSD exactly
+        Y = B @ (U * np.sqrt(np.maximum(w, 0.0)))
         K = Y @ Y.T
         rows = edge_row_residual(Y, edges, d2)
         cert.extra["face"] = {"dim": face.dim, "cliques": face.cliques_used,

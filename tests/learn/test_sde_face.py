@@ -8,9 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import make_s_curve
 
+import specopt
 import specopt.learn.embedding as emb
 from specopt.learn._sde_face import (
     _face_row_matrix,
+    face_basis,
     face_reduced_sde,
     face_violation,
     independent_face_rows,
@@ -74,10 +76,10 @@ def test_the_face_holds_every_feasible_kernel_and_keeps_the_optimum(seed, n, k, 
     assert np.all(np.linalg.norm(M[keep].T @ coef - M[drop].T, axis=0)
                   <= 1e-7 * np.linalg.norm(M[drop], axis=1))  # the dropped ones in their span
     unit = float(np.mean(d2))
-    prob, Z, _ = face_reduced_sde(face.V, edges, d2 / unit)
-    prob.solve(solver="CLARABEL")
-    assert prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
-    K = unit * (face.V @ Z.value @ face.V.T)
+    prob, Z, _, B = face_reduced_sde(face.V, edges, d2 / unit)
+    specopt.solve(prob, route="conic", solver="CLARABEL", retry=False)  # as the learner
+    assert prob.status == cp.OPTIMAL
+    K = unit * (B @ Z.value @ B.T)
     assert np.trace(K) >= np.trace(G) * (1 - 1e-6)
     full = _clarabel_full(X, edges, d2 / unit)
     if full is not None:  # Clarabel can fail on the set as written (no interior)
@@ -94,11 +96,27 @@ def test_complete_graph_face_is_the_single_feasible_kernel():
     d2 = ((X[edges[:, 0]] - X[edges[:, 1]]) ** 2).sum(-1)
     face = clique_face(9, edges, d2, centered=True)
     assert face.dim == 3
-    prob, Z, keep = face_reduced_sde(face.V, edges, d2)
+    prob, Z, keep, B = face_reduced_sde(face.V, edges, d2)
     assert len(keep) == 6  # the side-3 symmetric Z has 6 entries
     prob.solve(solver="CLARABEL")
-    K = face.V @ Z.value @ face.V.T
+    K = B @ Z.value @ B.T
     assert np.allclose(K, _gram(X), atol=1e-6)
+
+
+def test_echelon_basis_spans_the_face_with_unit_pivot_rows():
+    X = np.random.default_rng(4).normal(size=(40, 3))
+    edges, d2 = _knn(X, 6)
+    face = clique_face(40, edges, d2, centered=True)
+    V = face.V
+    B = face_basis(V)
+    r = V.shape[1]
+    assert B.shape == V.shape and np.linalg.matrix_rank(B) == r
+    assert np.linalg.norm(B - V @ (V.T @ B)) <= 1e-10 * np.linalg.norm(B)  # range(B) = range(V)
+    unit_rows = [i for i in range(40) if np.count_nonzero(B[i]) == 1 and B[i].max() == 1.0]
+    assert len(unit_rows) >= r and np.linalg.cond(B) < 1e3
+    # in the echelon basis the rows touch fewer entries of Z
+    assert np.count_nonzero(_face_row_matrix(B, edges)) < np.count_nonzero(
+        _face_row_matrix(V, edges))
 
 
 def test_face_violation_is_positive_off_the_face():
