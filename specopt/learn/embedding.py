@@ -111,15 +111,6 @@ SDE_CLARABEL_RESCUE_MAX_N = 100
 SDE_ROW_TOL_FACTOR = 0.1
 
 
-#: The raced SDE's Clarabel leg solves on the rigid cliques' face (``_face_conic_fit``) when the
-#: face's side is at most this share of N. Clarabel's cost grows about as the sixth power of the
-#: PSD side: S-curves and swiss rolls N = 50-60 (k = 6) have faces of 0.5-0.76 N (0.8-3 s against
-#: 4-9 s on the set as written); a 2-turn planar spiral N = 50 (k = 4) has one flat 5-clique and
-#: a face of 47: Clarabel ended AlmostSolved after 8 s there, then failed on the LMI form (10.4 s
-#: in all, against 3.8 s to fail on the set as written).
-SDE_FACE_MAX_SHARE = 0.85
-
-
 def edge_row_residual(Y: np.ndarray, edges: np.ndarray, d2: np.ndarray) -> float:
     """``max_e |K_ii + K_jj - 2 K_ij - d2_e| / (1 + d2_e)`` for ``K = Y Y^T`` over the edges.
     (Plain NumPy, not the rows' compiled ``pairs.yyt``: that would load numba in a process
@@ -605,8 +596,10 @@ class SemidefiniteEmbedding(_EmbeddingBase):
 
     def _rigid_face(self, A, C):
         """The face exposed by the k-NN graph's rigid cliques
-        (:func:`specopt.solvers.sdp.facial.clique_face`), or None: no clique reduces it by
-        enough (``SDE_FACE_MAX_SHARE``), or ``preserve`` adds rows the face does not know."""
+        (:func:`specopt.solvers.sdp.facial.clique_face`), or None: no clique reduces it, or
+        ``preserve`` adds rows the face does not know. Used however little it reduces: a
+        2-turn planar spiral (one flat 5-clique, face 47 of 50 / 57 of 60) fails on Clarabel
+        either way, in 3.6 / 8.8 s on the face against 3.8 / 12.8 s on the set as written."""
         if self.preserve != "edges":
             return None
         from ..solvers.sdp.facial import clique_face
@@ -614,8 +607,7 @@ class SemidefiniteEmbedding(_EmbeddingBase):
         edges = np.argwhere(np.triu(C, 1))
         face = clique_face(A.shape[0], edges, _sq_dist(A)[edges[:, 0], edges[:, 1]],
                            centered=True)
-        n = A.shape[0]
-        return face if face is not None and 0 < face.dim <= SDE_FACE_MAX_SHARE * n else None
+        return face if face is not None and 0 < face.dim < A.shape[0] - 1 else None
 
     def _face_conic_fit(self, A, C, face, solver: str, opts: dict) -> _KernelFit:
         """The SDE on the rigid cliques' face (:mod:`specopt.learn._sde_face`) on a conic

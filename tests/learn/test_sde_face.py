@@ -173,16 +173,6 @@ def test_a_graph_without_a_face_runs_clarabel_on_the_set_as_written(monkeypatch)
     assert "face" not in est.certificate_.extra
 
 
-def test_a_face_that_barely_shrinks_the_block_is_not_used(scurve30, monkeypatch):
-    _race_from_30(monkeypatch)
-    A, C = SemidefiniteEmbedding(n_neighbors=6)._prepare(scurve30)
-    dim = SemidefiniteEmbedding(n_neighbors=6)._rigid_face(A, C).dim
-    monkeypatch.setattr(emb, "SDE_FACE_MAX_SHARE", 0.99 * dim / 30)
-    est = SemidefiniteEmbedding(n_neighbors=6).fit(scurve30)
-    legs = est.certificate_.extra["legs"]
-    assert [leg["side"] for leg in legs] == ["engine", "CLARABEL"] and "face_dim" not in legs[1]
-
-
 def test_a_failing_face_leg_leaves_the_engines_answer(scurve30, monkeypatch):
     _race_from_30(monkeypatch)
 
