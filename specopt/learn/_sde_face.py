@@ -13,7 +13,7 @@ Krislock & Wolkowicz 2010). On that face the problem
 others on the face (within each clique most are) are dropped: they hold whenever the kept ones do
 (up to the rank test's ``1e-9``), and an interior point's KKT system would be singular with them.
 
-The face is written in an echelon basis ``B = V V[P]^{-1}`` (:func:`face_basis`; ``P`` the
+The face is written in an echelon basis ``B = V V[P]^{-1}`` (``facial.face_basis``; ``P`` the
 ``dim`` rows a pivoted QR of ``V^T`` picks, so ``B[P] = I``) rather than the orthonormal ``V``:
 the same face, ``K = B Z B^T`` and ``tr K = <B^T B, Z>``, but a row touches only the entries of
 ``Z`` that its two points' rows of ``B`` reach. In ``V`` every row is dense in ``Z``, and
@@ -34,62 +34,24 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
-import scipy.linalg as sla
-import scipy.sparse as sp
 
-__all__ = ["face_reduced_sde", "face_violation", "independent_face_rows"]
+from ..solvers.sdp import SparseRows
+from ..solvers.sdp.facial import face_basis, face_row_matrix, independent_rows
 
-#: Rows whose face coefficients are within this relative tolerance of the span of the others
-#: (pivoted QR) are dropped: ``clique_face``'s own rank threshold.
-ROW_RANK_TOL = 1e-9
-
-
-def _face_row_matrix(V: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Row ``e`` of the result is ``vec((v_i - v_j)(v_i - v_j)^T)`` (row-major ``r x r``), so
-    that the edge row reads ``M @ vec(Z) = d2`` on the face."""
-    D = V[edges[:, 0]] - V[edges[:, 1]]
-    return (D[:, :, None] * D[:, None, :]).reshape(len(edges), -1)
-
-
-def independent_face_rows(V: np.ndarray, edges: np.ndarray, tol: float = ROW_RANK_TOL
-                          ) -> np.ndarray:
-    """Indices (sorted) of a maximal set of edges whose rows are linearly independent on the face
-    ``K = V Z V^T`` (pivoted QR of the rows' coefficients on the symmetric ``Z``)."""
-    M = _face_row_matrix(V, edges)
-    _, R, piv = sla.qr(M.T, mode="economic", pivoting=True)
-    diag = np.abs(np.diag(R))
-    rank = int(np.sum(diag > tol * diag[0])) if diag.size and diag[0] > 0 else 0
-    return np.sort(piv[:rank])
-
-
-#: Entries of the echelon basis below this share of its largest are rounding (exact zeros).
-BASIS_ZERO_TOL = 1e-13
-
-
-def face_basis(V: np.ndarray) -> np.ndarray:
-    """The echelon basis ``B = V V[P]^{-1}`` of the face spanned by ``V`` (``n x r``, full
-    column rank): ``P`` the ``r`` rows chosen by a pivoted QR of ``V^T`` (well conditioned), so
-    ``B[P] = I`` and ``range(B) = range(V)``; rounding-size entries are set to zero."""
-    r = V.shape[1]
-    _, _, piv = sla.qr(V.T, mode="economic", pivoting=True)
-    B = np.linalg.solve(V[piv[:r]].T, V.T).T
-    B[np.abs(B) <= BASIS_ZERO_TOL * np.max(np.abs(B), initial=0.0)] = 0.0
-    B[piv[:r]] = np.eye(r)  # exactly, not up to rounding
-    return B
-
+__all__ = ["face_reduced_sde", "face_violation"]
 
 def face_reduced_sde(V: np.ndarray, edges: np.ndarray, d2: np.ndarray
                      ) -> tuple[cp.Problem, cp.Variable, np.ndarray, np.ndarray]:
     """``max tr K`` over the face spanned by ``V`` (module docstring) as a CVXPY problem in the
-    echelon basis ``B`` (:func:`face_basis`); also the variable ``Z``, the kept edge indices and
-    ``B``. ``K = B Z.value B^T`` after a solve."""
+    echelon basis ``B`` (:func:`~specopt.solvers.sdp.facial.face_basis`); also the variable
+    ``Z``, the kept edge indices and ``B``. ``K = B Z.value B^T`` after a solve."""
     B = face_basis(V)
-    keep = independent_face_rows(B, edges)
+    M = face_row_matrix(SparseRows.from_pairs(edges, V.shape[0]), B)
+    keep = independent_rows(M)
     r = B.shape[1]
     Z = cp.Variable((r, r), PSD=True, name="Z")
-    M = sp.csr_array(_face_row_matrix(B, edges[keep]))
     prob = cp.Problem(cp.Maximize(cp.trace(B.T @ B @ Z)),
-                      [M @ cp.vec(Z, order="C") == d2[keep]])
+                      [M[keep] @ cp.vec(Z, order="C") == d2[keep]])
     return prob, Z, keep, B
 
 

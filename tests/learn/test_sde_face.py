@@ -10,15 +10,18 @@ from sklearn.datasets import make_s_curve
 
 import specopt
 import specopt.learn.embedding as emb
-from specopt.learn._sde_face import (
-    _face_row_matrix,
-    face_basis,
-    face_reduced_sde,
-    face_violation,
-    independent_face_rows,
-)
+from specopt.learn._sde_face import face_reduced_sde, face_violation
 from specopt.learn.embedding import SemidefiniteEmbedding
-from specopt.solvers.sdp.facial import clique_face
+from specopt.solvers.sdp import SparseRows
+from specopt.solvers.sdp.facial import clique_face, face_basis, face_row_matrix, independent_rows
+
+
+def _face_row_matrix(B: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    return face_row_matrix(SparseRows.from_pairs(edges, B.shape[0]), B).toarray()
+
+
+def independent_face_rows(B: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    return independent_rows(_face_row_matrix(B, edges))
 
 
 def _knn(X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -140,3 +140,41 @@ def test_face_must_match_size():
     with pytest.raises(ValueError, match="face basis"):
         solve_low_rank_sdp(SymOp.identity(11), SparseRows.from_pairs(pairs, 11), d2,
                            centered=True, face=fr)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(4, 12), q=st.integers(1, 5))
+def test_face_row_matrix_reads_any_rows_on_the_face(seed, n, q):
+    """``face_row_matrix(A, B) @ vec(Z) = A(B Z B^T)`` for symmetric ``Z`` and rows of every
+    kind: distance rows, single entries (diagonal and off-diagonal), a trace row."""
+    from specopt.solvers.sdp import SparseRows
+    from specopt.solvers.sdp.facial import face_row_matrix
+
+    rng = np.random.default_rng(seed)
+    B = rng.normal(size=(n, q)) * (rng.random((n, q)) < 0.6)
+    pairs = np.array([(i, j) for i in range(n) for j in range(i + 1, n)])[: 2 * n]
+    dist = SparseRows.from_pairs(pairs, n)
+    ii, jj = rng.integers(n, size=5), rng.integers(n, size=5)
+    m0 = dist.m
+    rows = np.r_[dist.rows, m0 + np.arange(5), np.full(n, m0 + 5)]
+    A = SparseRows(rows, np.r_[dist.ii, ii, np.arange(n)], np.r_[dist.jj, jj, np.arange(n)],
+                   np.r_[dist.vals, rng.normal(size=5), np.full(n, 2.0)], m0 + 6, n)
+    Z = rng.normal(size=(q, q))
+    Z = Z + Z.T
+    K = B @ Z @ B.T
+    want = np.bincount(A.rows, weights=A.vals * K[A.ii, A.jj], minlength=A.m)
+    got = face_row_matrix(A, B) @ Z.ravel()
+    assert np.allclose(got, want, atol=1e-10 * (1 + np.abs(want).max()))
+
+
+def test_face_basis_is_an_echelon_basis_of_the_same_space():
+    from specopt.solvers.sdp.facial import face_basis, independent_rows
+
+    rng = np.random.default_rng(0)
+    V, _ = np.linalg.qr(rng.normal(size=(15, 4)))
+    B = face_basis(V)
+    assert np.linalg.norm(B - V @ (V.T @ B)) <= 1e-12 * np.linalg.norm(B)
+    assert sum(np.count_nonzero(b) == 1 and b.max() == 1.0 for b in B) >= 4
+    M = np.r_[np.eye(3), [[1.0, 2.0, 0.0]], [[0.0, 0.0, 5.0]]]
+    idx = independent_rows(M)
+    assert len(idx) == 3 and np.linalg.matrix_rank(M[idx]) == 3  # rank 3, five rows

@@ -50,7 +50,14 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-__all__ = ["FaceReduction", "clique_face", "face_correction", "maximal_cliques"]
+__all__ = ["FaceReduction", "clique_face", "face_basis", "face_correction", "face_row_matrix",
+           "independent_rows", "maximal_cliques"]
+
+#: Entries of the echelon face basis below this share of its largest are rounding (exact zeros).
+BASIS_ZERO_TOL = 1e-13
+#: Rows within this relative tolerance of the span of the others (pivoted QR) are dependent:
+#: ``clique_face``'s own rank threshold.
+ROW_RANK_TOL = 1e-9
 
 
 def maximal_cliques(n: int, pairs: np.ndarray, min_size: int = 1) -> list[list[int]]:
@@ -231,3 +238,54 @@ def face_correction(a: float, s_norm: float, trace_bound: float, eps: float, ome
         if val > best:
             best, best_t = val, float(t)
     return best, best_t
+
+
+def face_basis(V: np.ndarray) -> np.ndarray:
+    """The echelon basis ``B = V V[P]^{-1}`` of the face spanned by ``V`` (``n x r``, full
+    column rank): ``P`` the ``r`` rows a pivoted QR of ``V^T`` picks (well conditioned), so
+    ``B[P] = I`` exactly and ``range(B) = range(V)``; rounding-size entries set to zero.
+
+    On a face exposed by cliques, the row of a point outside ``P`` is a local combination, so
+    ``B`` is sparse where ``V`` (orthonormal) is dense, and a distance row
+    ``(b_i - b_j)^T Z (b_i - b_j)`` touches few entries of ``Z``. Measured (SDE on swiss-roll /
+    S-curve k-NN sets, Clarabel on the face): 334k -> 29k nonzeros and 6.1 -> 2.2 s at N = 60;
+    ``cond(B)`` 3.5-4.1."""
+    r = V.shape[1]
+    _, _, piv = sla.qr(V.T, mode="economic", pivoting=True)
+    B = np.linalg.solve(V[piv[:r]].T, V.T).T
+    B[np.abs(B) <= BASIS_ZERO_TOL * np.max(np.abs(B), initial=0.0)] = 0.0
+    B[piv[:r]] = np.eye(r)
+    return B
+
+
+def face_row_matrix(A, B: np.ndarray) -> sp.csr_array:
+    """Row ``r`` is ``vec(B^T sym(A_r) B)`` (row-major ``q x q``, ``q = B.shape[1]``): the row
+    ``sum_k a_k K[i_k, j_k]`` of a :class:`~specopt.solvers.sdp.SparseRows` read on
+    ``K = B Z B^T`` for a symmetric ``Z``."""
+    q = B.shape[1]
+    Bs = sp.csr_array(B)
+    out_r, out_c, out_v = [], [], []
+    for r, i, j, a in zip(A.rows, A.ii, A.jj, A.vals, strict=True):
+        ci = Bs.indices[Bs.indptr[i]:Bs.indptr[i + 1]]
+        vi = Bs.data[Bs.indptr[i]:Bs.indptr[i + 1]]
+        cj = Bs.indices[Bs.indptr[j]:Bs.indptr[j + 1]]
+        vj = Bs.data[Bs.indptr[j]:Bs.indptr[j + 1]]
+        vals = (0.5 * a * np.outer(vi, vj)).ravel()  # sym(e_i e_j^T): half each way
+        for cols in (ci[:, None] * q + cj[None, :], cj[None, :] * q + ci[:, None]):
+            out_c.append(cols.ravel())
+            out_v.append(vals)
+            out_r.append(np.full(vals.size, r))
+    if not out_v:
+        return sp.csr_array((A.m, q * q))
+    return sp.coo_array((np.concatenate(out_v), (np.concatenate(out_r), np.concatenate(out_c))),
+                        shape=(A.m, q * q)).tocsr()
+
+
+def independent_rows(M, tol: float = ROW_RANK_TOL) -> np.ndarray:
+    """Indices (sorted) of a maximal linearly independent set of the rows of ``M`` (pivoted QR
+    of ``M^T``; a row counts when its pivot is above ``tol`` times the first)."""
+    M = M.toarray() if sp.issparse(M) else np.asarray(M)
+    _, R, piv = sla.qr(M.T, mode="economic", pivoting=True)
+    diag = np.abs(np.diag(R))
+    rank = int(np.sum(diag > tol * diag[0])) if diag.size and diag[0] > 0 else 0
+    return np.sort(piv[:rank])
