@@ -555,8 +555,10 @@ class SemidefiniteEmbedding(_EmbeddingBase):
         """The default from ``LOW_RANK_MIN_N`` to ``SDE_CLARABEL_RESCUE_MAX_N`` points, raced
         as ``route="auto"`` races (:mod:`specopt.reductions.low_rank_sdp`): the engine for at
         most Clarabel's typical time (:func:`clarabel_sde_seconds`, at least ``FIRST_BUDGET``
-        s), and when it has not certified the SDE by then, Clarabel on the conic form. So an
-        engine that stalls costs at most about one more Clarabel solve. The certified answer is
+        s), and when it has not certified the SDE by then, Clarabel on the conic form: on the
+        face of the k-NN graph's flat cliques when it has some (``_face_conic_fit``; where the
+        set has no interior), else on the set as written. So an engine that stalls costs at
+        most about one more Clarabel solve. The certified answer is
         kept; when neither certifies, Clarabel's (an interior point run to its end, measured by
         the gate). The legs are in ``certificate_.extra["legs"]``. A ``time_limit`` in
         ``solver_options`` caps both legs together."""
