@@ -111,6 +111,17 @@ SDE_CLARABEL_RESCUE_MAX_N = 100
 SDE_ROW_TOL_FACTOR = 0.1
 
 
+#: Clarabel settings the raced SDE's face leg retries with after a failure (``_face_leg``):
+#: its polish tolerances, then a larger static regularization (those of the iterated route's
+#: conic steps). Measured (S-curve N = 60, face 32 / 36, Clarabel failed at its defaults in
+#: 0.7 / 0.9 s): seed 1 `optimal` at the polish tolerances in 0.65 s (rows 5.6e-6); seed 2
+#: failed there and solved with the regularization in 1.6 s (rows 7.5e-5: `optimal_inaccurate`,
+#: against the engine's 9.3e-4). The 2-turn spiral N = 60 (8.6 s to fail) gets no retry: its
+#: budget (Clarabel's typical 7.5 s) is spent.
+SDE_FACE_RETRIES = ({"tol_gap_abs": 1e-6, "tol_gap_rel": 1e-6, "tol_feas": 1e-6},
+                    {"static_regularization_constant": 1e-7})
+
+
 def edge_row_residual(Y: np.ndarray, edges: np.ndarray, d2: np.ndarray) -> float:
     """``max_e |K_ii + K_jj - 2 K_ij - d2_e| / (1 + d2_e)`` for ``K = Y Y^T`` over the edges.
     (Plain NumPy, not the rows' compiled ``pairs.yyt``: that would load numba in a process
@@ -588,13 +599,34 @@ class SemidefiniteEmbedding(_EmbeddingBase):
                 if face is None:
                     fit = self._conic_fit(A, C, "CLARABEL", opts)
                 else:
-                    fit = self._face_conic_fit(A, C, face, "CLARABEL", opts)
+                    fit = self._face_leg(A, C, face, opts, t0 + budget, leg)
                 status = fit.certificate.status
             except cp.error.SolverError as err:  # Clarabel failed: the engine's answer stands
                 status = f"failed: {err}"
             legs.append({**leg, "seconds": time.perf_counter() - t1, "status": status})
         fit.certificate.extra["legs"] = legs
         return fit
+
+    def _face_leg(self, A, C, face, opts: dict, deadline: float, leg: dict) -> _KernelFit:
+        """Clarabel on the face (``_face_conic_fit``), and when it fails, again with the
+        settings of ``SDE_FACE_RETRIES`` while the race is within its budget (``deadline``,
+        the engine leg's start plus Clarabel's typical time): a retry never starts after it,
+        and runs with the time left as its limit. ``leg["tries"]`` counts the solves; the last
+        ``SolverError`` is raised when none succeeds."""
+        leg["tries"] = 0
+        for extra in ({}, *SDE_FACE_RETRIES):
+            left = deadline - time.perf_counter()
+            if leg["tries"] and left <= 0:
+                break
+            run = {**opts, **extra}
+            if leg["tries"]:
+                run["time_limit"] = min(left, opts.get("time_limit", left))
+            leg["tries"] += 1
+            try:
+                return self._face_conic_fit(A, C, face, "CLARABEL", run)
+            except cp.error.SolverError as err:
+                last = err
+        raise last
 
     def _rigid_face(self, A, C):
         """The face exposed by the k-NN graph's rigid cliques

@@ -186,7 +186,38 @@ def test_a_failing_face_leg_leaves_the_engines_answer(scurve30, monkeypatch):
     est = SemidefiniteEmbedding(n_neighbors=6).fit(scurve30)
     legs = est.certificate_.extra["legs"]
     assert legs[1]["status"].startswith("failed") and "face_dim" in legs[1]
+    assert legs[1]["tries"] == 1  # the race's budget (here 1e-4 s) is spent: no retry
     assert est.certificate_.route == "low_rank_sdp" and est.certificate_.status != cp.OPTIMAL
+
+
+def test_a_failed_face_solve_is_retried_within_the_budget(scurve30, monkeypatch):
+    """The engine leg ends uncertified well inside the race's budget (2 s at 30 points); the
+    face solve fails once and is retried at the next settings of ``SDE_FACE_RETRIES``, with
+    the time left as its limit."""
+    monkeypatch.setattr(SemidefiniteEmbedding, "_low_rank_min_n", 30)
+    engine_fit = SemidefiniteEmbedding._engine_fit
+
+    def uncertified(self, A, C, opts):
+        fit = engine_fit(self, A, C, opts)
+        fit.certificate.status = cp.OPTIMAL_INACCURATE
+        return fit
+
+    face_fit, seen = SemidefiniteEmbedding._face_conic_fit, []
+
+    def fails_once(self, A, C, face, solver, opts):
+        seen.append(dict(opts))
+        if len(seen) == 1:
+            raise cp.error.SolverError("Clarabel failed")
+        return face_fit(self, A, C, face, solver, opts)
+
+    monkeypatch.setattr(SemidefiniteEmbedding, "_engine_fit", uncertified)
+    monkeypatch.setattr(SemidefiniteEmbedding, "_face_conic_fit", fails_once)
+    est = SemidefiniteEmbedding(n_neighbors=6).fit(scurve30)
+    legs = est.certificate_.extra["legs"]
+    assert legs[1]["tries"] == 2 and legs[1]["status"] == cp.OPTIMAL
+    assert seen[0] == {} and seen[1].items() >= emb.SDE_FACE_RETRIES[0].items()
+    assert 0 < seen[1]["time_limit"] <= legs[0]["budget"]
+    assert est.certificate_.status == cp.OPTIMAL and "face" in est.certificate_.extra
 
 
 def test_face_answer_with_a_row_off_is_not_certified(scurve30, monkeypatch):
