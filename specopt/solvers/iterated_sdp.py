@@ -97,8 +97,8 @@ def extrapolate_next(extrapolated: Sequence[bool], measures: Sequence[float], pr
     last measure or the last extrapolated step's relative decrease, above 3
     ``stationarity_tol``) and either going on from an extrapolated step or MM contracting
     slowly (:func:`slow_contraction` of the ``measures``)."""
-    return progress > 3.0 * stationarity_tol and (
-        bool(extrapolated) and extrapolated[-1] or slow_contraction(measures))
+    going_on = bool(extrapolated) and bool(extrapolated[-1])
+    return progress > 3.0 * stationarity_tol and (going_on or slow_contraction(measures))
 
 
 def linear_spectral_value(K: np.ndarray, alpha: np.ndarray) -> float:
