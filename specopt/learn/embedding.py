@@ -59,6 +59,7 @@ from ._base import (
     solve_certified,
 )
 from ._low_rank import LOW_RANK_TOL, low_rank_certificate, mm_certificate, use_low_rank
+from ._sde_face import SDE_FACE_RETRIES, FaceLeg  # noqa: F401 (SDE_FACE_RETRIES: re-exported)
 
 __all__ = [
     "KernelPCAEmbedding",
@@ -109,17 +110,6 @@ SDE_CLARABEL_RESCUE_MAX_N = 100
 #: better (spokes N = 150: 1.3e-5, then `optimal_inaccurate`). A necessary check, not a proof
 #: of the value: that would need a feasible point or the face.
 SDE_ROW_TOL_FACTOR = 0.1
-
-
-#: Clarabel settings the raced SDE's face leg retries with after a failure (``_face_leg``):
-#: its polish tolerances, then a larger static regularization (those of the iterated route's
-#: conic steps). Measured (S-curve N = 60, face 32 / 36, Clarabel failed at its defaults in
-#: 0.7 / 0.9 s): seed 1 `optimal` at the polish tolerances in 0.65 s (rows 5.6e-6); seed 2
-#: failed there and solved with the regularization in 1.6 s (rows 7.5e-5: `optimal_inaccurate`,
-#: against the engine's 9.3e-4). The 2-turn spiral N = 60 (8.6 s to fail) gets no retry: its
-#: budget (Clarabel's typical 7.5 s) is spent.
-SDE_FACE_RETRIES = ({"tol_gap_abs": 1e-6, "tol_gap_rel": 1e-6, "tol_feas": 1e-6},
-                    {"static_regularization_constant": 1e-7})
 
 
 def edge_row_residual(Y: np.ndarray, edges: np.ndarray, d2: np.ndarray) -> float:
@@ -520,7 +510,7 @@ class KernelPCAEmbedding(_EmbeddingBase):
         """Closed form: nothing beyond the shared attributes."""
 
 
-class SemidefiniteEmbedding(_EmbeddingBase):
+class SemidefiniteEmbedding(FaceLeg, _EmbeddingBase):
     """SDE / maximum variance unfolding: ``max tr K`` over the SDE set (one SDP, conic route)."""
 
     def _solve_kernel(self, A, C):
@@ -606,73 +596,6 @@ class SemidefiniteEmbedding(_EmbeddingBase):
             legs.append({**leg, "seconds": time.perf_counter() - t1, "status": status})
         fit.certificate.extra["legs"] = legs
         return fit
-
-    def _face_leg(self, A, C, face, opts: dict, deadline: float, leg: dict) -> _KernelFit:
-        """Clarabel on the face (``_face_conic_fit``), and when it fails, again with the
-        settings of ``SDE_FACE_RETRIES`` while the race is within its budget (``deadline``,
-        the engine leg's start plus Clarabel's typical time): a retry never starts after it,
-        and runs with the time left as its limit. ``leg["tries"]`` counts the solves; the last
-        ``SolverError`` is raised when none succeeds."""
-        leg["tries"] = 0
-        for extra in ({}, *SDE_FACE_RETRIES):
-            left = deadline - time.perf_counter()
-            if leg["tries"] and left <= 0:
-                break
-            run = {**opts, **extra}
-            if leg["tries"]:
-                run["time_limit"] = min(left, opts.get("time_limit", left))
-            leg["tries"] += 1
-            try:
-                return self._face_conic_fit(A, C, face, "CLARABEL", run)
-            except cp.error.SolverError as err:
-                last = err
-        raise last
-
-    def _rigid_face(self, A, C):
-        """The face exposed by the k-NN graph's rigid cliques
-        (:func:`specopt.solvers.sdp.facial.clique_face`), or None: no clique reduces it, or
-        ``preserve`` adds rows the face does not know. Used however little it reduces: a
-        2-turn planar spiral (one flat 5-clique, face 47 of 50 / 57 of 60) fails on Clarabel
-        either way, in 3.6 / 8.8 s on the face against 3.8 / 12.8 s on the set as written."""
-        if self.preserve != "edges":
-            return None
-        from ..solvers.sdp.facial import clique_face
-
-        edges = np.argwhere(np.triu(C, 1))
-        face = clique_face(A.shape[0], edges, _sq_dist(A)[edges[:, 0], edges[:, 1]],
-                           centered=True)
-        return face if face is not None and 0 < face.dim < A.shape[0] - 1 else None
-
-    def _face_conic_fit(self, A, C, face, solver: str, opts: dict) -> _KernelFit:
-        """The SDE on the rigid cliques' face (:mod:`specopt.learn._sde_face`) on a conic
-        solver: every feasible ``K`` lies on it, and the PSD block shrinks from ``n`` to
-        ``face.dim`` (S-curve N = 50: 29; Clarabel 0.4 s against 3.4 s on the set as written).
-        ``optimal`` also needs every edge row (the dropped ones too) within
-        ``SDE_ROW_TOL_FACTOR * LOW_RANK_TOL`` relative. The certificate's ``extra["face"]``:
-        the face's side, the kept rows, the row residual over all edges, ``<W, K> / tr K``."""
-        from ._sde_face import face_reduced_sde, face_violation
-
-        edges = np.argwhere(np.triu(C, 1))
-        d2 = _sq_dist(A)[edges[:, 0], edges[:, 1]]
-        prob, Z, keep, B = face_reduced_sde(face.V, edges, d2)
-        # retry=False: a Clarabel answer the gate rejects is this leg's answer (downgraded);
-        # the SCS retry on these sets ran 100000 iterations (S-curve N = 50: 17 s)
-        cert = solve_certified(prob, "SDE solve on the rigid cliques' face failed with status "
-                               "{}", route="conic", solver=solver, verbose=bool(self.verbose),
-                               retry=False, **opts)
-        Zv = np.asarray(Z.value)
-        w, U = np.linalg.eigh(0.5 * (Zv + Zv.T))  # K = Y Y^T with Y = B U sqrt(w+): PSD exactly
-        Y = B @ (U * np.sqrt(np.maximum(w, 0.0)))
-        K = Y @ Y.T
-        rows = edge_row_residual(Y, edges, d2)
-        cert.extra["face"] = {"dim": face.dim, "cliques": face.cliques_used,
-                              "rows_kept": int(len(keep)), "rows": int(len(edges)),
-                              "row_residual": rows, "face_violation": face_violation(face, K)}
-        if cert.status == cp.OPTIMAL and rows > SDE_ROW_TOL_FACTOR * LOW_RANK_TOL:
-            cert.status = cp.OPTIMAL_INACCURATE
-            cert.extra["downgraded"] = (f"row-wise residual {rows:.1e} over all edges above "
-                                        f"{SDE_ROW_TOL_FACTOR * LOW_RANK_TOL:.0e}")
-        return _KernelFit(K, 1, cert)
 
     def _cost(self, K: np.ndarray) -> float:
         return float(np.trace(K))
