@@ -100,11 +100,13 @@ class LinearSpectral(SymmetricArgument, ScalarAtom):
 
     # --- numbers -----------------------------------------------------------------------------
     def numeric(self, values):
-        eig = np.linalg.eigvalsh(values[0])[::-1]
+        X = np.asarray(values[0], dtype=float)
+        eig = np.linalg.eigvalsh(0.5 * (X + X.T))[::-1]
         return float(eig @ self.alpha)
 
     def _grad(self, values):
-        eig, vecs = np.linalg.eigh(values[0])
+        X = np.asarray(values[0], dtype=float)
+        eig, vecs = np.linalg.eigh(0.5 * (X + X.T))
         V = vecs[:, ::-1]
         D = (V * self.alpha) @ V.T
         return [sp.csc_array(D.ravel(order="F")[:, None])]

@@ -225,6 +225,23 @@ def test_bad_d_is_a_clear_error(d):
         specopt.eigengap(K, d)
 
 
+def test_value_of_a_nearly_symmetric_matrix_is_accepted_as_cvxpy_does():
+    """A solver's answer for ``Variable((n, n))`` with ``K == K.T`` is symmetric to its
+    tolerance: the value is taken (as ``cp.lambda_max``'s is) from the symmetric part."""
+    rng = np.random.default_rng(3)
+    B = rng.standard_normal((5, 5))
+    S = 100.0 * (B + B.T)
+    X = cp.Variable((5, 5))
+    X.value = S + 1e-7 * rng.standard_normal((5, 5))
+    alpha = [2.0, 1.0, 0.0, -1.0, 0.5]
+    expected = float(np.linalg.eigvalsh(0.5 * (X.value + X.value.T))[::-1] @ alpha)
+    assert specopt.linear_spectral(X, alpha).value == pytest.approx(expected, rel=1e-12)
+    assert cp.lambda_max(X).value is not None  # CVXPY accepts the same value
+    X.value = S + 1e-2 * np.triu(np.ones((5, 5)), 1)  # clearly not symmetric: still rejected
+    with pytest.raises(ValueError, match="symmetric"):
+        _ = specopt.linear_spectral(X, alpha).value
+
+
 def test_non_symmetric_value_is_rejected():
     X = cp.Variable((2, 2))
     X.value = np.array([[1.0, 2.0], [0.0, 1.0]])
