@@ -484,8 +484,15 @@ def unpack_result(
     ``reported_status`` replaces the status afterwards (used for statuses CVXPY does not know,
     such as a stationary point of a non-convex route).
     """
+    from ._values import restore, snapshot
+
     solution = Solution(status, opt_val, primal, dual, attr)
-    problem.unpack(solution)
+    saved = snapshot(problem)
+    try:
+        problem.unpack(solution)
+    except BaseException:
+        restore(saved)  # a write-back that fails part way leaves the model as it was
+        raise
     problem._solver_stats = SolverStats.from_dict(attr, solver_name)
     if reported_status is not None:
         problem._status = reported_status

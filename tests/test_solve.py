@@ -211,3 +211,20 @@ def test_default_backend_that_fails_is_replaced_but_a_named_one_is_not(monkeypat
     with pytest.raises(cp.error.SolverError, match="CLARABEL"):
         specopt.solve(prob2, route="conic", solver="CLARABEL")
     assert prob2.status is None
+
+
+def test_a_write_back_that_fails_leaves_the_model_as_it_was():
+    """``unpack_result`` writes values, then evaluates the objective; when that raises (here a
+    clearly non-symmetric matrix under a spectral atom) the values written are taken back."""
+    from specopt import _cvxpy_compat as compat
+
+    X = cp.Variable((3, 3))
+    con = cp.trace(X) == 1
+    prob = cp.Problem(cp.Minimize(specopt.linear_spectral(X, [1.0, 0.0, 0.0])), [X == X.T, con])
+    X.value = np.eye(3) / 3
+    bad = np.triu(np.ones((3, 3)))
+    with pytest.raises(ValueError, match="symmetric"):
+        compat.unpack_result(prob, cp.OPTIMAL, {X.id: bad}, {con.id: 2.0}, 1.0, "test", {})
+    np.testing.assert_array_equal(X.value, np.eye(3) / 3)
+    assert con.dual_value is None
+    assert prob.status is None
