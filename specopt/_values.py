@@ -82,9 +82,25 @@ def _inf_norm(value: Any) -> float:
 
 
 def _summands(expr: cp.Expression) -> list[cp.Expression]:
-    if type(expr).__name__ == "AddExpression":
+    """The terms ``expr`` adds up: an ``AddExpression``'s terms; for ``cp.sum(X)`` the entries
+    of ``X`` (its value's largest entry is the largest summand), for ``trace(X)`` the diagonal
+    of ``X`` (so ``cp.sum(K) == 0`` is scaled by the size of ``K``'s entries, not by its own
+    value near 0). A Dask-backed argument is not descended into: its value would be one entry
+    per data row."""
+    from ._cvxpy_compat import AddExpression, Sum, Trace
+
+    if isinstance(expr, AddExpression):
         return [t for a in expr.args for t in _summands(a)]
+    if isinstance(expr, (Sum, Trace)) and not _dask_backed(expr):
+        inner = expr.args[0]
+        return [expr, cp.diag(inner) if isinstance(expr, Trace) else inner]
     return [expr]
+
+
+def _dask_backed(expr: cp.Expression) -> bool:
+    from .atoms.row_quad_forms import uses_dask
+
+    return uses_dask(expr)
 
 
 def constraint_scale(con: cp.Constraint) -> float:

@@ -19,6 +19,9 @@ Checks (each recorded as ``checks[name] = Check(passed, measured, tolerance)``):
         rel_viol(c) = viol(c) / (1 + scale(c)),
         scale(c)    = max_j max( |a_j|_inf, max over the summands t of a_j of |t|_inf ),
 
+    the summands of ``a + b`` being its terms, of ``cp.sum(X)`` the entries of ``X`` and of
+    ``trace(X)`` its diagonal (``cp.sum(K) == 0`` adds n^2 entries: it is measured against
+    their size, not against its own value near 0),
     with ``viol(c)`` CVXPY's own ``constraint.violation()`` (largest entry; for ``>>``
     ``-lambda_min``, bounded by Cholesky factorizations from n = 300, exact above half the
     tolerance: :mod:`specopt._psd_violation`). This is the relative residual of SCS/Clarabel

@@ -32,6 +32,41 @@ def test_relative_violation_is_scaled_by_the_constraint_data():
     assert x.value is None  # measuring does not write
 
 
+def test_sums_are_scaled_by_their_summed_entries():
+    """``cp.sum(K) == 0`` adds n^2 entries: its violation is relative to the entries' size (as
+    for ``K[0, 0] + K[0, 1] + ... == 0``), so it passes where the same centering spelled
+    ``K @ 1 == 0`` passes; ``trace`` by the diagonal; a sum of small entries keeps scale 1."""
+    n = 40
+    K = cp.Variable((n, n), symmetric=True)
+    rng = np.random.default_rng(0)
+    G = rng.standard_normal((n, 3)) * 10.0
+    G -= G.mean(axis=0)
+    Kv = G @ G.T
+    Kv += 3e-4 / n**2  # sum(K) = 3e-4, entries up to ~1e3
+    at = {K.id: Kv}
+    total = gate.measure(cp.Problem(cp.Minimize(0), [cp.sum(K) == 0]), at)
+    rows = gate.measure(cp.Problem(cp.Minimize(0), [K @ np.ones(n) == 0]), at)
+    assert total["max_violation"] == pytest.approx(3e-4, rel=1e-6)
+    big = np.abs(Kv).max()
+    assert total["relative_violation"] == pytest.approx(3e-4 / (1 + big), rel=1e-9)
+    assert total["relative_violation"] <= gate.FEASIBILITY_TOL
+    assert rows["relative_violation"] <= gate.FEASIBILITY_TOL
+    # a real violation of the sum is still one: 1 % of the entries' size
+    off = {K.id: Kv + 0.01 * big / n**2}
+    assert gate.measure(cp.Problem(cp.Minimize(0), [cp.sum(K) == 0]), off)[
+        "relative_violation"] > gate.FEASIBILITY_TOL
+    # trace: the diagonal's entries, not the off-diagonal ones
+    D = np.diag(np.r_[1.0, np.zeros(n - 1)]) + 1e3 * (np.ones((n, n)) - np.eye(n))
+    tr = gate.measure(cp.Problem(cp.Minimize(0), [cp.trace(K) == 1 + 1e-3]), {K.id: D})
+    assert tr["relative_violation"] == pytest.approx(1e-3 / (1 + 1 + 1e-3), rel=1e-9)
+    # a probability simplex: entries below 1 leave the scale at the sides' size
+    x = cp.Variable(100)
+    simplex = gate.measure(cp.Problem(cp.Minimize(0), [cp.sum(x) == 1]),
+                           {x.id: np.full(100, 0.0105)})
+    assert simplex["relative_violation"] == pytest.approx(0.05 / (1 + 1.05), rel=1e-9)
+    assert K.value is None and x.value is None
+
+
 def test_checks_are_recorded_with_measured_values_and_tolerances():
     x = cp.Variable(3)
     prob = cp.Problem(cp.Minimize(cp.sum_squares(x - 1)), [cp.sum(x) == 1])
