@@ -920,7 +920,12 @@ def _user_mve_models():
         return cp.Problem(cp.Minimize(linear_spectral(K, np.r_[-np.ones(d), np.ones(N_U - d)])),
                           [cp.sum(K, axis=0) == 0, *_knn_rows(K)[0]])
 
-    return [atom_sum, rows_maximize, nuclear_norm, psd_attribute]
+    def symmetric_by_constraint():
+        K = cp.Variable((N_U, N_U))  # symmetric by a constraint, not by the attribute
+        return cp.Problem(cp.Minimize(mve_cost(K, d)),
+                          [K == K.T, K >> 0, cp.sum(K) == 0, *_knn_rows(K)[0]])
+
+    return [atom_sum, rows_maximize, nuclear_norm, psd_attribute, symmetric_by_constraint]
 
 
 def _other_user_models():
@@ -945,8 +950,9 @@ def _other_user_models():
 
 
 def test_user_written_mve_spellings_certify_with_defaults():
-    """Four spellings of one MVE: each stationary_point with default options, the same value,
-    the same backend (normNuc(K) of a PSD K is the trace in the subproblem)."""
+    """Five spellings of one MVE: each stationary_point with default options, the same value,
+    the same backend (normNuc(K) of a PSD K is the trace in the subproblem; a square variable
+    made symmetric by ``K == K.T``, whose answer is symmetric to the solver's tolerance)."""
     values, backends = [], set()
     for make in _user_mve_models():
         prob = make()
