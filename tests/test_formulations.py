@@ -1145,6 +1145,25 @@ def test_hybrid_steps_certify_and_agree_with_conic_steps(monkeypatch):
     assert vals["auto"] == pytest.approx(vals["conic"], rel=1e-3), vals
 
 
+def test_a_square_variable_made_symmetric_by_a_constraint_takes_the_engine_steps(monkeypatch):
+    """``Variable((n, n))`` with ``K == K.T``: the engine's steps, as for a declared symmetric
+    ``K`` (an S-curve N = 45 took 207 s on conic steps before, 11 s now), and the same
+    stationary value; the answer meets ``K == K.T`` exactly."""
+    _hybrid_from(monkeypatch, N_H)
+    vals = {}
+    for sym in (True, False):
+        K = cp.Variable((N_H, N_H), symmetric=sym)
+        cons = [K >> 0, cp.sum(K) == 0, *_knn_rows(K)[0]] + ([] if sym else [K == K.T])
+        prob = cp.Problem(cp.Minimize(mve_cost(K, 2)), cons)
+        vals[sym] = specopt.solve(prob)
+        cert = specopt.certificate(prob)
+        assert cert.status == specopt.STATIONARY, (sym, cert.gate_reasons)
+        assert cert.extra["hybrid_phases"], (sym, cert.extra)
+        if not sym:
+            assert np.abs(K.value - K.value.T).max() <= 1e-9 * np.abs(K.value).max()
+    assert vals[True] == pytest.approx(vals[False], rel=1e-3), vals
+
+
 @pytest.mark.slow
 def test_hybrid_steps_hand_over_to_clarabel_when_the_engine_does_not_certify(monkeypatch):
     """Certified engine steps that do not certify (injected): the steps go to Clarabel, which

@@ -45,33 +45,42 @@ def _coo_rows(A: Any, n: int, shift: int) -> tuple[np.ndarray, ...]:
     return co.row.astype(np.int64) + shift, co.col % n, co.col // n, co.data
 
 
-def recognize_low_rank_sdp(problem: cp.Problem) -> LRData:
+def recognize_low_rank_sdp(problem: cp.Problem, symmetry_constraint: bool = False) -> LRData:
     """Extract the low-rank SDP data of ``problem`` from its normalized description
     (:func:`specopt.reductions.analysis.analyze`; parameters bound to their current values), or
-    raise :class:`RouteMismatch` saying why in one short sentence."""
+    raise :class:`RouteMismatch` saying why in one short sentence.
+
+    ``symmetry_constraint``: a square variable without the symmetric / PSD attribute is taken
+    when a constraint says ``K == K.T`` (the engine's ``K`` meets it exactly, so that
+    constraint is not a row). The iterated-SDP route's steps use it; the low-rank route does
+    not, since its conic leg solves the problem as written, where Clarabel fails on that form
+    (an S-curve SDE, N = 30: 22 s uncertified on the engine against 3.4 s on the conic
+    route)."""
     desc, why = try_analyze(problem)
     if desc is None:
         raise RouteMismatch(why)
-    cached = desc.__dict__.get("_low_rank_sdp")  # explain, then solve: read once per description
+    key = "_low_rank_sdp_sym" if symmetry_constraint else "_low_rank_sdp"
+    cached = desc.__dict__.get(key)  # explain, then solve: read once per description
     if isinstance(cached, RouteMismatch):
         raise RouteMismatch(str(cached))
     if cached is not None:
         return cached
     try:
-        data = _read_description(desc, problem)
+        data = _read_description(desc, problem, symmetry_constraint)
     except RouteMismatch as exc:
-        desc.__dict__["_low_rank_sdp"] = exc
+        desc.__dict__[key] = exc
         raise
-    desc.__dict__["_low_rank_sdp"] = data
+    desc.__dict__[key] = data
     return data
 
 
-def _read_description(desc: Any, problem: cp.Problem) -> LRData:
-    K = _matrix_variable(desc, problem)
-    C = _objective_matrix(desc, problem, K)
+def _read_description(desc: Any, problem: cp.Problem, symmetry_constraint: bool) -> LRData:
+    K, symmetry = _matrix_variable(desc, problem, symmetry_constraint)
+    C = _objective_matrix(desc, problem, K, symmetrize=symmetry is not None)
     rows = _RowReader(K)
     for info in desc.constraints:
-        rows.read(info)
+        if symmetry is None or info.con is not symmetry:  # K == K.T holds for the engine's K
+            rows.read(info)
     if not (rows.psd_con is not None or K.attributes.get("PSD")):
         raise RouteMismatch(f"no PSD constraint on {K.name()} (K >> 0 or PSD=True)")
     A, b = rows.sparse_rows()
@@ -84,8 +93,11 @@ def _read_description(desc: Any, problem: cp.Problem) -> LRData:
                   psd_con=rows.psd_con)
 
 
-def _matrix_variable(desc: Any, problem: cp.Problem) -> cp.Variable:
-    """The one variable: square, declared symmetric or PSD, real."""
+def _matrix_variable(desc: Any, problem: cp.Problem,
+                     symmetry_constraint: bool = False) -> tuple[cp.Variable, Any]:
+    """The one variable: square, real, declared symmetric or PSD, or (``symmetry_constraint``)
+    made symmetric by a constraint ``K == K.T`` (in any spelling whose rows are ``a (K_ij -
+    K_ji) = 0``), returned as the second item (None for a declared one)."""
     variables = desc.variables
     if len(variables) != 1:
         raise RouteMismatch(
@@ -101,16 +113,54 @@ def _matrix_variable(desc: Any, problem: cp.Problem) -> cp.Variable:
                     "(solver='LOW_RANK' solves it with this route's engine on the PSD "
                     "embedding of the matrix)")
         raise RouteMismatch(f"variable {K.name()} is not a square matrix{hint}")
-    attrs = K.attributes
-    if not (attrs.get("symmetric") or attrs.get("PSD")):
-        raise RouteMismatch(f"{K.name()} must be declared symmetric=True or PSD=True")
     if K.is_complex():
         raise RouteMismatch("complex variables are not supported")
-    return K
+    attrs = K.attributes
+    if attrs.get("symmetric") or attrs.get("PSD"):
+        return K, None
+    symmetry = _symmetry_constraint(desc, K) if symmetry_constraint else None
+    if symmetry is None:
+        raise RouteMismatch(f"{K.name()} must be declared symmetric=True or PSD=True")
+    return K, symmetry
 
 
-def _objective_matrix(desc: Any, problem: cp.Problem, K: cp.Variable) -> SymOp:
-    """``C`` of the linear objective ``<C, K> + const`` (dense when over a quarter full)."""
+def _symmetry_constraint(desc: Any, K: cp.Variable) -> cp.Constraint | None:
+    """The equality constraint that says ``K == K.T``, or None."""
+    n = K.shape[0]
+    for info in desc.constraints:
+        amap = info.map
+        if (info.kind == "eq" and amap is not None and not amap.factored
+                and amap.size == n * n and not np.any(amap.offset)
+                and is_symmetry_map(amap.coef(K), n)):
+            return info.con
+    return None
+
+
+def is_symmetry_map(A: Any, n: int) -> bool:
+    """Whether the ``(n^2, n^2)`` coefficient block ``A`` (column-major vec of ``K``) says
+    ``K == K.T``: every nonzero row is ``a (K_ij - K_ji)`` with ``i != j``, and every pair
+    ``i < j`` has one (the diagonal's rows are zero)."""
+    A = sp.csr_array(A)
+    if A.shape != (n * n, n * n):
+        return False
+    A.sum_duplicates()
+    A.eliminate_zeros()
+    counts = np.diff(A.indptr)
+    if np.any((counts != 0) & (counts != 2)):
+        return False
+    cols, vals = A.indices.reshape(-1, 2), A.data.reshape(-1, 2)
+    ia, ja, ib, jb = cols[:, 0] % n, cols[:, 0] // n, cols[:, 1] % n, cols[:, 1] // n
+    if not (np.all(ia == jb) and np.all(ja == ib) and np.all(ia != ja)
+            and np.allclose(vals[:, 0], -vals[:, 1])):
+        return False
+    return np.unique(np.minimum(ia, ja) * n + np.maximum(ia, ja)).size == n * (n - 1) // 2
+
+
+def _objective_matrix(desc: Any, problem: cp.Problem, K: cp.Variable,
+                      symmetrize: bool = False) -> SymOp:
+    """``C`` of the linear objective ``<C, K> + const`` (dense when over a quarter full);
+    ``symmetrize``: ``(C + C^T) / 2``, the same objective on symmetric ``K`` (a square variable
+    made symmetric by a constraint may carry a non-symmetric ``C``)."""
     n = K.shape[0]
     if desc.terms:
         raise RouteMismatch(f"the objective is not linear in {K.name()} "
@@ -120,12 +170,14 @@ def _objective_matrix(desc: Any, problem: cp.Problem, K: cp.Variable) -> SymOp:
     if desc.affine.factored:
         raise RouteMismatch("the objective has row_quad_forms terms (not one matrix C)")
     co = sp.coo_array(desc.affine.coef(K))
-    ci, cj = co.col % n, co.col // n  # column-major vec
+    ci, cj, data = co.col % n, co.col // n, co.data  # column-major vec
+    if symmetrize:
+        ci, cj, data = np.r_[ci, cj], np.r_[cj, ci], 0.5 * np.r_[data, data]
     if co.nnz > n * n // 4:
         D = np.zeros((n, n))
-        np.add.at(D, (ci, cj), co.data)
+        np.add.at(D, (ci, cj), data)
         return SymOp(n, dense=D)
-    return SymOp(n, sparse=sp.coo_array((co.data, (ci, cj)), shape=(n, n)).tocsr())
+    return SymOp(n, sparse=sp.coo_array((data, (ci, cj)), shape=(n, n)).tocsr())
 
 
 class _RowReader:

@@ -42,8 +42,9 @@ def low_rank_subproblem(surr: Any, *, required: bool, min_n: int | None = None,
         n = surr.nodes[0].K.shape[0]
         if not required and (min_n is None or n < min_n):
             return None
-        d0 = recognize_low_rank_sdp(_linear_problem(surr, np.zeros((n, n))))
-        d1 = recognize_low_rank_sdp(_linear_problem(surr, np.eye(n)))
+        # a square K made symmetric by K == K.T is taken: the engine's K meets it exactly
+        d0 = recognize_low_rank_sdp(_linear_problem(surr, np.zeros((n, n))), True)
+        d1 = recognize_low_rank_sdp(_linear_problem(surr, np.eye(n)), True)
     except RouteMismatch:
         if required:
             raise

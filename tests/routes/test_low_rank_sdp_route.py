@@ -299,3 +299,54 @@ def test_iterated_sdp_auto_inner_switch(monkeypatch):
         out[min_n] = (specopt.certificate(prob).backend, prob.value)
     assert out[n + 1][0] == "CLARABEL" and out[n][0] == "low_rank_sdp"
     assert out[n][1] == pytest.approx(out[n + 1][1], rel=1e-5)
+
+
+def _nonsym_sde(n: int, symmetry):
+    """The SDE of :func:`_sde_problem` on a square ``Variable((n, n))`` with ``symmetry(K)`` as
+    its symmetry constraint (None: none)."""
+    Ks, prob = _sde_problem(n, 0)
+    K = cp.Variable((n, n))
+    cons = [c for c in prob.constraints if not isinstance(c, cp.constraints.PSD)]
+    cons = [K >> 0] + [type(c)(*[_swap(a, Ks, K) for a in c.args]) for c in cons]
+    if symmetry is not None:
+        cons.append(symmetry(K))
+    return cp.Problem(cp.Maximize(cp.trace(np.diag(np.arange(n) + 1.0) @ K + 0.1 * np.triu(
+        np.ones((n, n))) @ K)), cons)
+
+
+def _swap(expr, old, new):
+    if isinstance(expr, cp.Variable) and expr.id == old.id:
+        return new
+    return expr.copy([_swap(a, old, new) for a in expr.args]) if expr.args else expr
+
+
+@pytest.mark.parametrize("symmetry", [lambda K: K == K.T, lambda K: K.T == K,
+                                      lambda K: K - K.T == 0, lambda K: 2 * K == 2 * K.T])
+def test_a_square_variable_made_symmetric_by_a_constraint_reads_as_symmetric(symmetry):
+    """With ``symmetry_constraint`` (the iterated route's steps) ``K == K.T`` in any spelling
+    makes a square variable the engine's symmetric ``K``: the same rows as the declared one,
+    the objective's non-symmetric ``C`` symmetrized, the constraint not a row. Without it (the
+    low-rank route) the variable must be declared."""
+    n = 8
+    prob = _nonsym_sde(n, symmetry)
+    with pytest.raises(RouteMismatch, match="symmetric=True or PSD=True"):
+        recognize_low_rank_sdp(prob)
+    data = recognize_low_rank_sdp(prob, symmetry_constraint=True)
+    ref = recognize_low_rank_sdp(_sde_problem(n, 0)[1])
+    assert data.A.m == ref.A.m and data.centered and np.allclose(data.b, ref.b)
+    C = data.C.to_dense()
+    raw = np.diag(np.arange(n) + 1.0) + 0.1 * np.triu(np.ones((n, n)))
+    np.testing.assert_allclose(C, 0.5 * (raw + raw.T))
+    assert all(con is not prob.constraints[-1] for con, _ in data.rows)
+
+
+@pytest.mark.parametrize("partial", [
+    lambda K: K[0, 1] == K[1, 0],  # one pair only
+    lambda K: K == K,  # no rows at all
+    lambda K: K + K.T == 0,  # antisymmetric, not symmetric
+    lambda K: K == K.T + 1,  # an offset
+])
+def test_constraints_that_do_not_say_symmetric_are_not_taken(partial):
+    prob = _nonsym_sde(6, partial)
+    with pytest.raises(RouteMismatch):
+        recognize_low_rank_sdp(prob, symmetry_constraint=True)
