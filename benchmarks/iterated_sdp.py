@@ -13,7 +13,9 @@ points of a family (digits subsets, swiss roll, S-curve, hubs and spokes, a 2-tu
 * ``normnuc``      ``min normNuc(K) - 2 lambda_sum_largest(K, 2)`` (the nuclear norm as the trace);
 * ``nonshrink``    ``min mve_cost(K, 2)`` with non-shrink rows ``>=`` on a third of the non-edges;
 * ``eigengap``     ``max eigengap(K, 2)``;
-* ``concave``      ``min linear_spectral(K, (-3, -1, 0, ..., 0))`` (nondecreasing alpha: concave).
+* ``concave``      ``min linear_spectral(K, (-3, -1, 0, ..., 0))`` (nondecreasing alpha: concave);
+* ``nonexpand``    ``min mve_cost(K, 2)`` with the kNN rows as ``<=`` (distances may shrink) and
+                   ``trace(K) <= `` the data's (round 10).
 
 All with ``K >> 0`` and the squared kNN distances as equality rows; ``specopt.solve(prob)`` with
 default options. Each case runs in its own process with a time cap; the table gives, per model
@@ -42,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._common import markdown_table, run_json_subprocess, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
-MODELS = ("issue_alpha", "atom_sum", "maximize", "normnuc", "nonshrink", "eigengap", "concave")
+MODELS = ("issue_alpha", "atom_sum", "maximize", "normnuc", "nonshrink", "eigengap", "concave",
+          "nonexpand")
 FAMILIES = ("swiss", "scurve", "digits", "spokes", "spiral")
 
 
@@ -111,6 +114,11 @@ def model(kind: str, X: np.ndarray, k: int = 4, d: int = 2):
         return cp.Problem(cp.Minimize(mve_cost(K, d)), rowc + extra)
     if kind == "eigengap":
         return cp.Problem(cp.Maximize(eigengap(K, d)), sumc)
+    if kind == "nonexpand":
+        le = [K[i, i] + K[j, j] - 2 * K[i, j] <= D[i, j] for i, j in edges]
+        return cp.Problem(cp.Minimize(mve_cost(K, d)), [K >> 0, cp.sum(K) == 0,
+                                                       cp.trace(K) <= float(np.sum(D)) / (2 * n),
+                                                       *le])
     if kind == "concave":
         return cp.Problem(cp.Minimize(linear_spectral(K, np.r_[-3.0, -1.0, np.zeros(n - 2)])),
                           rowc)

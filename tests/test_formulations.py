@@ -1366,6 +1366,9 @@ def test_conic_only_steps_on_scs_agree_with_clarabel(monkeypatch):
     import specopt.reductions._iterated_steps as steps
 
     monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
+    # the SCS steps themselves (the measured try of Clarabel, which here finds Clarabel's
+    # steps 4x faster and keeps them, is tested below)
+    monkeypatch.setattr(steps, "SCS_PROBE_RATIO", float("inf"))
     make_nonshrink = _other_user_models()[1]
     vals = {}
     for solver in (None, "CLARABEL"):
@@ -1385,6 +1388,64 @@ def test_conic_only_steps_on_scs_agree_with_clarabel(monkeypatch):
     two_blocks = cp.Problem(cp.Minimize(cp.lambda_max(K)), [K >> 0, *_knn_rows(K)[0]])
     assert steps.conic_steps_on_scs(two_blocks, "CLARABEL", {})
     assert not steps.conic_steps_on_scs(two_blocks, "CLARABEL", {"tol_feas": 1e-7})
+
+
+def test_backend_probe_tries_clarabel_once_and_keeps_the_faster(monkeypatch):
+    """Single-block SCS steps: Clarabel gets one step when SCS's last two took over
+    SCS_PROBE_RATIO times Clarabel's predicted step; it keeps the steps when it took under
+    1 / SCS_PROBE_RATIO of SCS's, else SCS takes them back for good (no second try)."""
+    import specopt.reductions._iterated_steps as steps
+
+    monkeypatch.setattr(steps, "clarabel_step_seconds", lambda step: 1.0)
+
+    class Runner:
+        def __init__(self):
+            self.state = steps.BackendState("SCS")
+            self.conic_backend, self.solver_opts = "SCS", {"eps_abs": 1e-6}
+
+    def feed(times):
+        runner, probe = Runner(), steps.BackendProbe({"tol_feas": 1e-7})
+        seen = []
+        for t in times:
+            probe.after_step(runner, None, t)
+            seen.append(runner.state.backend)
+        return runner, probe, seen
+
+    runner, probe, seen = feed([0.5, 2.0, 1.2, 3.0, 1.0])
+    # 0.5 / 2.0: not both slow; 2.0 / 1.2: min 1.2 <= 1.5; 1.2 / 3.0: no; then 3.0 / 1.0: no
+    assert seen == ["SCS"] * 5 and probe.clarabel_seconds is None
+    runner, probe, seen = feed([2.0, 3.0, 1.0, 9.0])
+    assert seen == ["SCS", "CLARABEL", "CLARABEL", "CLARABEL"]  # kept: 1.0 * 1.5 < 2.5
+    assert runner.conic_backend == "CLARABEL" and runner.solver_opts == {"tol_feas": 1e-7}
+    assert runner.state.fallbacks[-1]["reason"].startswith("measured: Clarabel step 1")
+    assert probe.record()["clarabel_seconds"] == 1.0
+    runner, probe, seen = feed([2.0, 3.0, 2.0, 5.0, 5.0])
+    assert seen == ["SCS", "CLARABEL", "SCS", "SCS", "SCS"]  # 2.0 * 1.5 >= 2.5: back, for good
+    assert runner.conic_backend == "SCS" and not runner.state.fallbacks
+
+
+def test_backend_probe_on_a_run_keeps_the_claim(monkeypatch):
+    """The probe inside a run (Clarabel's prediction made tiny so that it fires on the small
+    instance): stationary at Clarabel's value whichever backend kept the steps, and recorded."""
+    import specopt.reductions._iterated_steps as steps
+
+    monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
+    monkeypatch.setattr(steps, "CLARABEL_STEP_SECONDS_MIN", 0.0)
+    monkeypatch.setattr(steps, "CLARABEL_STEP_SECONDS_1035", 1e-12)
+    make_nonshrink = _other_user_models()[1]
+    vals = {}
+    for solver in (None, "CLARABEL"):
+        prob = make_nonshrink()
+        vals[solver] = specopt.solve(prob, solver=solver)
+        cert = specopt.certificate(prob)
+        assert cert.status == specopt.STATIONARY, (solver, cert.gate_reasons)
+        if solver is None:
+            probe = cert.extra["backend_probe"]
+            assert probe["clarabel_seconds"] is not None, cert.extra
+            assert cert.backend in ("SCS", "CLARABEL")
+        else:
+            assert cert.extra["backend_probe"] is None
+    assert vals[None] == pytest.approx(vals["CLARABEL"], rel=1e-3), vals
 
 
 @pytest.mark.parametrize("cap", [None, 3])
@@ -1459,6 +1520,7 @@ def test_nonshrink_scs_steps_agree_with_clarabel_on_random_helices(seed, share, 
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
+        mp.setattr(steps, "SCS_PROBE_RATIO", float("inf"))  # SCS's steps, not the probe's
         out = _nonshrink_both_backends(seed, share, infeasible)
     if not infeasible:
         assert out[None] == pytest.approx(out["CLARABEL"], rel=2e-3), out
@@ -1496,6 +1558,7 @@ def test_nonshrink_infeasible_rows_on_scs_steps_are_a_status(monkeypatch, seed):
     import specopt.reductions._iterated_steps as steps
 
     monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
+    monkeypatch.setattr(steps, "SCS_PROBE_RATIO", float("inf"))  # SCS's steps, not the probe's
     out = _nonshrink_both_backends(seed, 2, True)
     assert set(out) == {"i"}
 

@@ -202,6 +202,72 @@ ITERATED_SCS_SINGLE_BLOCK_MIN_DIM = 1000
 MULTI_BLOCK_SCS_MAX_ITERS = 5000
 
 
+#: Single-block steps that run on SCS by the size rule (``"one block"``) try one step on Clarabel
+#: when SCS's last two steps took over ``SCS_PROBE_RATIO`` times Clarabel's predicted step
+#: (:func:`clarabel_step_seconds`), and stay there when that step took under ``1 /
+#: SCS_PROBE_RATIO`` of SCS's; else every later step is SCS's. The rule's own cases are
+#: unchanged (non-shrink rows: SCS ~1.5 s per step, Clarabel 4-8 s at N = 60); ``min mve_cost``
+#: with ``<=`` distance rows and a loose trace bound, S-curve N = 45: SCS steps of 1-10 s (up to
+#: 34400 iterations, 25 MM steps, 83 s), Clarabel ~1.1 s per step (36 s on Clarabel throughout).
+SCS_PROBE_RATIO = 1.5
+#: Clarabel's seconds per single-block MM step at dense KKT size 1035 (N = 45; one thread, quiet
+#: machine), scaled as its factorization, the size cubed: ~6 s at 1830 (N = 60, measured 4-8 s).
+CLARABEL_STEP_SECONDS_1035 = 1.1
+#: ... and at least this (a step's fixed costs: small steps of either backend take milliseconds)
+CLARABEL_STEP_SECONDS_MIN = 0.1
+
+
+def clarabel_step_seconds(subproblem: cp.Problem) -> float:
+    """Clarabel's predicted seconds for one single-block MM step
+    (``CLARABEL_STEP_SECONDS_1035``, at least ``CLARABEL_STEP_SECONDS_MIN``)."""
+    return max(CLARABEL_STEP_SECONDS_MIN,
+               CLARABEL_STEP_SECONDS_1035 * (dense_kkt_dimension(subproblem) / 1035.0) ** 3)
+
+
+@dataclass
+class BackendProbe:
+    """One measured try of Clarabel during single-block SCS steps (``SCS_PROBE_RATIO``):
+    ``opts`` are Clarabel's step options; the record says what was measured."""
+
+    opts: dict[str, Any]
+    scs_seconds: list[float] = field(default_factory=list)
+    clarabel_seconds: float | None = None
+    #: Clarabel's predicted step (:func:`clarabel_step_seconds`, read once)
+    predicted: float | None = None
+    done: bool = False
+
+    def record(self) -> dict[str, Any]:
+        """What was measured: SCS's step seconds, Clarabel's probe step (None: not tried)."""
+        return {"scs_seconds": list(self.scs_seconds), "clarabel_seconds": self.clarabel_seconds,
+                "clarabel_predicted": self.predicted}
+
+    def after_step(self, runner: StepRunner, step: cp.Problem, seconds: float) -> None:
+        """Read the step's time; switch ``runner`` to Clarabel for one step, or for good, or
+        back to SCS for good."""
+        state = runner.state
+        if self.done:
+            return
+        if state.backend == "SCS":
+            self.scs_seconds.append(seconds)
+            last = self.scs_seconds[-2:]
+            if self.predicted is None:
+                self.predicted = clarabel_step_seconds(step)
+            if len(last) == 2 and min(last) > SCS_PROBE_RATIO * self.predicted:
+                state.backend = "CLARABEL"  # the next step is the probe
+            return
+        if state.backend != "CLARABEL":  # moved elsewhere by a failure: no probe
+            self.done = True
+            return
+        self.clarabel_seconds, self.done = seconds, True
+        scs = sum(self.scs_seconds[-2:]) / 2.0
+        reason = f"measured: Clarabel step {seconds:.2g} s, SCS steps {scs:.2g} s"
+        if seconds * SCS_PROBE_RATIO < scs:
+            runner.conic_backend, runner.solver_opts = "CLARABEL", dict(self.opts)
+            state.fallbacks.append({"from": "SCS", "to": "CLARABEL", "reason": reason})
+        else:
+            state.backend = "SCS"
+
+
 def conic_steps_on_scs(subproblem: cp.Problem, backend: str,
                        user_opts: dict[str, Any]) -> str | None:
     """Whether the conic-only MM steps (no engine steps, no ``solver=``) should run on SCS
@@ -461,6 +527,8 @@ class StepRunner:
         self.engine: Any = None
         self.conic_backend = backend
         self.refiner: HybridRefiner | None = None
+        #: a measured try of Clarabel during single-block SCS steps (:class:`BackendProbe`)
+        self.probe: BackendProbe | None = None
 
     @property
     def backend(self) -> str:
@@ -501,6 +569,8 @@ class StepRunner:
         raise TypeError)."""
         if self.state.backend == self.conic_backend:
             return dict(self.solver_opts)
+        if self.probe is not None and not self.probe.done and self.state.backend == "CLARABEL":
+            return dict(self.probe.opts)
         return dict(_FALLBACK_OPTS.get(self.state.backend, {}))
 
     def step_problem(self, Bs: list[np.ndarray]) -> cp.Problem:
@@ -569,7 +639,7 @@ class StepRunner:
             # N = 60, LMI form: 59 iterations, 8.3 s at 1e-8, then 27, 4.3 s at 1e-6)
             for k, v in _CLARABEL_POLISH.items():
                 kw.setdefault(k, v)
-        if self.carry_scale and self.stats.scale is not None:
+        if self.carry_scale and self.stats.scale is not None and self.state.backend == "SCS":
             kw.setdefault("scale", self.stats.scale)  # SCS's adapted scale, warm-started
         t0 = time.perf_counter()
         try:
@@ -589,7 +659,10 @@ class StepRunner:
                 self.use_engine(run)
                 return self._engine_step(Bs)
             compile_time = self._solve_step(step, kw)
-        self._record(step, compile_time, time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        self._record(step, compile_time, seconds)
+        if self.probe is not None:
+            self.probe.after_step(self, step, seconds)
         return self._point(step.status)
 
     def _record(self, step: cp.Problem, compile_time: float, seconds: float) -> None:

@@ -55,6 +55,7 @@ from ._iterated_steps import (
     HYBRID_TIGHT_TOL,
     MULTI_BLOCK_SCS_MAX_ITERS,
     SCS_EPS,
+    BackendProbe,
     StepRunner,
     SubproblemInfeasible,
     SubproblemUnbounded,
@@ -267,10 +268,13 @@ class IteratedSDPRoute(Route):
             multi = on_scs == "several blocks"
             if multi:
                 raw.setdefault("scs_max_iters", MULTI_BLOCK_SCS_MAX_ITERS)
+            clarabel_opts = dict(cfg.solver_opts)
             cfg = mm_settings(surr, None, raw, backend="SCS")
             runner = step_runner(surr, ctx.solver, cfg)
             if multi:
                 runner.state.switch_to = "CLARABEL"
+            else:  # one block: Clarabel tried once when SCS's steps run long (SCS_PROBE_RATIO)
+                runner.probe = BackendProbe(clarabel_opts)
         loop = loop_options(cfg, runner)
         max_iters = int(loop.pop("max_iters", MAX_ITERS))
         stat_tol = max(10.0 * float(loop["tol"]), STATIONARITY_TOL)
@@ -450,6 +454,8 @@ def _extra(out: MMOutcome, sign: int) -> dict[str, Any]:
         "scs_iterations": list(stats.scs_iters),
         "backend_fallbacks": list(out.runner.state.fallbacks),
         "backend_retry_options": dict(out.runner.state.retry_opts),
+        # single-block SCS steps: Clarabel's measured try (SCS_PROBE_RATIO), or None
+        "backend_probe": None if out.runner.probe is None else out.runner.probe.record(),
         "stationarity_detail": {k: v for k, v in stat.items() if k != "descent"},
         "tie_escapes": len(results) - 1,
         # steps linearized at an extrapolated point, and the one that increased F (then off)
