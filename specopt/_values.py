@@ -74,6 +74,39 @@ def evaluate_at(problem: cp.Problem, primal: dict[int, Any]) -> float | None:
     return None if val is None else float(val)
 
 
+#: :func:`expanded_term_scale` reads coefficients of constraints up to this many entries.
+EXPANDED_SCALE_MAX_SIZE = 100_000
+
+
+def expanded_term_scale(con: cp.Constraint) -> float | None:
+    """The largest term ``|a_rk x_k|`` (and constant ``|c_r|``) of the constraint's affine sides
+    written out as ``sum_k a_rk x_k + c_r`` at the variables' values: ``1^T K 1 == 0`` adds up
+    the entries of ``K``, which :func:`constraint_scale` sees only through ``cp.sum``, ``trace``
+    and ``+``. None when it does not apply (not affine, parameters, Dask rows, too large): the
+    gate asks for it only for a constraint that fails on :func:`constraint_scale`."""
+    from . import _cvxpy_compat as compat
+
+    if isinstance(con, (cp.constraints.PSD, cp.constraints.SOC)) or _dask_backed(con):
+        return None
+    scale = 0.0
+    for arg in con.args:
+        if not arg.is_affine() or arg.parameters() or arg.size > EXPANDED_SCALE_MAX_SIZE:
+            return None
+        variables = arg.variables()
+        if any(v.value is None for v in variables):
+            return None
+        try:
+            coeffs, offset = compat.affine_coefficients(arg, variables)
+        except ValueError:
+            return None
+        scale = max(scale, float(np.max(np.abs(offset), initial=0.0)))
+        for v in variables:
+            A = abs(coeffs[v.id]).multiply(np.abs(np.asarray(v.value, dtype=float)).ravel(
+                order="F")[None, :])
+            scale = max(scale, float(A.max()) if A.nnz else 0.0)
+    return scale
+
+
 def _inf_norm(value: Any) -> float:
     if value is None:
         return math.nan

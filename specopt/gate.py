@@ -21,7 +21,9 @@ Checks (each recorded as ``checks[name] = Check(passed, measured, tolerance)``):
 
     the summands of ``a + b`` being its terms, of ``cp.sum(X)`` the entries of ``X`` and of
     ``trace(X)`` its diagonal (``cp.sum(K) == 0`` adds n^2 entries: it is measured against
-    their size, not against its own value near 0),
+    their size, not against its own value near 0); a constraint that fails on this scale is
+    measured against its sides written out, ``sum_k a_rk x_k + c_r``, the largest ``|a_rk x_k|``
+    or ``|c_r|`` (:func:`~specopt._values.expanded_term_scale`: ``1^T K 1 == 0``),
     with ``viol(c)`` CVXPY's own ``constraint.violation()`` (largest entry; for ``>>``
     ``-lambda_min``, bounded by Cholesky factorizations from n = 300, exact above half the
     tolerance: :mod:`specopt._psd_violation`). This is the relative residual of SCS/Clarabel
@@ -73,7 +75,7 @@ import numpy as np
 
 from . import _cvxpy_compat as compat
 from ._psd_violation import psd_violation
-from ._values import constraint_scale, objective_value, values_set
+from ._values import constraint_scale, expanded_term_scale, objective_value, values_set
 from .backends import backend_status
 from .certificate import STATIONARY, relative_gap
 from .gate_claims import FARKAS_RADIUS, farkas_on_problem, ray_on_problem
@@ -129,6 +131,9 @@ def relative_violations(problem: cp.Problem) -> list[tuple[cp.Constraint, float,
             out.append((con, math.inf, math.inf))
             continue
         scale = constraint_scale(con) if scale is None else scale
+        if v > FEASIBILITY_TOL * (1.0 + scale):
+            # failing on the sides' size: measured against the terms they add up instead
+            scale = max(scale, expanded_term_scale(con) or 0.0)
         out.append((con, v, v / (1.0 + scale)))
     return out
 

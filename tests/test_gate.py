@@ -67,6 +67,36 @@ def test_sums_are_scaled_by_their_summed_entries():
     assert K.value is None and x.value is None
 
 
+def test_a_failing_constraint_is_measured_against_its_written_out_terms():
+    """``1^T K 1 == 0`` (or ``quad_form(1, K) == 0``) adds up K's entries: when it fails on its
+    sides' size it is measured against its terms ``|a_rk x_k|`` (exactly: ``A @ x == b`` with
+    large entries of ``A`` and ``x`` that never meet is not inflated); constraints with
+    parameters keep the sides' scale."""
+    n = 30
+    K = cp.Variable((n, n), symmetric=True)
+    rng = np.random.default_rng(1)
+    G = rng.standard_normal((n, 2)) * 10.0
+    G -= G.mean(axis=0)
+    at = {K.id: G @ G.T + 3e-4 / n**2}
+    big = np.abs(at[K.id]).max()
+    one = np.ones(n)
+    for con in (one @ K @ one == 0, cp.quad_form(one, K) == 0):
+        m = gate.measure(cp.Problem(cp.Minimize(0), [con]), at)
+        assert m["max_violation"] == pytest.approx(3e-4, rel=1e-6)
+        assert m["relative_violation"] == pytest.approx(3e-4 / (1 + big), rel=1e-6)
+    # the largest entries of A (1e6) meet the smallest of x (1e-6): every term is 1, so a
+    # violation of 0.01 stays one (max|A| max|x| = 1e12 would have hidden it)
+    x = cp.Variable(2)
+    A = np.diag([1e6, 1e-6])
+    m = gate.measure(cp.Problem(cp.Minimize(0), [A @ x == np.array([1.01, 1.0])]),
+                     {x.id: np.array([1e-6, 1e6])})
+    assert m["relative_violation"] == pytest.approx(0.01 / (1 + 1.01), rel=1e-6)
+    p = cp.Parameter(value=1.0)
+    m = gate.measure(cp.Problem(cp.Minimize(0), [p * (one @ K @ one) == 0]), at)
+    assert m["relative_violation"] == pytest.approx(3e-4 / (1 + 3e-4), rel=1e-6)
+    assert K.value is None and x.value is None
+
+
 def test_checks_are_recorded_with_measured_values_and_tolerances():
     x = cp.Variable(3)
     prob = cp.Problem(cp.Minimize(cp.sum_squares(x - 1)), [cp.sum(x) == 1])
