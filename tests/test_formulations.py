@@ -1369,17 +1369,9 @@ def test_conic_only_steps_on_scs_agree_with_clarabel(monkeypatch):
     # the SCS steps themselves (the measured try of Clarabel, which here finds Clarabel's
     # steps 4x faster and keeps them, is tested below)
     monkeypatch.setattr(steps, "SCS_PROBE_RATIO", float("inf"))
-    make_nonshrink = _other_user_models()[1]
-    vals = {}
-    for solver in (None, "CLARABEL"):
-        prob = make_nonshrink()
-        vals[solver] = specopt.solve(prob, solver=solver)
-        cert = specopt.certificate(prob)
-        assert cert.status == specopt.STATIONARY, (solver, cert.gate_reasons)
-        assert cert.backend == (solver or "SCS")
-        if solver is None:
-            assert cert.extra["scs_iterations"], cert.extra
-    assert vals[None] == pytest.approx(vals["CLARABEL"], rel=1e-3), vals
+    certs = _nonshrink_default_and_clarabel()
+    assert certs[None].backend == "SCS" and certs["CLARABEL"].backend == "CLARABEL"
+    assert certs[None].extra["scs_iterations"], certs[None].extra
     K = cp.Variable((N_U, N_U), symmetric=True)
     one_block = cp.Problem(cp.Minimize(cp.trace(K)), [K >> 0, *_knn_rows(K)[0]])
     assert steps.conic_steps_on_scs(one_block, "CLARABEL", {})
@@ -1432,20 +1424,23 @@ def test_backend_probe_on_a_run_keeps_the_claim(monkeypatch):
     monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
     monkeypatch.setattr(steps, "CLARABEL_STEP_SECONDS_MIN", 0.0)
     monkeypatch.setattr(steps, "CLARABEL_STEP_SECONDS_1035", 1e-12)
+    certs = _nonshrink_default_and_clarabel()
+    assert certs[None].extra["backend_probe"]["clarabel_seconds"] is not None, certs[None].extra
+    assert certs["CLARABEL"].extra["backend_probe"] is None
+
+
+def _nonshrink_default_and_clarabel() -> dict:
+    """The non-shrink user model with default options and with ``solver="CLARABEL"``: both
+    stationary at the same value; their certificates."""
     make_nonshrink = _other_user_models()[1]
-    vals = {}
+    vals, certs = {}, {}
     for solver in (None, "CLARABEL"):
         prob = make_nonshrink()
         vals[solver] = specopt.solve(prob, solver=solver)
-        cert = specopt.certificate(prob)
+        certs[solver] = cert = specopt.certificate(prob)
         assert cert.status == specopt.STATIONARY, (solver, cert.gate_reasons)
-        if solver is None:
-            probe = cert.extra["backend_probe"]
-            assert probe["clarabel_seconds"] is not None, cert.extra
-            assert cert.backend in ("SCS", "CLARABEL")
-        else:
-            assert cert.extra["backend_probe"] is None
     assert vals[None] == pytest.approx(vals["CLARABEL"], rel=1e-3), vals
+    return certs
 
 
 @pytest.mark.parametrize("cap", [None, 3])
