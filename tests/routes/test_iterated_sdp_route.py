@@ -60,6 +60,7 @@ def test_typical_instances_reach_a_stationary_point():
        theta=st.sampled_from([0.0, None]))
 @example(seed=72, n=6, d=2, theta=0.0)
 @example(seed=72, n=6, d=2, theta=None)
+@example(seed=140, n=9, d=1, theta=None)
 def test_monotone_trace_and_stationary_fixed_point(seed, n, d, theta):
     """Plain MM (``extrapolation=0``) and the default (extrapolated linearization points far
     from the stop): a stationary fixed point; the trace monotone, with the default except at
@@ -88,7 +89,10 @@ def test_monotone_trace_and_stationary_fixed_point(seed, n, d, theta):
     # the step that certifies a point may still lower F a little off the majorizer's tight point)
     # (seed 72, n 6, d 2: a two-point trace rising 1.4e-7 within the monotone tolerance; the
     # certified point is the first, the lower one, which `trace[-2:].max()` missed)
-    assert np.min(np.abs(trace[-2:] - val)) <= 1e-9 * scale
+    # (an extrapolated step that increased F is dropped: the next step linearizes at the point
+    # before it, which is then the certified one; seed 140, n 9, d 1 rejected its penultimate)
+    kept = trace[[i for i in range(len(trace)) if i not in rejected]]  # trace[0]: the start
+    assert np.min(np.abs(kept[-2:] - val)) <= 1e-9 * scale
     assert cert.max_violation < 1e-5
     # fixed point: one more linearized solve (independent of the route) does not improve, to
     # 10x the stationarity tolerance relative to 1 + |F(K*)| as the certificate states it (the

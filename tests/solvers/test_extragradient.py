@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import cvxpy as cp
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from specopt.solvers.extragradient import (
@@ -39,6 +39,7 @@ def ramp_data(rng, N=30, D=3, J=4, shift=0.0):
 
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 6), st.floats(0.01, 20.0))
+@example(117, 1, 0.0625)  # Clarabel 1.25e-7 from the exact clip(a, 0, 1) of a 1 x 1 matrix
 def test_spectraplex_projection_matches_cvxpy(seed, J, scale):
     rng = np.random.default_rng(seed)
     A = rng.normal(size=(J, J)) * scale
@@ -47,8 +48,11 @@ def test_spectraplex_projection_matches_cvxpy(seed, J, scale):
     prob = cp.Problem(cp.Minimize(cp.sum_squares(X - A)), [cp.trace(X) <= 1])
     checked_reference(prob, "CLARABEL", **TIGHT)
     P = project_spectraplex(A)
-    assert np.max(np.abs(P - X.value)) <= 1e-7
+    # Clarabel's point is accurate to its tolerances only (1.25e-7 on a 1 x 1 instance); the
+    # projection is feasible and at least as close to A as Clarabel's point
+    assert np.max(np.abs(P - X.value)) <= 1e-6
     assert np.trace(P) <= 1 + 1e-12 and np.linalg.eigvalsh(P)[0] >= -1e-12
+    assert np.sum((P - A) ** 2) <= np.sum((X.value - A) ** 2) + 1e-9 * (1 + np.sum(A * A))
 
 
 def test_capped_simplex_inside_and_outside():
