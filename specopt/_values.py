@@ -16,6 +16,8 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
+from . import _cvxpy_compat as compat
+
 
 def snapshot(problem: cp.Problem) -> dict[str, list]:
     """Copies of the current values of every variable and dual variable of ``problem``."""
@@ -54,10 +56,8 @@ def objective_value(problem: cp.Problem) -> Any:
     """``problem.objective.value`` at the variables' current values; a hinge or sum over
     Dask-backed ``row_quad_forms`` rows is evaluated as one Dask graph (only scalars reach the
     client, :mod:`specopt._lazy_value`) instead of one array entry per row."""
-    from .atoms.row_quad_forms import uses_dask
-
     expr = problem.objective.expr
-    if uses_dask(expr):
+    if _dask_backed(expr):
         from ._lazy_value import NotLazy, lazy_value
 
         try:
@@ -84,8 +84,6 @@ def expanded_term_scale(con: cp.Constraint) -> float | None:
     the entries of ``K``, which :func:`constraint_scale` sees only through ``cp.sum``, ``trace``
     and ``+``. None when it does not apply (not affine, parameters, Dask rows, too large): the
     gate asks for it only for a constraint that fails on :func:`constraint_scale`."""
-    from . import _cvxpy_compat as compat
-
     if isinstance(con, (cp.constraints.PSD, cp.constraints.SOC)) or _dask_backed(con):
         return None
     scale = 0.0
@@ -120,18 +118,17 @@ def _summands(expr: cp.Expression) -> list[cp.Expression]:
     of ``X`` (so ``cp.sum(K) == 0`` is scaled by the size of ``K``'s entries, not by its own
     value near 0). A Dask-backed argument is not descended into: its value would be one entry
     per data row."""
-    from ._cvxpy_compat import AddExpression, Sum, Trace
-
-    if isinstance(expr, AddExpression):
+    if isinstance(expr, compat.AddExpression):
         return [t for a in expr.args for t in _summands(a)]
-    if isinstance(expr, (Sum, Trace)) and not _dask_backed(expr):
+    if isinstance(expr, (compat.Sum, compat.Trace)) and not _dask_backed(expr):
         inner = expr.args[0]
-        return [expr, cp.diag(inner) if isinstance(expr, Trace) else inner]
+        return [expr, cp.diag(inner) if isinstance(expr, compat.Trace) else inner]
     return [expr]
 
 
 def _dask_backed(expr: cp.Expression) -> bool:
-    from .atoms.row_quad_forms import uses_dask
+    """Whether ``expr`` (or a constraint) has Dask-backed ``row_quad_forms`` rows."""
+    from .atoms.row_quad_forms import uses_dask  # (the atoms import this package's compat)
 
     return uses_dask(expr)
 
