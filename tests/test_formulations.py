@@ -1275,6 +1275,36 @@ def test_bounded_step_measure_counts_the_gap():
         assert res.converged is expect, (gap, res.history["stationarity"])
 
 
+@pytest.mark.parametrize("sense", ["min", "max"])
+def test_bounded_step_keeps_the_signed_gap(sense):
+    """A stalled certified-phase step is kept on its proven bound: its gap enters the measure
+    with its sign (minimization form), so a value on the wrong side of the bound (rows met to
+    ``tight_tol`` on a set without an interior) raises the certified minimum to the bound, and
+    a gap above the stationarity tolerance, or rows above ``tight_tol``, are not kept."""
+    from types import SimpleNamespace
+
+    from specopt.reductions import _iterated_steps as its
+
+    sign = 1.0 if sense == "min" else -1.0
+    engine = SimpleNamespace(d0=SimpleNamespace(sense=sense))
+    runner = SimpleNamespace(engine=engine, conic_backend="CLARABEL")
+    ref = its.HybridRefiner(runner, 1e-4, 1e-5)
+    ref.stat_tol = 1e-4
+
+    def point(value, bound, res=1e-6):
+        return {"objective": sign * value,
+                "low_rank": SimpleNamespace(objective=value, bound=bound, gap=1e-3,
+                                            primal_residual=res)}
+
+    below = point(-100.02 * sign, -100.0 * sign)  # 2e-4 past the bound, rows at 1e-6
+    assert ref._bounded(below) and below["gap_abs"] == pytest.approx(-0.02)
+    within = point(-99.995 * sign, -100.0 * sign)  # 5e-5 above it
+    assert ref._bounded(within) and within["gap_abs"] == pytest.approx(0.005)
+    assert not ref._bounded(point(-99.98 * sign, -100.0 * sign))  # 2e-4 above: too far
+    ref.bounded_run = 0
+    assert not ref._bounded(point(-100.02 * sign, -100.0 * sign, res=1e-4))  # loose rows
+
+
 def test_hybrid_steps_capped_are_not_claimed(monkeypatch):
     """A run capped before two certified steps is not stationary_point."""
     _hybrid_from(monkeypatch, N_H)

@@ -435,10 +435,11 @@ class HybridRefiner:
         """A phase 1 step that stalled short of ``tight_tol`` but is usable: rows satisfied to
         ``tight_tol`` and a proven bound whose gap, relative as the stationarity measure
         (``/(1 + |value|)``), is at most half the stationarity tolerance (the other half is
-        left for the MM decrease the measure is made of). Its absolute gap is stored as
-        ``point["gap_abs"]``; the MM loop subtracts it from the step's majorizer value, so the
-        measure stays a proven upper bound of the decrease. At most ``HYBRID_MAX_BOUNDED`` in a
-        row: then the steps go to the conic backend as before."""
+        left for the MM decrease the measure is made of). Its gap (value minus bound, in
+        minimization form; negative when the rows' residual put the value below the bound) is
+        stored as ``point["gap_abs"]``; the MM loop subtracts it from the step's majorizer
+        value, so the measure stays a proven upper bound of the decrease. At most
+        ``HYBRID_MAX_BOUNDED`` in a row: then the steps go to the conic backend as before."""
         res = point["low_rank"]
         if not self._can_finish():
             # without the conic finish a kept step's value is not the conic one (see
@@ -449,10 +450,14 @@ class HybridRefiner:
                 or res.primal_residual > self.tight_tol \
                 or self.bounded_run >= HYBRID_MAX_BOUNDED:
             return False
-        gap_abs = abs(float(res.objective) - float(res.bound))
-        if gap_abs / (1.0 + abs(float(point["objective"]))) > BOUNDED_GAP_SHARE * self.stat_tol:
+        # signed: a value below the proven bound (rows met only to ``tight_tol`` on a set
+        # without an interior) raises the majorizer's certified minimum to the bound itself
+        gap = float(res.objective) - float(res.bound)
+        if self.runner.engine.d0.sense == "max":
+            gap = -gap  # minimization form, as the loop's values
+        if gap / (1.0 + abs(float(point["objective"]))) > BOUNDED_GAP_SHARE * self.stat_tol:
             return False
-        point["gap_abs"] = gap_abs
+        point["gap_abs"] = gap
         point["bounded"] = True
         self.bounded_run += 1
         self.bounded += 1

@@ -149,6 +149,36 @@ def test_sde_agrees_with_clarabel(seed, method):
         assert res.bound >= ref - 1e-6 * abs(ref)
 
 
+@pytest.mark.parametrize("ip_steps", [3, 40])
+def test_uncertified_interior_point_kept_when_its_rows_are_met(monkeypatch, ip_steps):
+    """An interior point that ends uncertified, with no factored iterations after it: kept as
+    it ended when it meets the rows to ``tol`` (cutting it to the factored method's starting
+    rank would only lose row accuracy), cut to that rank when it does not."""
+    from specopt.solvers.sdp import _solve
+
+    original, seen = _solve._ip_stage, {}
+
+    def uncertified(*args, **kwargs):
+        out = dict(original(*args, **kwargs), optimal=False)
+        seen.update(rank=out["Y"].shape[1], res=out["res"])
+        return out
+
+    monkeypatch.setattr(_solve, "_ip_stage", uncertified)
+    n = 30
+    pairs, d2 = _spiral_sde(n, 0)
+    A = SparseRows.from_pairs(pairs, n)
+    T = graph_trace_bound(n, *distance_rows(A, d2))
+    res = solve_low_rank_sdp(SymOp.identity(n), A, d2, sense="max", centered=True,
+                             implied_trace_bound=T, tol=1e-5, method="ip",
+                             ip_max_iters=ip_steps)
+    pataki = int(np.sqrt(2 * (A.m + 1))) + 2
+    if seen["res"] <= 1e-5:
+        assert res.rank == seen["rank"] > pataki
+        assert res.primal_residual <= 1e-5
+    else:
+        assert ip_steps == 3 and res.rank <= pataki
+
+
 def test_graph_trace_bound_needs_connectivity():
     pairs = np.array([[0, 1], [2, 3]])
     assert graph_trace_bound(4, pairs, np.ones(2)) is None
