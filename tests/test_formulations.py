@@ -1399,6 +1399,7 @@ def test_conic_only_steps_on_scs_agree_with_clarabel(monkeypatch):
     # the SCS steps themselves (the measured try of Clarabel, which here finds Clarabel's
     # steps 4x faster and keeps them, is tested below)
     monkeypatch.setattr(steps, "SCS_PROBE_RATIO", float("inf"))
+    monkeypatch.setattr(steps, "SCS_STEP_BUDGET_RATIO", float("inf"))
     certs = _nonshrink_default_and_clarabel()
     assert certs[None].backend == "SCS" and certs["CLARABEL"].backend == "CLARABEL"
     assert certs[None].extra["scs_iterations"], certs[None].extra
@@ -1457,6 +1458,47 @@ def test_backend_probe_on_a_run_keeps_the_claim(monkeypatch):
     certs = _nonshrink_default_and_clarabel()
     assert certs[None].extra["backend_probe"]["clarabel_seconds"] is not None, certs[None].extra
     assert certs["CLARABEL"].extra["backend_probe"] is None
+
+
+def test_scs_step_budget_cuts_to_clarabel(monkeypatch):
+    """An SCS step that reaches its budget is solved on Clarabel (the probe, while undecided)
+    and SCS takes the next step again; the second cut moves every later step to Clarabel, with
+    the reason recorded."""
+    import specopt.reductions._iterated_steps as steps
+
+    monkeypatch.setattr(steps, "clarabel_step_seconds", lambda step: 1.0)
+
+    class Runner:
+        def __init__(self):
+            self.state = steps.BackendState("SCS")
+            self.conic_backend, self.solver_opts = "SCS", {"eps_abs": 1e-6}
+
+    runner, probe = Runner(), steps.BackendProbe({"tol_feas": 1e-7})
+    assert probe.budget(None) == pytest.approx(steps.SCS_STEP_BUDGET_RATIO)
+    probe.cut(runner, 3.0)
+    assert runner.state.backend == "CLARABEL" and not probe.settled
+    probe.after_step(runner, None, 2.5)  # the probe: 2.5 * 1.5 >= 3.0, back to SCS
+    assert runner.state.backend == "SCS" and probe.done and runner.conic_backend == "SCS"
+    probe.cut(runner, 3.0)
+    assert runner.state.backend == "CLARABEL" and probe.settled
+    assert runner.conic_backend == "CLARABEL" and runner.solver_opts == {"tol_feas": 1e-7}
+    assert "budget" in runner.state.fallbacks[-1]["reason"]
+    assert probe.budget(None) is None and probe.record()["scs_budget_cuts"] == 2
+    probe.after_step(runner, None, 9.0)
+    assert runner.state.backend == "CLARABEL"
+
+
+def test_scs_step_budget_on_a_run_keeps_the_claim(monkeypatch):
+    """Every SCS step cut at once (a budget of ~0 s): the run moves to Clarabel after two cuts
+    and is stationary at Clarabel's value."""
+    import specopt.reductions._iterated_steps as steps
+
+    monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
+    monkeypatch.setattr(steps, "SCS_STEP_BUDGET_RATIO", 1e-9)
+    certs = _nonshrink_default_and_clarabel()
+    probe = certs[None].extra["backend_probe"]
+    assert probe["scs_budget_cuts"] == 2 and certs[None].backend == "CLARABEL", probe
+    assert any("budget" in f["reason"] for f in certs[None].extra["backend_fallbacks"])
 
 
 def _nonshrink_default_and_clarabel() -> dict:
@@ -1546,6 +1588,7 @@ def test_nonshrink_scs_steps_agree_with_clarabel_on_random_helices(seed, share, 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
         mp.setattr(steps, "SCS_PROBE_RATIO", float("inf"))  # SCS's steps, not the probe's
+        mp.setattr(steps, "SCS_STEP_BUDGET_RATIO", float("inf"))
         out = _nonshrink_both_backends(seed, share, infeasible)
     if not infeasible:
         assert out[None] == pytest.approx(out["CLARABEL"], rel=2e-3), out
@@ -1583,7 +1626,9 @@ def test_nonshrink_infeasible_rows_on_scs_steps_are_a_status(monkeypatch, seed):
     import specopt.reductions._iterated_steps as steps
 
     monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
-    monkeypatch.setattr(steps, "SCS_PROBE_RATIO", float("inf"))  # SCS's steps, not the probe's
+    # SCS's steps, not the probe's
+    monkeypatch.setattr(steps, "SCS_PROBE_RATIO", float("inf"))
+    monkeypatch.setattr(steps, "SCS_STEP_BUDGET_RATIO", float("inf"))
     out = _nonshrink_both_backends(seed, 2, True)
     assert set(out) == {"i"}
 

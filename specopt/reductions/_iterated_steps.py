@@ -121,7 +121,7 @@ def _solve_with_fallback(prob: cp.Problem, state: BackendState, kw: dict, verbos
     try:
         compile_time = compat.solve_in_place(prob, first, warm_start=True, verbose=verbose,
                                              lmi_first=state.clarabel_lmi_first, **kw)
-        if prob.status in _GOOD:
+        if prob.status in _GOOD or scs_time_limited(prob):  # (the caller moves a cut step)
             return compile_time
         why = f"status {prob.status}"
     except SolverError as exc:
@@ -215,6 +215,20 @@ SCS_PROBE_RATIO = 1.5
 CLARABEL_STEP_SECONDS_1035 = 1.1
 #: ... and at least this (a step's fixed costs: small steps of either backend take milliseconds)
 CLARABEL_STEP_SECONDS_MIN = 0.1
+#: While the probe is undecided, an SCS step stops at this many times Clarabel's predicted step
+#: (SCS's ``time_limit_secs``) and the step is solved on Clarabel instead, as the probe: one
+#: slow SCS step then costs at most this, not the 3-25 s SCS took on the ``<=`` distance rows
+#: (nonexpand, N = 45) before two slow steps moved them to Clarabel.
+SCS_STEP_BUDGET_RATIO = 3.0
+#: ... and after this many cut steps every later step is Clarabel's
+SCS_BUDGET_CUTS = 2
+
+
+def scs_time_limited(step: cp.Problem) -> bool:
+    """Whether SCS stopped the step at its ``time_limit_secs``."""
+    info = (step.solver_stats.extra_stats or {}).get("info", {}) \
+        if step.solver_stats is not None else {}
+    return "time_limit" in str(info.get("status", ""))
 
 
 def clarabel_step_seconds(subproblem: cp.Problem) -> float:
@@ -226,28 +240,63 @@ def clarabel_step_seconds(subproblem: cp.Problem) -> float:
 
 @dataclass
 class BackendProbe:
-    """One measured try of Clarabel during single-block SCS steps (``SCS_PROBE_RATIO``):
-    ``opts`` are Clarabel's step options; the record says what was measured."""
+    """Measured moves between SCS and Clarabel during single-block SCS steps: one try of
+    Clarabel after two slow SCS steps (``SCS_PROBE_RATIO``), and every SCS step capped at
+    ``SCS_STEP_BUDGET_RATIO`` times Clarabel's predicted step, a step cut there solved on
+    Clarabel (after ``SCS_BUDGET_CUTS`` cuts, every later step). ``opts`` are Clarabel's step
+    options; the record says what was measured."""
 
     opts: dict[str, Any]
     scs_seconds: list[float] = field(default_factory=list)
     clarabel_seconds: float | None = None
     #: Clarabel's predicted step (:func:`clarabel_step_seconds`, read once)
     predicted: float | None = None
+    #: the one try of Clarabel was made
     done: bool = False
+    #: the steps left SCS for good (Clarabel by measurement, or another backend by a failure)
+    settled: bool = False
+    #: SCS steps cut at the budget
+    cuts: int = 0
 
     def record(self) -> dict[str, Any]:
         """What was measured: SCS's step seconds, Clarabel's probe step (None: not tried)."""
         return {"scs_seconds": list(self.scs_seconds), "clarabel_seconds": self.clarabel_seconds,
-                "clarabel_predicted": self.predicted}
+                "clarabel_predicted": self.predicted, "scs_budget_cuts": self.cuts}
+
+    def budget(self, step: cp.Problem) -> float | None:
+        """SCS's time limit for the next step (``SCS_STEP_BUDGET_RATIO``), None once settled."""
+        if self.settled or not math.isfinite(SCS_STEP_BUDGET_RATIO):
+            return None
+        if self.predicted is None:
+            self.predicted = clarabel_step_seconds(step)
+        return SCS_STEP_BUDGET_RATIO * self.predicted
+
+    def cut(self, runner: StepRunner, seconds: float) -> None:
+        """An SCS step reached its budget after ``seconds``: the step goes to Clarabel (the
+        probe, while not done; SCS's time counts as the budget's, a lower bound of its own);
+        at the ``SCS_BUDGET_CUTS``-th cut, every later step too."""
+        self.cuts += 1
+        self.scs_seconds.append(seconds)
+        if self.cuts >= SCS_BUDGET_CUTS:
+            self._settle(runner, f"SCS steps reached their budget ({seconds:.2g} s, "
+                                 f"{SCS_STEP_BUDGET_RATIO:g}x Clarabel's predicted step) "
+                                 f"{self.cuts} times")
+        runner.state.backend = "CLARABEL"
+
+    def _settle(self, runner: StepRunner, reason: str) -> None:
+        runner.conic_backend, runner.solver_opts = "CLARABEL", dict(self.opts)
+        runner.state.fallbacks.append({"from": "SCS", "to": "CLARABEL", "reason": reason})
+        self.done = self.settled = True
 
     def after_step(self, runner: StepRunner, step: cp.Problem, seconds: float) -> None:
         """Read the step's time; switch ``runner`` to Clarabel for one step, or for good, or
-        back to SCS for good."""
+        back to SCS."""
         state = runner.state
-        if self.done:
+        if self.settled:
             return
         if state.backend == "SCS":
+            if self.done:
+                return
             self.scs_seconds.append(seconds)
             last = self.scs_seconds[-2:]
             if self.predicted is None:
@@ -256,16 +305,16 @@ class BackendProbe:
                 state.backend = "CLARABEL"  # the next step is the probe
             return
         if state.backend != "CLARABEL":  # moved elsewhere by a failure: no probe
-            self.done = True
+            self.done = self.settled = True
             return
-        self.clarabel_seconds, self.done = seconds, True
-        scs = sum(self.scs_seconds[-2:]) / 2.0
-        reason = f"measured: Clarabel step {seconds:.2g} s, SCS steps {scs:.2g} s"
-        if seconds * SCS_PROBE_RATIO < scs:
-            runner.conic_backend, runner.solver_opts = "CLARABEL", dict(self.opts)
-            state.fallbacks.append({"from": "SCS", "to": "CLARABEL", "reason": reason})
-        else:
-            state.backend = "SCS"
+        if not self.done:  # the probe step
+            self.clarabel_seconds, self.done = seconds, True
+            scs = sum(self.scs_seconds[-2:]) / 2.0
+            if seconds * SCS_PROBE_RATIO < scs:
+                self._settle(runner, f"measured: Clarabel step {seconds:.2g} s, SCS steps "
+                                     f"{scs:.2g} s")
+                return
+        state.backend = "SCS"  # back: the probe lost, or a cut step's visit
 
 
 def conic_steps_on_scs(subproblem: cp.Problem, backend: str,
@@ -597,7 +646,9 @@ class StepRunner:
             warnings.simplefilter("always")
             compile_time = _solve_with_fallback(step, self.state, kw, False, others)
             state = self.state
-            if step.status == cp.OPTIMAL_INACCURATE and state.switch_to is not None \
+            # (an SCS step cut at the probe's budget is left as it is: the caller moves it)
+            cut = scs_time_limited(step)
+            if not cut and step.status == cp.OPTIMAL_INACCURATE and state.switch_to is not None \
                     and state.backend != state.switch_to:
                 # this step and every following one on ``switch_to``, at its own defaults
                 state.fallbacks.append({"from": state.backend, "to": state.switch_to,
@@ -605,7 +656,7 @@ class StepRunner:
                 state.backend, state.switch_to = state.switch_to, None
                 kw = self._backend_opts()
                 compile_time = _solve_with_fallback(step, state, kw, False, others)
-            if step.status == cp.OPTIMAL_INACCURATE and _polish(step, state, kw):
+            if not cut and step.status == cp.OPTIMAL_INACCURATE and _polish(step, state, kw):
                 self.stats.polished += 1
         for w in caught:
             if "Solution may be inaccurate" not in str(w.message):
@@ -646,9 +697,19 @@ class StepRunner:
                 kw.setdefault(k, v)
         if self.carry_scale and self.stats.scale is not None and self.state.backend == "SCS":
             kw.setdefault("scale", self.stats.scale)  # SCS's adapted scale, warm-started
+        budget = self.probe.budget(step) if self.probe is not None \
+            and self.state.backend == "SCS" else None
+        if budget is not None:
+            kw["time_limit_secs"] = budget
         t0 = time.perf_counter()
         try:
             compile_time = self._solve_step(step, kw, others=self.engine_tried)
+            if budget is not None and scs_time_limited(step):
+                self.probe.cut(self, time.perf_counter() - t0)
+                self.stats.solve += time.perf_counter() - t0
+                self.stats.solves += 1
+                kw, t0 = self._backend_opts(), time.perf_counter()
+                compile_time = self._solve_step(step, kw, others=self.engine_tried)
         except SolverError as exc:
             if self.engine_tried:
                 raise
