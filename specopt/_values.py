@@ -15,6 +15,7 @@ from typing import Any
 
 import cvxpy as cp
 import numpy as np
+import scipy.sparse as sp
 
 from . import _cvxpy_compat as compat
 
@@ -108,6 +109,8 @@ def expanded_term_scale(con: cp.Constraint) -> float | None:
 def _inf_norm(value: Any) -> float:
     if value is None:
         return math.nan
+    if sp.issparse(value):  # a sparse constant's value (``cp.trace(L @ K)``, L scipy sparse)
+        return float(abs(value).max()) if value.nnz else 0.0
     arr = np.abs(np.asarray(value, dtype=complex if np.iscomplexobj(value) else float))
     return float(np.max(arr)) if arr.size else 0.0
 

@@ -67,6 +67,29 @@ def test_sums_are_scaled_by_their_summed_entries():
     assert K.value is None and x.value is None
 
 
+def test_rows_with_scipy_sparse_data_are_measured():
+    """``cp.trace(L @ K) == d`` with ``L`` a scipy sparse array (an edge Laplacian, as users
+    write distance rows): the gate measures it (its scale read a sparse value and raised
+    ``ValueError`` before), and the route's answer passes."""
+    import scipy.sparse as sp
+
+    n = 6
+    K = cp.Variable((n, n), symmetric=True)
+    rows = []
+    for i in range(n - 1):
+        L = sp.csr_array(([1.0, 1.0, -1.0, -1.0], ([i, i + 1, i, i + 1], [i, i + 1, i + 1, i])),
+                         shape=(n, n))
+        rows.append(cp.trace(L @ K) == 1.0 + i)
+    Kv = np.eye(n)
+    measured = gate.measure(cp.Problem(cp.Minimize(0), rows), {K.id: Kv})
+    assert measured["max_violation"] == pytest.approx(n - 3.0)  # 2 against 1 + (n - 2)
+    prob = cp.Problem(cp.Maximize(cp.trace(K)), [K >> 0, cp.sum(K) == 0, *rows])
+    value = specopt.solve(prob, solver="CLARABEL")
+    cert = specopt.certificate(prob)
+    assert cert.status == "optimal" and not cert.gate_reasons
+    assert value == pytest.approx(checked_reference(prob, "CLARABEL"), rel=1e-5)
+
+
 def test_a_failing_constraint_is_measured_against_its_written_out_terms():
     """``1^T K 1 == 0`` (or ``quad_form(1, K) == 0``) adds up K's entries: when it fails on its
     sides' size it is measured against its terms ``|a_rk x_k|`` (exactly: ``A @ x == b`` with
