@@ -1164,6 +1164,77 @@ def test_a_square_variable_made_symmetric_by_a_constraint_takes_the_engine_steps
     assert vals[True] == pytest.approx(vals[False], rel=1e-3), vals
 
 
+def _round11_spellings():
+    """One MVE (``min mve_cost(K, 2)``, kNN distance rows, centred) in spellings that reached
+    the engine's steps only after round 11 (or crashed the gate): ``name -> (K, problem)``."""
+    import scipy.sparse as sp
+
+    n = N_H
+
+    def problem(K, rows, centering=None, objective=None):
+        return K, cp.Problem(objective or cp.Minimize(mve_cost(K, 2)),
+                             [K >> 0, cp.sum(K) == 0 if centering is None else centering,
+                              *rows])
+
+    def pairwise():
+        K = cp.Variable((n, n))
+        return problem(K, _knn_rows(K)[0] + [K[i, j] == K[j, i] for i in range(n)
+                                             for j in range(i)])
+
+    def masked():
+        K = cp.Variable((n, n), symmetric=True)
+        _, D, edges = _knn_rows(K)
+        M = np.zeros((n, n))
+        M[tuple(np.array(sorted(edges)).T)] = 1.0
+        dk = cp.reshape(cp.diag(K), (n, 1), order="F")
+        G = dk @ np.ones((1, n)) + np.ones((n, 1)) @ dk.T - 2 * K
+        return problem(K, [cp.multiply(M, G) == M * D])
+
+    def laplacian():
+        K = cp.Variable((n, n), symmetric=True)
+        _, D, edges = _knn_rows(K)
+        rows = [cp.trace(sp.csr_array(([1.0, 1.0, -1.0, -1.0], ([i, j, i, j], [i, j, j, i])),
+                                      shape=(n, n)) @ K) == D[i, j] for i, j in sorted(edges)]
+        return problem(K, rows)
+
+    def largest_minus_smallest():
+        K = cp.Variable((n, n), symmetric=True)
+        return problem(K, _knn_rows(K)[0], centering=K @ np.ones(n) == 0,
+                       objective=cp.Maximize(cp.lambda_sum_largest(K, 2)
+                                             - cp.lambda_sum_smallest(K, n - 2)))
+
+    return {"pairwise_symmetry": pairwise, "masked_matrix_rows": masked,
+            "sparse_laplacian_rows": laplacian, "largest_minus_smallest": largest_minus_smallest}
+
+
+@pytest.mark.parametrize("name", list(_round11_spellings()))
+def test_round11_spellings_take_the_engine_steps(monkeypatch, name):
+    """Each spelling: stationary on the engine's steps (no conic fallback), at the atom
+    spelling's value."""
+    import specopt.reductions._low_rank_steps as lrs
+
+    _hybrid_from(monkeypatch, N_H)
+    K = cp.Variable((N_H, N_H), symmetric=True)
+    ref = specopt.solve(cp.Problem(cp.Minimize(mve_cost(K, 2)),
+                                   [K >> 0, cp.sum(K) == 0, *_knn_rows(K)[0]]))
+    rows_seen = []
+    original = lrs.solve_low_rank_sdp
+
+    def spy(C, A, b, *args, **kwargs):
+        rows_seen.append(A.m)
+        return original(C, A, b, *args, **kwargs)
+
+    monkeypatch.setattr(lrs, "solve_low_rank_sdp", spy)
+    K, prob = _round11_spellings()[name]()
+    value = specopt.solve(prob)
+    cert = specopt.certificate(prob)
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    assert cert.backend == "low_rank_sdp" and not cert.extra["backend_fallbacks"], cert.extra
+    sign = -1.0 if isinstance(prob.objective, cp.Maximize) else 1.0
+    assert sign * value == pytest.approx(ref, rel=1e-3)
+    assert rows_seen  # the steps were the engine's
+
+
 @pytest.mark.slow
 def test_hybrid_steps_hand_over_to_clarabel_when_the_engine_does_not_certify(monkeypatch):
     """Certified engine steps that do not certify (injected): the steps go to Clarabel, which

@@ -78,8 +78,10 @@ def _read_description(desc: Any, problem: cp.Problem, symmetry_constraint: bool)
     K, symmetry = _matrix_variable(desc, problem, symmetry_constraint)
     C = _objective_matrix(desc, problem, K, symmetrize=symmetry is not None)
     rows = _RowReader(K)
+    # the engine's K is symmetric: the constraints saying K == K.T are not rows
+    skip = {id(c) for c in symmetry or ()}
     for info in desc.constraints:
-        if symmetry is None or info.con is not symmetry:  # K == K.T holds for the engine's K
+        if id(info.con) not in skip:
             rows.read(info)
     if not (rows.psd_con is not None or K.attributes.get("PSD")):
         raise RouteMismatch(f"no PSD constraint on {K.name()} (K >> 0 or PSD=True)")
@@ -96,8 +98,9 @@ def _read_description(desc: Any, problem: cp.Problem, symmetry_constraint: bool)
 def _matrix_variable(desc: Any, problem: cp.Problem,
                      symmetry_constraint: bool = False) -> tuple[cp.Variable, Any]:
     """The one variable: square, real, declared symmetric or PSD, or (``symmetry_constraint``)
-    made symmetric by a constraint ``K == K.T`` (in any spelling whose rows are ``a (K_ij -
-    K_ji) = 0``), returned as the second item (None for a declared one)."""
+    made symmetric by constraints ``K == K.T`` (in any spelling whose rows are ``a (K_ij -
+    K_ji) = 0``, one constraint or one per pair), returned as the second item (a tuple; None
+    for a declared one)."""
     variables = desc.variables
     if len(variables) != 1:
         raise RouteMismatch(
@@ -124,36 +127,55 @@ def _matrix_variable(desc: Any, problem: cp.Problem,
     return K, symmetry
 
 
-def _symmetry_constraint(desc: Any, K: cp.Variable) -> cp.Constraint | None:
-    """The equality constraint that says ``K == K.T``, or None."""
+def _symmetry_constraint(desc: Any, K: cp.Variable) -> tuple[cp.Constraint, ...] | None:
+    """The equality constraints that say ``K == K.T``: one that does by itself (any spelling),
+    or several whose rows each equate one pair (``K[i, j] == K[j, i]`` in a loop, a triangle's
+    entries as one vector) and that together cover every pair; None otherwise."""
     n = K.shape[0]
+    parts: list[cp.Constraint] = []
+    covered: set[int] = set()
     for info in desc.constraints:
         amap = info.map
-        if (info.kind == "eq" and amap is not None and not amap.factored
-                and amap.size == n * n and not np.any(amap.offset)
-                and is_symmetry_map(amap.coef(K), n)):
-            return info.con
-    return None
+        if (info.kind != "eq" or amap is None or amap.factored or np.any(amap.offset)):
+            continue
+        pairs = symmetry_pairs(amap.coef(K), n)
+        if pairs is None:
+            continue
+        if len(pairs) == n * (n - 1) // 2:
+            return (info.con,)
+        parts.append(info.con)
+        covered.update(pairs.tolist())
+    return tuple(parts) if parts and len(covered) == n * (n - 1) // 2 else None
+
+
+def symmetry_pairs(A: Any, n: int) -> np.ndarray | None:
+    """The pairs ``i < j`` (as ``i n + j``, unique) of a coefficient block ``A`` (column-major
+    vec of ``K``, any number of rows) whose every nonzero row is ``a (K_ij - K_ji)`` with ``i !=
+    j``; None when a row is anything else, or no row is."""
+    A = sp.csr_array(A)
+    if A.ndim != 2 or A.shape[1] != n * n:
+        return None
+    A.sum_duplicates()
+    A.eliminate_zeros()
+    counts = np.diff(A.indptr)
+    if not A.nnz or np.any((counts != 0) & (counts != 2)):
+        return None
+    cols, vals = A.indices.reshape(-1, 2), A.data.reshape(-1, 2)
+    ia, ja, ib, jb = cols[:, 0] % n, cols[:, 0] // n, cols[:, 1] % n, cols[:, 1] // n
+    if not (np.all(ia == jb) and np.all(ja == ib) and np.all(ia != ja)
+            and np.allclose(vals[:, 0], -vals[:, 1])):
+        return None
+    return np.unique(np.minimum(ia, ja) * n + np.maximum(ia, ja))
 
 
 def is_symmetry_map(A: Any, n: int) -> bool:
     """Whether the ``(n^2, n^2)`` coefficient block ``A`` (column-major vec of ``K``) says
     ``K == K.T``: every nonzero row is ``a (K_ij - K_ji)`` with ``i != j``, and every pair
     ``i < j`` has one (the diagonal's rows are zero)."""
-    A = sp.csr_array(A)
-    if A.shape != (n * n, n * n):
+    if sp.csr_array(A).shape != (n * n, n * n):
         return False
-    A.sum_duplicates()
-    A.eliminate_zeros()
-    counts = np.diff(A.indptr)
-    if np.any((counts != 0) & (counts != 2)):
-        return False
-    cols, vals = A.indices.reshape(-1, 2), A.data.reshape(-1, 2)
-    ia, ja, ib, jb = cols[:, 0] % n, cols[:, 0] // n, cols[:, 1] % n, cols[:, 1] // n
-    if not (np.all(ia == jb) and np.all(ja == ib) and np.all(ia != ja)
-            and np.allclose(vals[:, 0], -vals[:, 1])):
-        return False
-    return np.unique(np.minimum(ia, ja) * n + np.maximum(ia, ja)).size == n * (n - 1) // 2
+    pairs = symmetry_pairs(A, n)
+    return pairs is not None and pairs.size == n * (n - 1) // 2
 
 
 def _objective_matrix(desc: Any, problem: cp.Problem, K: cp.Variable,

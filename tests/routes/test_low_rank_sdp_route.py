@@ -309,7 +309,8 @@ def _nonsym_sde(n: int, symmetry):
     cons = [c for c in prob.constraints if not isinstance(c, cp.constraints.PSD)]
     cons = [K >> 0] + [type(c)(*[_swap(a, Ks, K) for a in c.args]) for c in cons]
     if symmetry is not None:
-        cons.append(symmetry(K))
+        sym = symmetry(K)
+        cons.extend(sym if isinstance(sym, list) else [sym])
     return cp.Problem(cp.Maximize(cp.trace(np.diag(np.arange(n) + 1.0) @ K + 0.1 * np.triu(
         np.ones((n, n))) @ K)), cons)
 
@@ -320,13 +321,26 @@ def _swap(expr, old, new):
     return expr.copy([_swap(a, old, new) for a in expr.args]) if expr.args else expr
 
 
+def _pairwise(K):  # one constraint per pair, as a loop writes it
+    n = K.shape[0]
+    return [K[i, j] == K[j, i] for i in range(n) for j in range(i)]
+
+
+def _triangle(K):  # the strict upper triangle as one vector
+    iu = np.triu_indices(K.shape[0], 1)
+    return K[iu] == K.T[iu]
+
+
 @pytest.mark.parametrize("symmetry", [lambda K: K == K.T, lambda K: K.T == K,
-                                      lambda K: K - K.T == 0, lambda K: 2 * K == 2 * K.T])
+                                      lambda K: K - K.T == 0, lambda K: 2 * K == 2 * K.T,
+                                      _pairwise, _triangle,
+                                      lambda K: [K[:3] == K.T[:3], K[3:] == K.T[3:]]])
 def test_a_square_variable_made_symmetric_by_a_constraint_reads_as_symmetric(symmetry):
     """With ``symmetry_constraint`` (the iterated route's steps) ``K == K.T`` in any spelling
-    makes a square variable the engine's symmetric ``K``: the same rows as the declared one,
-    the objective's non-symmetric ``C`` symmetrized, the constraint not a row. Without it (the
-    low-rank route) the variable must be declared."""
+    (one constraint, one per pair, a triangle, blocks of rows) makes a square variable the
+    engine's symmetric ``K``: the same rows as the declared one, the objective's non-symmetric
+    ``C`` symmetrized, the symmetry constraints not rows. Without it (the low-rank route) the
+    variable must be declared."""
     n = 8
     prob = _nonsym_sde(n, symmetry)
     with pytest.raises(RouteMismatch, match="symmetric=True or PSD=True"):
@@ -337,11 +351,16 @@ def test_a_square_variable_made_symmetric_by_a_constraint_reads_as_symmetric(sym
     C = data.C.to_dense()
     raw = np.diag(np.arange(n) + 1.0) + 0.1 * np.triu(np.ones((n, n)))
     np.testing.assert_allclose(C, 0.5 * (raw + raw.T))
-    assert all(con is not prob.constraints[-1] for con, _ in data.rows)
+    sym = symmetry(cp.Variable((n, n)))
+    n_sym = len(sym) if isinstance(sym, list) else 1
+    taken = {id(con) for con, _ in data.rows}
+    assert not any(id(c) in taken for c in prob.constraints[-n_sym:])
 
 
 @pytest.mark.parametrize("partial", [
     lambda K: K[0, 1] == K[1, 0],  # one pair only
+    lambda K: _pairwise(K)[:-1],  # every pair but one
+    lambda K: [K[i, j] == K[j, i] + 1 for i in range(6) for j in range(i)],  # offsets
     lambda K: K == K,  # no rows at all
     lambda K: K + K.T == 0,  # antisymmetric, not symmetric
     lambda K: K == K.T + 1,  # an offset

@@ -179,6 +179,28 @@ def test_uncertified_interior_point_kept_when_its_rows_are_met(monkeypatch, ip_s
         assert ip_steps == 3 and res.rank <= pataki
 
 
+def test_identically_zero_rows_are_dropped():
+    """Rows ``0 = 0`` (a masked matrix constraint has one per zero of its mask) leave the
+    solve as without them, with zero multipliers; a row ``0 = b != 0`` is an error."""
+    n = 20
+    pairs, d2 = _spiral_sde(n, 0)
+    A = SparseRows.from_pairs(pairs, n)
+    T = graph_trace_bound(n, *distance_rows(A, d2))
+    m, extra = A.m, 7
+    # rows m .. m + extra - 1 hold entries that cancel (or none at all)
+    Z = SparseRows(np.r_[A.rows, m, m], np.r_[A.ii, 0, 0], np.r_[A.jj, 1, 1],
+                   np.r_[A.vals, 2.0, -2.0], m + extra, n)
+    kw = dict(sense="max", centered=True, implied_trace_bound=T, tol=1e-6, method="ip")
+    ref = solve_low_rank_sdp(SymOp.identity(n), A, d2, **kw)
+    res = solve_low_rank_sdp(SymOp.identity(n), Z, np.r_[d2, np.zeros(extra)], **kw)
+    assert res.status == ref.status == "optimal"
+    assert res.objective == pytest.approx(ref.objective, rel=1e-9)
+    assert res.y.size == m + extra and np.all(res.y[m:] == 0.0)
+    assert np.allclose(res.y[:m], ref.y, rtol=1e-7, atol=1e-9)
+    with pytest.raises(ValueError, match="identically zero"):
+        solve_low_rank_sdp(SymOp.identity(n), Z, np.r_[d2, np.ones(extra)], **kw)
+
+
 def test_graph_trace_bound_needs_connectivity():
     pairs = np.array([[0, 1], [2, 3]])
     assert graph_trace_bound(4, pairs, np.ones(2)) is None
