@@ -1560,12 +1560,14 @@ def test_scs_step_budget_cuts_to_clarabel(monkeypatch):
 
 
 def test_scs_step_budget_on_a_run_keeps_the_claim(monkeypatch):
-    """Every SCS step cut at once (a budget of ~0 s): the run moves to Clarabel after two cuts
-    and is stationary at Clarabel's value."""
+    """Every SCS step cut at once (a budget of ~0 s; the probe's measured comparison off, so
+    that Clarabel's first step does not keep the steps by itself): the run moves to Clarabel
+    after two cuts and is stationary at Clarabel's value."""
     import specopt.reductions._iterated_steps as steps
 
     monkeypatch.setattr(steps, "ITERATED_SCS_SINGLE_BLOCK_MIN_DIM", 10)
     monkeypatch.setattr(steps, "SCS_STEP_BUDGET_RATIO", 1e-9)
+    monkeypatch.setattr(steps, "SCS_PROBE_RATIO", float("inf"))
     certs = _nonshrink_default_and_clarabel()
     probe = certs[None].extra["backend_probe"]
     assert probe["scs_budget_cuts"] == 2 and certs[None].backend == "CLARABEL", probe
