@@ -1235,6 +1235,50 @@ def test_round11_spellings_take_the_engine_steps(monkeypatch, name):
     assert rows_seen  # the steps were the engine's
 
 
+def _inequality_models():
+    """``min mve_cost(K, 2)`` with inequality rows: the kNN distances held at most their
+    length with a trace bound (``nonexpand``), or fixed with non-edges at least theirs
+    (``nonshrink``)."""
+    n = N_H
+
+    def nonexpand():
+        K = cp.Variable((n, n), symmetric=True)
+        _, D, edges = _knn_rows(K)
+        le = [K[i, i] + K[j, j] - 2 * K[i, j] <= D[i, j] for i, j in sorted(edges)]
+        return cp.Problem(cp.Minimize(mve_cost(K, 2)), [
+            K >> 0, cp.sum(K) == 0, cp.trace(K) <= float(np.sum(D)) / (2 * n), *le])
+
+    def nonshrink():
+        K = cp.Variable((n, n), symmetric=True)
+        rows, D, edges = _knn_rows(K)
+        ge = [K[i, i] + K[j, j] - 2 * K[i, j] >= D[i, j] for i in range(n)
+              for j in range(i + 2, n) if (i, j) not in edges and (i + j) % 3 == 0]
+        return cp.Problem(cp.Minimize(mve_cost(K, 2)), [K >> 0, cp.sum(K) == 0, *rows, *ge])
+
+    return {"nonexpand": nonexpand, "nonshrink": nonshrink}
+
+
+@pytest.mark.parametrize("name", ["nonexpand", "nonshrink"])
+def test_inequality_rows_take_the_engine_steps(monkeypatch, name):
+    """Distance rows as inequalities: the engine's steps (its interior point with slacks; at
+    most a finish on Clarabel when the engine's point meets its rows too loosely), stationary
+    at the value of every step on Clarabel; the rows hold."""
+    _hybrid_from(monkeypatch, N_H)
+    make = _inequality_models()[name]
+    ref = make()
+    ref_value = specopt.solve(ref, inner="conic", tol=1e-5)
+    assert specopt.certificate(ref).status == specopt.STATIONARY
+    prob = make()
+    value = specopt.solve(prob)
+    cert = specopt.certificate(prob)
+    assert cert.status == specopt.STATIONARY, cert.gate_reasons
+    ex = cert.extra
+    assert len(ex["hybrid_phases"]) >= 2, ex  # the engine took the steps
+    assert all(f["reason"].startswith("finish") for f in ex["backend_fallbacks"]), ex
+    assert value == pytest.approx(ref_value, rel=1e-3)
+    assert cert.relative_violation <= 1e-5
+
+
 @pytest.mark.slow
 def test_hybrid_steps_hand_over_to_clarabel_when_the_engine_does_not_certify(monkeypatch):
     """Certified engine steps that do not certify (injected): the steps go to Clarabel, which

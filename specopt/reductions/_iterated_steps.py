@@ -410,12 +410,16 @@ def _usable(point: dict[str, Any], finishing: bool = False) -> bool:
 
 
 def row_residual(engine: Any, K: np.ndarray) -> float:
-    """``max_r |A(K)_r - b_r| / (1 + |b_r|)`` over the engine's rows (its data ``d0``)."""
+    """``max_r |A(K)_r - b_r| / (1 + |b_r|)`` over the engine's rows (its data ``d0``; on
+    inequality rows the violation ``max(A(K)_r - b_r, 0)``)."""
     A, b = engine.d0.A, np.asarray(engine.d0.b, dtype=float)
     if not A.m:
         return 0.0
-    v = np.bincount(A.rows, weights=A.vals * K[A.ii, A.jj], minlength=A.m)
-    return float(np.max(np.abs(v - b) / (1.0 + np.abs(b))))
+    r = np.bincount(A.rows, weights=A.vals * K[A.ii, A.jj], minlength=A.m) - b
+    ineq = getattr(engine.d0, "ineq", None)
+    if ineq is not None:  # rows A_r(K) <= b_r: their violation only
+        r[ineq] = np.maximum(r[ineq], 0.0)
+    return float(np.max(np.abs(r) / (1.0 + np.abs(b))))
 
 
 class HybridRefiner:

@@ -36,6 +36,8 @@ class LRData:
     centering_cons: list[cp.Constraint] = field(default_factory=list)
     trace_con: tuple[cp.Constraint, float] | None = None
     psd_con: cp.Constraint | None = None
+    #: rows read from inequalities (as ``A_r(K) <= b_r``), a bool mask; None: all equalities
+    ineq: np.ndarray | None = None
 
 
 def _coo_rows(A: Any, n: int, shift: int) -> tuple[np.ndarray, ...]:
@@ -45,7 +47,8 @@ def _coo_rows(A: Any, n: int, shift: int) -> tuple[np.ndarray, ...]:
     return co.row.astype(np.int64) + shift, co.col % n, co.col // n, co.data
 
 
-def recognize_low_rank_sdp(problem: cp.Problem, symmetry_constraint: bool = False) -> LRData:
+def recognize_low_rank_sdp(problem: cp.Problem, symmetry_constraint: bool = False,
+                           inequalities: bool = False) -> LRData:
     """Extract the low-rank SDP data of ``problem`` from its normalized description
     (:func:`specopt.reductions.analysis.analyze`; parameters bound to their current values), or
     raise :class:`RouteMismatch` saying why in one short sentence.
@@ -55,18 +58,24 @@ def recognize_low_rank_sdp(problem: cp.Problem, symmetry_constraint: bool = Fals
     constraint is not a row). The iterated-SDP route's steps use it; the low-rank route does
     not, since its conic leg solves the problem as written, where Clarabel fails on that form
     (an S-curve SDE, N = 30: 22 s uncertified on the engine against 3.4 s on the conic
-    route)."""
+    route).
+
+    ``inequalities``: affine inequalities other than a trace bound are rows ``A_r(K) <= b_r``
+    (``>=`` rows negated; ``LRData.ineq``) instead of a mismatch, for the iterated-SDP route's
+    steps (the engine's interior point takes them with slacks; the implied trace bound is read
+    off the equality rows only)."""
     desc, why = try_analyze(problem)
     if desc is None:
         raise RouteMismatch(why)
-    key = "_low_rank_sdp_sym" if symmetry_constraint else "_low_rank_sdp"
+    key = "_low_rank_sdp" + ("_sym" if symmetry_constraint else "") + (
+        "_ineq" if inequalities else "")
     cached = desc.__dict__.get(key)  # explain, then solve: read once per description
     if isinstance(cached, RouteMismatch):
         raise RouteMismatch(str(cached))
     if cached is not None:
         return cached
     try:
-        data = _read_description(desc, problem, symmetry_constraint)
+        data = _read_description(desc, problem, symmetry_constraint, inequalities)
     except RouteMismatch as exc:
         desc.__dict__[key] = exc
         raise
@@ -74,10 +83,11 @@ def recognize_low_rank_sdp(problem: cp.Problem, symmetry_constraint: bool = Fals
     return data
 
 
-def _read_description(desc: Any, problem: cp.Problem, symmetry_constraint: bool) -> LRData:
+def _read_description(desc: Any, problem: cp.Problem, symmetry_constraint: bool,
+                      inequalities: bool = False) -> LRData:
     K, symmetry = _matrix_variable(desc, problem, symmetry_constraint)
     C = _objective_matrix(desc, problem, K, symmetrize=symmetry is not None)
-    rows = _RowReader(K)
+    rows = _RowReader(K, inequalities)
     # the engine's K is symmetric: the constraints saying K == K.T are not rows
     skip = {id(c) for c in symmetry or ()}
     for info in desc.constraints:
@@ -87,12 +97,13 @@ def _read_description(desc: Any, problem: cp.Problem, symmetry_constraint: bool)
         raise RouteMismatch(f"no PSD constraint on {K.name()} (K >> 0 or PSD=True)")
     A, b = rows.sparse_rows()
     centered = bool(rows.centering)
+    ineq = np.concatenate(rows.le) if rows.le and np.any(np.concatenate(rows.le)) else None
     return LRData(K=K, n=K.shape[0], C=C, offset=float(desc.constant),
                   sense="max" if desc.sense < 0 else "min", A=A, b=b, centered=centered,
                   trace_bound=rows.trace_t,
-                  implied_trace_bound=_implied_trace_bound(A, b, centered), rows=rows.rowmap,
-                  centering_cons=rows.centering, trace_con=rows.trace_con,
-                  psd_con=rows.psd_con)
+                  implied_trace_bound=_implied_trace_bound(A, b, centered, ineq),
+                  rows=rows.rowmap, centering_cons=rows.centering, trace_con=rows.trace_con,
+                  psd_con=rows.psd_con, ineq=ineq)
 
 
 def _matrix_variable(desc: Any, problem: cp.Problem,
@@ -206,8 +217,10 @@ class _RowReader:
     """Reads the constraints one by one: ``K >> 0``, equality rows (COO), centering rows and
     trace bounds ``tr K <= t`` (the tightest kept); anything else is a RouteMismatch."""
 
-    def __init__(self, K: cp.Variable) -> None:
+    def __init__(self, K: cp.Variable, inequalities: bool = False) -> None:
         self.K, self.n = K, K.shape[0]
+        self.inequalities = inequalities
+        self.le: list[np.ndarray] = []  # per block of rows: which are inequalities
         self.psd_con: cp.Constraint | None = None
         self.centering: list[cp.Constraint] = []
         self.coo: list[tuple[np.ndarray, ...]] = []
@@ -230,7 +243,10 @@ class _RowReader:
             self._equality(info)
             return
         if info.kind in ("le", "ge") and amap is not None:
-            self._trace_bound(info)
+            if self.inequalities and not info.trace_scale(self.K):
+                self._inequality(info)
+            else:
+                self._trace_bound(info)
             return
         if info.kind == "nonaffine":
             raise RouteMismatch(f"constraint {short(con)} is not affine in {K.name()}")
@@ -241,10 +257,21 @@ class _RowReader:
         if info.is_centering(self.K):
             self.centering.append(con)
             return
-        self.coo.append(_coo_rows(amap.coef(self.K), self.n, self.m))
-        self.bs.append(-amap.offset)
-        self.rowmap.append((con, slice(self.m, self.m + amap.size)))
-        self.m += amap.size
+        self._rows(con, amap.coef(self.K), -amap.offset, False)
+
+    def _inequality(self, info: Any) -> None:
+        """``a(K) + c <= 0`` (``>=``: negated) as rows ``a(K) <= -c``."""
+        sign = 1.0 if info.kind == "le" else -1.0
+        amap = info.map
+        self._rows(info.con, sign * amap.coef(self.K), -sign * amap.offset, True)
+
+    def _rows(self, con: cp.Constraint, coef: Any, b: np.ndarray, le: bool) -> None:
+        size = coef.shape[0]
+        self.coo.append(_coo_rows(coef, self.n, self.m))
+        self.bs.append(np.asarray(b, dtype=float).ravel())
+        self.le.append(np.full(size, le))
+        self.rowmap.append((con, slice(self.m, self.m + size)))
+        self.m += size
 
     def _trace_bound(self, info: Any) -> None:
         con, amap = info.con, info.map
@@ -271,8 +298,16 @@ class _RowReader:
         return A, np.concatenate(self.bs) if self.bs else np.zeros(0)
 
 
-def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool) -> float | None:
-    """``tr K <= T`` implied by the rows: fixed diagonal, or connected distance rows + centering."""
+def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool,
+                         ineq: np.ndarray | None = None) -> float | None:
+    """``tr K <= T`` implied by the rows: fixed diagonal, or connected distance rows + centering
+    (equality rows only)."""
+    if ineq is not None:
+        keep = ~ineq
+        idx = np.cumsum(keep) - 1
+        on = keep[A.rows]
+        A = SparseRows(idx[A.rows[on]], A.ii[on], A.jj[on], A.vals[on], int(keep.sum()), A.n)
+        b = b[keep]
     n = A.n
     single = np.bincount(A.rows, minlength=A.m) == 1 if A.m else np.zeros(0, bool)
     if A.m:

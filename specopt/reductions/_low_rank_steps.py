@@ -42,14 +42,27 @@ def low_rank_subproblem(surr: Any, *, required: bool, min_n: int | None = None,
         n = surr.nodes[0].K.shape[0]
         if not required and (min_n is None or n < min_n):
             return None
-        # a square K made symmetric by K == K.T is taken: the engine's K meets it exactly
-        d0 = recognize_low_rank_sdp(_linear_problem(surr, np.zeros((n, n))), True)
-        d1 = recognize_low_rank_sdp(_linear_problem(surr, np.eye(n)), True)
+        # a square K made symmetric by K == K.T is taken: the engine's K meets it exactly;
+        # inequality rows too, for the interior point (its slacks) with a trace bound
+        d0 = recognize_low_rank_sdp(_linear_problem(surr, np.zeros((n, n))), True, True)
+        d1 = recognize_low_rank_sdp(_linear_problem(surr, np.eye(n)), True, True)
+        if d0.ineq is not None:
+            _check_inequality_rows(d0, opts.get("method", "auto"))
     except RouteMismatch:
         if required:
             raise
         return None
     return EngineSteps(surr, d0, d1, **opts)
+
+
+def _check_inequality_rows(d: Any, method: str) -> None:
+    """Inequality rows are the interior point's (its size range) and need a trace bound."""
+    if mm_step_method(method, d.n, d.A.m, mm=True) != "ip":
+        raise RouteMismatch(f"inequality rows need the engine's interior point (n = {d.n}, "
+                            f"{d.A.m} rows is beyond its range or method={method!r})")
+    if d.trace_bound is None and d.implied_trace_bound is None:
+        raise RouteMismatch("inequality rows need a trace bound (tr K <= t, or connected "
+                            "equality distance rows with centering)")
 
 
 def _linear_problem(surr: Any, B: np.ndarray) -> cp.Problem:
@@ -102,7 +115,7 @@ class EngineSteps:
             implied_trace_bound=d0.implied_trace_bound, Y0=self.Y if warm else None,
             y0=self.y if warm else None, sigma0=min(self.sigma, 1e2) if warm else None,
             tol=self.tol, method=self.method, ip_warm=warm and self.method == "ip",
-            **self.opts)
+            ineq=d0.ineq, **self.opts)
         self.Y, self.y, self.sigma = res.Y, res.y, res.sigma
         self.results.append(res)
         Kv = res.Y @ res.Y.T

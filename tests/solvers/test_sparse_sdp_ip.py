@@ -348,7 +348,7 @@ def test_newton_direction_solves_the_linearized_system(n, m, seed, kind, sigma, 
     ops = ips._RowOps(A.rows, A.ii, A.jj, A.vals, b, n, sp_, None)
     G, H = rng.standard_normal((2, n, n))
     state = ips._IPState(G @ G.T + np.eye(n), H @ H.T + np.eye(n), rng.standard_normal(m),
-                         0.0, 0.0)
+                         np.zeros(0), np.zeros(0))
     state.Lx, state.Lz = np.linalg.cholesky(state.X), np.linalg.cholesky(state.Z)
     meas = ips._measure(ops, C, state, 1.0, 1.0)
     assume(np.linalg.norm(meas.Rd) > 1e-3)
@@ -358,8 +358,9 @@ def test_newton_direction_solves_the_linearized_system(n, m, seed, kind, sigma, 
     assume(np.linalg.cond(M + np.tril(M, -1).T) < 1e6)  # dependent rows: no Newton system
     lifted = (sp_.lift(scaling[0]), sp_.lift(scaling[1]))
     cM = ips._schur_factor(ops, scaling, lifted, None, state)
-    newton = ips._Newton(ops, cM, state.X, Zi, state.Lx, state.Lz, meas.Rd, meas.rp, 0.0, 0.0,
-                         0.0, 1e-12, scaling, lifted if sparse else None)
+    newton = ips._Newton(ops, cM, state.X, Zi, state.Lx, state.Lz, meas.Rd, meas.rp,
+                         meas.rd_t, state.s_t, state.z_t, 1e-12, scaling,
+                         lifted if sparse else None)
     dX, dy, dZ, _, _ = newton.direction(sigma * meas.mu, None, 0.0)
     left, right = scaling
     rhs = sigma * meas.mu * Zi - state.X
@@ -608,3 +609,45 @@ def test_factor_cut_keeps_the_rows_of_the_iterate(n, m, seed, centered, small):
     assert plain.shape[1] <= Y.shape[1]
     if small < 1e-9 * np.sum(ev) / 2:  # all small eigenvalues below the plain cut
         assert plain.shape[1] == r
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(4, 9), m=st.integers(2, 12), seed=st.integers(0, 10_000),
+       share=st.sampled_from([0.3, 0.7, 1.0]))
+def test_inequality_rows_agree_with_clarabel(n, m, seed, share):
+    """Rows ``A_r(K) <= b_r`` (slacks in the interior point) next to equality rows and a trace
+    bound: the same optimum as Clarabel, multipliers ``<= 0`` on the inequality rows, the rows
+    met (an inequality at most its bound) and complementary slackness."""
+    from specopt.solvers.sdp import ip_sparse as ips
+
+    rng = np.random.default_rng(seed)
+    A = _mixed_rows(n, m, rng)
+    ineq = rng.random(m) < share
+    G = rng.standard_normal((n, 2))
+    K0 = G @ G.T + 0.1 * np.eye(n)  # strictly feasible: slack on every inequality row
+    b = np.bincount(A.rows, weights=A.vals * K0[A.ii, A.jj], minlength=m) + np.where(
+        ineq, rng.uniform(0.1, 1.0, m), 0.0)
+    C = rng.standard_normal((n, n))
+    C = C + C.T
+    t = 3.0 * float(np.trace(K0))
+    res = ips.solve_sparse_sdp_ip(C, A.rows, A.ii, A.jj, A.vals, b, trace_bound=t, tol=1e-9,
+                                  ineq=ineq)
+    K = res.Y @ res.Y.T
+    X = cp.Variable((n, n), symmetric=True)
+    expr = [cp.sum(cp.hstack([A.vals[k] * X[A.ii[k], A.jj[k]]
+                              for k in np.flatnonzero(A.rows == r)])) for r in range(m)]
+    cons = [X >> 0, cp.trace(X) <= t] + [e <= b[r] if ineq[r] else e == b[r]
+                                        for r, e in enumerate(expr)]
+    ref = cp.Problem(cp.Minimize(cp.trace(C @ X)), cons)
+    ref.solve(solver="CLARABEL")
+    assume(ref.status == cp.OPTIMAL)
+    value = float(np.sum(C * K))
+    assert value == pytest.approx(ref.value, rel=1e-5, abs=1e-5)
+    Ak = np.bincount(A.rows, weights=A.vals * K[A.ii, A.jj], minlength=m)
+    scale = 1.0 + np.abs(b).max()
+    assert np.all(Ak[ineq] - b[ineq] <= 1e-6 * scale)
+    assert np.all(np.abs(Ak[~ineq] - b[~ineq]) <= 1e-6 * scale)
+    assert np.all(res.y[ineq] <= 1e-7 * (1 + np.abs(res.y).max()))
+    # complementary slackness: a multiplier only where the row is (nearly) tight
+    slack = b[ineq] - Ak[ineq]
+    assert np.all(np.abs(res.y[ineq] * slack) <= 1e-5 * (1 + np.abs(value)))

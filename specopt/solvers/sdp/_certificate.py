@@ -138,12 +138,13 @@ def certify_point(P: Scaled, Y: np.ndarray, y: np.ndarray, mu: float, tol: float
     """The certificate of ``(Y, y, mu)`` (solver units), after a polish of ``Y`` when it is
     nearly feasible and the bound is close but the point is not yet certified (the least-squares
     dual and the polish are skipped once ``out_of_time()``: 25 s at n = 600, rank 357)."""
+    y = P.dual_feasible(y)
     lamv, _, err = min_eigs(P, y, mu, eig_k, dense_threshold, rng)
     lam = float(lamv[0]) - err
     res, obj, cert, ok = measure(P, Y, y, mu, lam, tol)
     if not ok and res <= 100 * tol and cert.gap <= 100 * tol and not out_of_time():
         # the complementarity dual (LSQR from y) can close a gap the IP's y leaves open
-        y_ls = ls_dual(P, Y, y, mu)
+        y_ls = P.dual_feasible(ls_dual(P, Y, y, mu))
         lamv_ls, _, err_ls = min_eigs(P, y_ls, mu, eig_k, dense_threshold, rng)
         lam_ls = float(lamv_ls[0]) - err_ls
         if certificate(P, y_ls, mu, obj, lam_ls).gap < cert.gap:

@@ -288,7 +288,7 @@ class Scaled:
 
     def __init__(self, C: SymOp, A: SparseRows, b: np.ndarray, t: float | None,
                  t_implied: float | None, centered: bool, sense: float,
-                 face: Any = None) -> None:
+                 face: Any = None, ineq: np.ndarray | None = None) -> None:
         n = A.n
         norms = A.row_norms()
         if np.any(norms == 0):
@@ -323,6 +323,8 @@ class Scaled:
         # facial reduction: K = V Z V^T (V orthonormal, n x f; orthogonal to 1 when centered)
         self.face = face
         self.V = None if face is None else np.ascontiguousarray(face.V)
+        #: the rows ``A_r(K) <= b_r`` (bool mask), None when every row is an equality
+        self.ineq = None if ineq is None or not np.any(ineq) else np.asarray(ineq, dtype=bool)
 
     def user_objective(self, obj: float) -> float:
         """A solver-unit objective (or bound) in the user's units and sense."""
@@ -339,7 +341,20 @@ class Scaled:
         return self.C.norm2_bound() + float(np.max(adj.sum(axis=1), initial=0.0)) + abs(mu)
 
     def residual(self, Y: np.ndarray) -> np.ndarray:
-        return self.A.pairs.yyt(Y) - self.b
+        """``A(Y Y^T) - b``, on the inequality rows only its positive part (the violation)."""
+        r = self.A.pairs.yyt(Y) - self.b
+        if self.ineq is not None:
+            r[self.ineq] = np.maximum(r[self.ineq], 0.0)
+        return r
+
+    def dual_feasible(self, y: np.ndarray) -> np.ndarray:
+        """``y`` with the inequality rows' multipliers ``<= 0`` (a valid dual bound needs it:
+        ``y_r (A_r(K) - b_r) >= 0`` on every feasible ``K``)."""
+        if self.ineq is None:
+            return y
+        y = np.array(y, dtype=float, copy=True)
+        y[self.ineq] = np.minimum(y[self.ineq], 0.0)
+        return y
 
     def slack_matmat(self, y: np.ndarray, mu: float, X: np.ndarray) -> np.ndarray:
         out = self.C.matmat(X) - self.A.pairs.adj_times(y, X)

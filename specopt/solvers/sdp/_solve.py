@@ -6,6 +6,9 @@ Problem (``sense="min"``; ``"max"`` is handled as ``min <-C, K>``)::
     min_K  <C, K>   s.t.   A(K) = b   (m rows, A(K)_r = sum_k a_k K[i_k, j_k], sparse)
                            K PSD,   [1^T K 1 = 0]   [tr K <= t]
 
+(rows flagged by ``ineq`` are ``A_r(K) <= b_r``: the interior point only, with a trace bound;
+their multipliers are ``<= 0`` in the bound, their violation ``max(A_r(K) - b_r, 0)``).
+
 Status ``"optimal"`` needs the relative primal residual ``||A(K) - b|| / (1 + ||b||) <= tol``
 and the relative gap ``|<C,K> - bound| / (1 + |<C,K>|) <= tol`` with the bound on its proven
 side of ``<C, K>`` (within 5e-7 relative) (:mod:`specopt.solvers.sdp._certificate`); without a
@@ -98,9 +101,10 @@ def mm_step_method(method: str, n: int, m: int, mm: bool = False) -> str:
 def _without_empty_rows(solve: Callable[..., LowRankSDPResult]
                         ) -> Callable[..., LowRankSDPResult]:
     """Run ``solve`` without the rows that are identically zero with ``b = 0`` (``0 = 0``: a
-    masked matrix constraint ``cp.multiply(M, G) == M * D`` has one per zero of ``M``); their
-    multipliers are 0. Each would be a row of the interior point's Schur complement (the
-    masked MVE rows at N = 30: 900 rows instead of 70)."""
+    masked matrix constraint ``cp.multiply(M, G) == M * D`` has one per zero of ``M``), or
+    ``b >= 0`` on an inequality row (``0 <= b``); their multipliers are 0. Each would be a row
+    of the interior point's Schur complement (the masked MVE rows at N = 30: 900 rows instead
+    of 70)."""
 
     @functools.wraps(solve)
     def wrapper(C: Any, A: SparseRows, b: np.ndarray, *args: Any, **kwargs: Any
@@ -109,8 +113,15 @@ def _without_empty_rows(solve: Callable[..., LowRankSDPResult]
         if not A.m or b.size != A.m:
             return solve(C, A, b, *args, **kwargs)
         keep = A.row_norms() > 0
-        if keep.all() or np.any(b[~keep] != 0):  # (a row 0 = b != 0 is reported as such)
+        ineq = kwargs.get("ineq")
+        le = np.zeros(A.m, bool) if ineq is None else np.asarray(ineq, dtype=bool).ravel()
+        if le.size != A.m:  # (the solve reports it)
             return solve(C, A, b, *args, **kwargs)
+        trivial = ~keep & ((b == 0) | (le & (b > 0)))  # 0 = 0, 0 <= b
+        if keep.all() or not np.all(trivial[~keep]):  # (0 = b != 0, 0 <= b < 0: reported)
+            return solve(C, A, b, *args, **kwargs)
+        if ineq is not None:
+            kwargs["ineq"] = le[keep]
         new_index = np.cumsum(keep) - 1
         on = keep[A.rows]
         sub = SparseRows(new_index[A.rows[on]], A.ii[on], A.jj[on], A.vals[on],
@@ -166,6 +177,7 @@ def solve_low_rank_sdp(
     ip_accept: bool = False,
     ip_schur_mixed: bool | None = None,
     ip_max_iters: int | None = None,
+    ineq: np.ndarray | None = None,
 ) -> LowRankSDPResult:
     """Solve ``min/max <C, K> s.t. A(K) = b, K PSD [, 1^T K 1 = 0] [, tr K <= trace_bound]``.
 
@@ -230,13 +242,17 @@ def solve_low_rank_sdp(
         no factored continuation of an uncertified point (its best iterate is returned with its
         certificate, ``inaccurate``): a step that only has to supply the next linearization of
         a majorize-minimize run (:func:`~specopt.solvers.sdp.mm.low_rank_mm`'s cold first step).
+    ineq : bool mask of the rows that are ``A_r(K) <= b_r`` (slacks in the interior point;
+        needs ``method="ip"`` and ``trace_bound`` or ``implied_trace_bound``, no ``face``).
     """
     t_start = time.perf_counter()
     C, b = _validate(C, A, b, sense, method, inner, trace_bound, face)
+    ineq = _inequality_rows(ineq, A, method, trace_bound, implied_trace_bound, face)
     n = A.n
     sgn = 1.0 if sense == "min" else -1.0
-    fixed_diag = diagonal_targets(A, b) is not None  # tr K fixed: a bounded feasible set
-    t_row = trace_row(A, b)  # a row tr K = t (theta): also a bound for the certificate
+    # (read off equality rows only: with inequality rows, the bound comes from the caller)
+    fixed_diag = ineq is None and diagonal_targets(A, b) is not None  # tr K fixed: bounded
+    t_row = trace_row(A, b) if ineq is None else None  # a row tr K = t: a certificate bound
     if t_row is not None:
         fixed_diag = True
         implied_trace_bound = t_row if implied_trace_bound is None else min(
@@ -247,12 +263,12 @@ def solve_low_rank_sdp(
             return _unbounded(C, A, b, v, sense=sense, centered=centered, tol=tol,
                               time_limit=time_limit, seed=seed, verbose=verbose, t_start=t_start,
                               method=method)
-    P = Scaled(C, A, b, trace_bound, implied_trace_bound, centered, sgn, face)
+    P = Scaled(C, A, b, trace_bound, implied_trace_bound, centered, sgn, face, ineq)
     rng = np.random.default_rng(seed)
     max_rank = n if max_rank is None else max(1, min(int(max_rank), n))
     if face is not None:  # rank(K) <= dim of the face
         max_rank = max(1, min(max_rank, face.dim))
-    d = diagonal_targets(P.A, P.b) if not centered and face is None else None
+    d = diagonal_targets(P.A, P.b) if not centered and face is None and ineq is None else None
     if d is not None:  # the rows fix the diagonal: tr K = sum(d) for every feasible K
         P.t_cert = float(d.sum()) if P.t_cert is None else min(P.t_cert, float(d.sum()))
     # the sphere method works on a sparse C~ (a dense or low-rank part is made dense: small n)
@@ -318,6 +334,27 @@ def trace_row(A: SparseRows, b: np.ndarray) -> float | None:
             t = float(b[r] / v[0])
             return t if t >= 0 else None
     return None
+
+
+def _inequality_rows(ineq: Any, A: SparseRows, method: str, trace_bound: float | None,
+                     implied_trace_bound: float | None, face: Any) -> np.ndarray | None:
+    """The mask of the rows ``A_r(K) <= b_r`` (None when there are none), checked: the
+    interior point takes them (slacks), with a trace bound for the certificate."""
+    if ineq is None:
+        return None
+    ineq = np.asarray(ineq, dtype=bool).ravel()
+    if ineq.size != A.m:
+        raise ValueError(f"ineq has {ineq.size} entries for {A.m} rows")
+    if not ineq.any():
+        return None
+    if method != "ip":
+        raise ValueError("inequality rows need method='ip' (the interior point's slacks)")
+    if trace_bound is None and implied_trace_bound is None:
+        raise ValueError("inequality rows need a trace bound (trace_bound or "
+                         "implied_trace_bound) for the certificate")
+    if face is not None:
+        raise ValueError("inequality rows are not supported with a face")
+    return ineq
 
 
 def _validate(C: Any, A: SparseRows, b: Any, sense: str, method: str, inner: str,
@@ -479,7 +516,8 @@ def _ip_stage(P: Scaled, plan: _IPPlan, time_limit: float | None,
                                             objective_offset=shown[1],
                                             accept=accept if early else None, accept_err=tol,
                                             schur_mixed=mixed,
-                                            max_iters=300 if ip_max is None else ip_max)
+                                            max_iters=300 if ip_max is None else ip_max,
+                                            ineq=P.ineq)
         out = taken.pop() if ipr.accepted else certify_point(
             P, np.ascontiguousarray(ipr.Y), ipr.y, ipr.mu, tol, dense_threshold, eig_k, rng,
             out_of_time=lambda: ip_max is not None or (  # a capped step: no repairs

@@ -3,6 +3,10 @@ r"""A primal-dual interior-point method for one dense PSD block with *sparse* ro
 Problem (solver units; the caller scales rows and objective)::
 
     min  <C, K>   s.t.   A(K) = b   (m sparse rows, COO),   [tr K <= t],   K PSD
+
+where the rows flagged ``ineq`` are ``A_r(K) <= b_r``: each has a slack ``s_r >= 0``
+(``A_r(K) + s_r = b_r``) with dual ``z_r = -y_r >= 0``, as the trace row ``tr K + s = t`` has;
+the Schur complement gains ``s_r / z_r`` on their diagonal and ``mu`` counts ``s^T z``.
                          [1^T K 1 = 0]   (centering)
 
 With centering the feasible set has no interior (``K 1 = 0``), so ``K = Q W Q^T`` with ``Q``
@@ -216,8 +220,10 @@ def _pd_update(X: np.ndarray, dX: np.ndarray, a: float, tries: int = 6):
     return X, None, 0.0
 
 
-def _lp_step(x: float, dx: float) -> float:
-    return -x / dx if dx < 0 else math.inf
+def _lp_step(x: np.ndarray, dx: np.ndarray) -> float:
+    """Largest ``a`` with ``x + a dx >= 0`` (``x > 0``; inf when no ``dx < 0``)."""
+    neg = dx < 0
+    return float(np.min(-x[neg] / dx[neg])) if np.any(neg) else math.inf
 
 
 def _scalar_part(R: np.ndarray, noise_ref: float, rel: float = 1e-11) -> float | None:
@@ -261,9 +267,8 @@ class _Newton:
         Ady = self.ops.At_op(dy, S)
         dZ = self.Rd - Ady
         dX = _sym(Rs + self._sandwich(dy, S, Ady))
-        if self.has_t:
-            return dX, dZ, Rl + (self.s_t / self.z_t) * dy[self.m], self.rd_t - dy[self.m]
-        return dX, dZ, 0.0, 0.0
+        J = self.ops.slack
+        return dX, dZ, Rl + (self.s_t / self.z_t) * dy[J], self.rd_t - dy[J]
 
     def second_order(self, dX: np.ndarray, dy: np.ndarray, dZ: np.ndarray) -> np.ndarray:
         """The corrector's second-order term. HKM: ``dX dZ Z^-1`` (the linearization of
@@ -313,8 +318,7 @@ class _Newton:
         if corr is not None:
             Rs = Rs - corr
         Rs = _sym(Rs)
-        Rl = ((sig_mu - s_t * z_t - corr_t) / z_t - (s_t / z_t) * self.rd_t) if self.has_t \
-            else 0.0
+        Rl = (sig_mu - s_t * z_t - corr_t) / z_t - (s_t / z_t) * self.rd_t
         h = self.rp - self.A_op(Rs, Rl)
         dy = self.cM.solve(h)
         dX, dZ, dst, dzt = self._complete(Rs, Rl, dy)
@@ -326,8 +330,8 @@ class _Newton:
 
     def steps(self, dX, dZ, dst, dzt, frac: float = 0.98) -> tuple[float, float]:
         """Primal and dual step lengths (``frac`` of the way to the boundary, at most 1)."""
-        lp_p = frac * _lp_step(self.s_t, dst) if self.has_t else 1.0
-        lp_d = frac * _lp_step(self.z_t, dzt) if self.has_t else 1.0
+        lp_p = frac * _lp_step(self.s_t, dst)
+        lp_d = frac * _lp_step(self.z_t, dzt)
         return (min(1.0, frac * max_psd_step(self.Lx, dX), lp_p),
                 min(1.0, frac * max_psd_step(self.Lz, dZ), lp_d))
 
@@ -339,7 +343,8 @@ def _warm_start(sp_: _Space, warm: tuple, ops: _RowOps, Cr: np.ndarray,
     ``Z = C - A^*(y) + mu I + c I``, both shifted into the interior: ``a = shift * tr W / k``,
     ``c = max(0, -lambda_min(C - A^*(y) + mu I)) + shift * ||C - A^*(y) + mu I||_F / sqrt k``.
     The dual residual is ``-c I``; the primal one that of ``Y``. With a trace row
-    ``tr X + s = t``: ``s = t - tr X`` (at least ``1e-3 t``) and its dual ``z = mu + c``."""
+    ``tr X + s = t``: ``s = t - tr X`` (at least ``1e-3 t``) and its dual ``z = mu + c``; the
+    same for inequality rows (``s = b - A(X)``, ``z = max(-y, 0) + c``)."""
     Y, y0 = warm[0], warm[1]
     mu_t = max(float(warm[2]), 0.0) if len(warm) > 2 and ops.has_t else 0.0
     W = sp_.reduce(Y @ Y.T)
@@ -354,12 +359,10 @@ def _warm_start(sp_: _Space, warm: tuple, ops: _RowOps, Cr: np.ndarray,
     lam = float(sla.eigh(S, eigvals_only=True, subset_by_index=[0, 0], check_finite=False)[0])
     c = max(0.0, -lam) + shift * max(float(np.linalg.norm(S)) / math.sqrt(k), 1e-8)
     X = _sym(W) + a * np.eye(k)
-    st = _IPState(X, S + c * np.eye(k), y, 0.0, 0.0)
-    if ops.has_t:
-        t = float(ops.bb[m])
-        st.s_t = max(t - float(np.trace(X)), 1e-3 * abs(t), 1e-12)
-        st.z_t = mu_t + c
-    return st
+    J = ops.slack  # the slacks inside (the trace row's: t - tr X, at least 1e-3 t), duals + c
+    s_t = np.maximum(ops.bb[J] - ops.A_op(X, 0.0)[J], np.maximum(1e-3 * np.abs(ops.bb[J]),
+                                                                    1e-12))
+    return _IPState(X, S + c * np.eye(k), y, s_t, np.maximum(-y[J], 0.0) + c)
 
 
 def solve_sparse_sdp_ip(
@@ -388,6 +391,7 @@ def solve_sparse_sdp_ip(
     accept=None,
     accept_err: float = 0.0,
     schur_mixed: bool | None = None,
+    ineq: np.ndarray | None = None,
 ) -> SparseIPResult:
     """Solve ``min <C, K> s.t. A(K) = b, [tr K <= t], [K 1 = 0], K PSD`` (module docstring).
 
@@ -407,18 +411,19 @@ def solve_sparse_sdp_ip(
     its own tolerance, so the steps down to ``tol`` are not needed.
     ``schur_mixed``: factor the Schur complement in float32 with float64 refinement
     (:class:`SchurSolve`); None: from ``SCHUR_F32_MIN_M`` rows on.
+    ``ineq``: bool mask of the rows that are ``A_r(K) <= b_r`` (slacks; ``y_r <= 0``).
     """
     if direction_kind not in ("hkm", "nt"):
         raise ValueError(f"direction_kind must be 'hkm' or 'nt', got {direction_kind!r}")
     t0 = time.perf_counter()
     m = int(b.size)
     sp_ = _Space(C.shape[0], centered, face)
-    ops = _RowOps(rows, ii, jj, vals, b, C.shape[0], sp_, trace_bound)
+    ops = _RowOps(rows, ii, jj, vals, b, C.shape[0], sp_, trace_bound, ineq)
     ops.schur_f32_min_m = SCHUR_F32_MIN_M if schur_mixed is None else (
         0 if schur_mixed else math.inf)
     Cr = sp_.reduce(_sym(np.asarray(C, dtype=float)))
     ops.c_norm = float(np.linalg.norm(Cr))
-    st = _cold_start(Cr, ops.bb, sp_.k, ops.has_t, start_scale)
+    st = _cold_start(Cr, ops.bb, sp_.k, ops.slack.size, start_scale)
     if warm is not None:
         st = _warm_start(sp_, warm, ops, Cr, warm_shift)
     nb = 1.0 + float(np.linalg.norm(ops.bb))
@@ -474,7 +479,7 @@ class _RowOps:
     right-hand side (``b``, plus ``t``)."""
 
     def __init__(self, rows, ii, jj, vals, b: np.ndarray, n: int, sp_: _Space,
-                 trace_bound: float | None) -> None:
+                 trace_bound: float | None, ineq: np.ndarray | None = None) -> None:
         m = int(b.size)
         self.rows = np.asarray(rows, dtype=np.int64)
         self.ii = np.asarray(ii, dtype=np.int64)
@@ -486,6 +491,11 @@ class _RowOps:
         self.me = m + (1 if self.has_t else 0)
         self.schur_f32_min_m: float = SCHUR_F32_MIN_M
         self.bb = np.r_[b, trace_bound] if self.has_t else np.asarray(b, dtype=float)
+        # the rows with a slack ``s >= 0`` (``A_r(K) + s_r = b_r``, dual ``z_r = -y_r >= 0``):
+        # the inequality rows, then the trace row
+        rows_le = np.flatnonzero(np.asarray(ineq, dtype=bool)) if ineq is not None \
+            else np.zeros(0, dtype=np.int64)
+        self.slack = np.r_[rows_le, m] if self.has_t else rows_le
         self._adj: tuple | None = None
         self.c_norm = 0.0  # ||C|| on the reduced space (set by the solver)
 
@@ -500,9 +510,13 @@ class _RowOps:
         return np.bincount(self.rows, weights=self.vals * self.sp_.entries(W, self.ii, self.jj),
                            minlength=self.m)
 
-    def A_op(self, W: np.ndarray, s: float) -> np.ndarray:
+    def A_op(self, W: np.ndarray, s: np.ndarray | float) -> np.ndarray:
+        """``A(lift W)`` (and ``tr W``) plus the slacks ``s`` on their rows."""
         out = self.A_entries(W)
-        return np.r_[out, np.trace(W) + s] if self.has_t else out
+        if self.has_t:
+            out = np.r_[out, np.trace(W)]
+        out[self.slack] += s
+        return out
 
     def At_full_sparse(self, yv: np.ndarray) -> sp.csr_array:
         """``sum_r y_r (A_r + A_r^T) / 2`` in the full space as a sparse matrix (no trace row):
@@ -529,25 +543,26 @@ class _RowOps:
 @dataclass
 class _IPState:
     """The iterate: ``X``, ``Z`` (reduced space) with their Cholesky factors, the multipliers
-    ``y`` and the trace slack ``s_t`` with its dual ``z_t``."""
+    ``y`` and the slacks ``s_t`` (inequality rows, then the trace row) with their duals
+    ``z_t``."""
 
     X: np.ndarray
     Z: np.ndarray
     y: np.ndarray
-    s_t: float
-    z_t: float
+    s_t: np.ndarray
+    z_t: np.ndarray
     Lx: np.ndarray | None = None
     Lz: np.ndarray | None = None
     fallbacks: int = 0
 
 
-def _cold_start(Cr: np.ndarray, bb: np.ndarray, k: int, has_t: bool,
+def _cold_start(Cr: np.ndarray, bb: np.ndarray, k: int, n_slack: int,
                 start_scale: float) -> _IPState:
     """Infeasible start, SDPT3-like scaling: ``X = xi I``, ``Z = eta I``."""
     xi = max(10.0, math.sqrt(k), float(np.max(1.0 + np.abs(bb), initial=1.0)))
     eta = max(10.0, math.sqrt(k), float(np.linalg.norm(Cr)) / math.sqrt(k) + 1.0)
-    s_t, z_t = (xi, eta) if has_t else (0.0, 0.0)
-    return _IPState((start_scale * xi) * np.eye(k), eta * np.eye(k), np.zeros(bb.size), s_t, z_t)
+    return _IPState((start_scale * xi) * np.eye(k), eta * np.eye(k), np.zeros(bb.size),
+                    np.full(n_slack, xi), np.full(n_slack, eta))
 
 
 @dataclass(frozen=True)
@@ -556,7 +571,7 @@ class _Measure:
 
     rp: np.ndarray
     Rd: np.ndarray
-    rd_t: float
+    rd_t: np.ndarray
     pobj: float
     dobj: float
     gap: float
@@ -577,14 +592,14 @@ def _measure(ops: _RowOps, Cr: np.ndarray, st: _IPState, nb: float, nc: float) -
     """``rp = b - A(X)``, ``Rd = C - A^T y - Z``, the relative gap and residuals, and ``mu``."""
     rp = ops.bb - ops.A_op(st.X, st.s_t)
     Rd = Cr - ops.At_op(st.y) - st.Z
-    rd_t = (0.0 - st.y[ops.m] - st.z_t) if ops.has_t else 0.0
+    rd_t = -st.y[ops.slack] - st.z_t
     pobj = float(np.vdot(Cr, st.X))
     dobj = float(ops.bb @ st.y)
-    nu = st.X.shape[0] + (1 if ops.has_t else 0)
-    mu = (float(np.vdot(st.X, st.Z)) + st.s_t * st.z_t) / nu
+    nu = st.X.shape[0] + ops.slack.size
+    mu = (float(np.vdot(st.X, st.Z)) + float(st.s_t @ st.z_t)) / nu
     gap = abs(pobj - dobj) / (1.0 + abs(pobj) + abs(dobj))
     pinf = float(np.linalg.norm(rp)) / nb
-    dinf = math.sqrt(float(np.linalg.norm(Rd)) ** 2 + rd_t**2) / nc
+    dinf = math.sqrt(float(np.linalg.norm(Rd)) ** 2 + float(rd_t @ rd_t)) / nc
     return _Measure(rp, Rd, rd_t, pobj, dobj, gap, pinf, dinf, mu)
 
 
@@ -626,8 +641,9 @@ def _schur_factor(ops: _RowOps, scaling, lifted, left_right, st: _IPState) -> Sc
         Mt = np.zeros((ops.me, ops.me))
         Mt[:ops.m, :ops.m] = M
         Mt[ops.m, :ops.m] = ops.A_entries(_sym(left_right))
-        Mt[ops.m, ops.m] = float(np.vdot(left, right)) + st.s_t / st.z_t
+        Mt[ops.m, ops.m] = float(np.vdot(left, right))
         M = Mt
+    M[ops.slack, ops.slack] += st.s_t / st.z_t
     dM = np.diag(M).copy()
     M[np.diag_indices(ops.me)] += 1e-13 * max(1.0, float(dM.max(initial=1.0)))
     return SchurSolve(M, mixed=ops.me >= ops.schur_f32_min_m)
@@ -664,9 +680,8 @@ def _step(st: _IPState, ops: _RowOps, Cr: np.ndarray, meas: _Measure, direction_
     if st.Lx is None or st.Lz is None:
         return short  # the caller stops
     st.y = st.y + ad * dy
-    if ops.has_t:
-        st.s_t += ap * dst
-        st.z_t += ad * dzt
+    st.s_t = st.s_t + ap * dst
+    st.z_t = st.z_t + ad * dzt
     return short
 
 
@@ -676,11 +691,11 @@ def _predictor_corrector(newton: _Newton, st: _IPState, Zi: np.ndarray, mu: floa
     corrector with the second-order term ``dX dZ Z^-1``; a pure centring step instead when it
     goes further than a corrector shorter than 0.1. Returns the direction and step lengths."""
     direction, steps = newton.direction, newton.steps
-    nu = st.X.shape[0] + (1 if newton.has_t else 0)
+    nu = st.X.shape[0] + newton.ops.slack.size
     dX, dy, dZ, dst, dzt = direction(0.0, None, 0.0)
     ap, ad = steps(dX, dZ, dst, dzt, 1.0)
     mu_aff = (float(np.vdot(st.X + ap * dX, st.Z + ad * dZ))
-              + (st.s_t + ap * dst) * (st.z_t + ad * dzt)) / nu
+              + float((st.s_t + ap * dst) @ (st.z_t + ad * dzt))) / nu
     sigma = min(1.0, (mu_aff / mu) ** 3)
     if short:
         sigma = max(sigma, 0.5)
