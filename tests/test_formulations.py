@@ -1279,6 +1279,33 @@ def test_inequality_rows_take_the_engine_steps(monkeypatch, name):
     assert cert.relative_violation <= 1e-5
 
 
+@pytest.mark.parametrize("kind", ["negative_bound", "stretched_edge"])
+def test_infeasible_inequality_rows_are_a_status(monkeypatch, kind):
+    """Inequality rows no PSD ``K`` meets (a squared distance at most -0.5; a fixed edge at
+    least 1.5 times its length): ``infeasible``, no values written, and no numpy warnings from
+    the interior point's slacks running off."""
+    import warnings
+
+    _hybrid_from(monkeypatch, N_H)
+    n = N_H
+    K = cp.Variable((n, n), symmetric=True)
+    rows, D, edges = _knn_rows(K)
+    i, j = sorted(edges)[3]
+    dist = K[i, i] + K[j, j] - 2 * K[i, j]
+    if kind == "negative_bound":
+        le = [K[a, a] + K[b, b] - 2 * K[a, b] <= D[a, b] for a, b in sorted(edges)]
+        cons = [K >> 0, cp.sum(K) == 0, cp.trace(K) <= float(np.sum(D)) / (2 * n), *le,
+                dist <= -0.5]
+    else:
+        cons = [K >> 0, cp.sum(K) == 0, *rows, dist >= 1.5 * D[i, j] + 0.1]
+    prob = cp.Problem(cp.Minimize(mve_cost(K, 2)), cons)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        specopt.solve(prob)
+    assert prob.status in (cp.INFEASIBLE, cp.INFEASIBLE_INACCURATE)
+    assert K.value is None
+
+
 @pytest.mark.slow
 def test_hybrid_steps_hand_over_to_clarabel_when_the_engine_does_not_certify(monkeypatch):
     """Certified engine steps that do not certify (injected): the steps go to Clarabel, which

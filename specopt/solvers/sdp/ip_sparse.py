@@ -433,7 +433,8 @@ def solve_sparse_sdp_ip(
     short = converged = accepted = False
     it = 0
     for it in range(1, max_iters + 1):
-        meas = _measure(ops, Cr, st, nb, nc)
+        with np.errstate(over="ignore", invalid="ignore"):
+            meas = _measure(ops, Cr, st, nb, nc)
         hist.append(meas.row)
         _report(it, meas, verbose, callback, objective_scale, objective_offset, t0)
         if not np.isfinite(meas.err):
@@ -457,7 +458,10 @@ def solve_sparse_sdp_ip(
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             break
         try:
-            short = _step(st, ops, Cr, meas, direction_kind, 1e-3 * tol * nb, short)
+            # (an infeasible set drives slacks / duals to 0 or inf: the next measure is not
+            # finite and the loop ends, without numpy's warnings)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                short = _step(st, ops, Cr, meas, direction_kind, 1e-3 * tol * nb, short)
         except np.linalg.LinAlgError:
             break
         if st.Lx is None or st.Lz is None:
