@@ -243,7 +243,9 @@ class _RowReader:
             self._equality(info)
             return
         if info.kind in ("le", "ge") and amap is not None:
-            if self.inequalities and not info.trace_scale(self.K):
+            a = info.trace_scale(self.K)
+            upper = (a > 0 and info.kind == "le") or (a < 0 and info.kind == "ge")
+            if self.inequalities and not upper:  # (a trace lower bound is a row too)
                 self._inequality(info)
             else:
                 self._trace_bound(info)

@@ -374,21 +374,23 @@ def test_constraints_that_do_not_say_symmetric_are_not_taken(partial):
 def test_inequality_rows_are_read_only_when_asked():
     """``inequalities=True`` (the iterated route's steps): ``<=`` rows as they are and ``>=``
     rows negated, as rows ``A_r(K) <= b_r`` flagged in ``ineq``; a trace bound stays a trace
-    bound; the implied trace bound comes from the equality rows only (a chord of the chain
-    held at most, not exactly, its length would give a wrong bound). Without the flag (the
-    low-rank route) an inequality that is not a trace bound is a mismatch."""
+    bound (a lower one is a row); the implied trace bound comes from the equality rows only
+    (a chord of the chain held at most, not exactly, its length would give a wrong bound).
+    Without the flag (the low-rank route) an inequality that is not a trace bound is a
+    mismatch."""
     n = 8
     K, prob = _sde_problem(n, 0)
     D = np.arange(1, n) * 0.5
     le = [K[0, 0] + K[i, i] - 2 * K[0, i] <= D[i - 1] for i in range(2, n)]
     ge = [K[1, 1] + K[i, i] - 2 * K[1, i] >= 0.1 * i for i in range(3, n)]
-    prob = cp.Problem(prob.objective, [*prob.constraints, *le, *ge, cp.trace(K) <= 50.0])
+    prob = cp.Problem(prob.objective, [*prob.constraints, *le, *ge, cp.trace(K) <= 50.0,
+                                       cp.trace(K) >= 2.0])
     with pytest.raises(RouteMismatch, match="trace bound"):
         recognize_low_rank_sdp(prob)
     ref = recognize_low_rank_sdp(_sde_problem(n, 0)[1])
     data = recognize_low_rank_sdp(prob, inequalities=True)
     m0 = ref.A.m
-    assert data.A.m == m0 + len(le) + len(ge) and data.trace_bound == 50.0
+    assert data.A.m == m0 + len(le) + len(ge) + 1 and data.trace_bound == 50.0
     assert not data.ineq[:m0].any() and data.ineq[m0:].all()
     assert data.implied_trace_bound == pytest.approx(ref.implied_trace_bound)
     Kv = np.random.default_rng(1).standard_normal((n, n))
@@ -397,4 +399,6 @@ def test_inequality_rows_are_read_only_when_asked():
                      minlength=data.A.m)
     want_le = [Kv[0, 0] + Kv[i, i] - 2 * Kv[0, i] - D[i - 1] for i in range(2, n)]
     want_ge = [0.1 * i - (Kv[1, 1] + Kv[i, i] - 2 * Kv[1, i]) for i in range(3, n)]
-    np.testing.assert_allclose(Ak[m0:] - data.b[m0:], np.r_[want_le, want_ge], atol=1e-10)
+    want_tr = 2.0 - np.trace(Kv)  # the trace's lower bound is a row, its upper one the bound
+    np.testing.assert_allclose(Ak[m0:] - data.b[m0:], np.r_[want_le, want_ge, want_tr],
+                               atol=1e-10)
