@@ -48,7 +48,9 @@ def _clarabel_full(X: np.ndarray, edges: np.ndarray, d2: np.ndarray) -> float | 
         prob.solve(solver="CLARABEL")
     except cp.error.SolverError:
         return None
-    return float(prob.value) if prob.status in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) else None
+    # an "AlmostSolved" answer is no reference: seed 3887, n 20, k 5, scale 1e-2 ended 3.3e-3
+    # below the set's optimum (27.833 against 27.925 on the face, which SCS confirms)
+    return float(prob.value) if prob.status == cp.OPTIMAL else None
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -57,6 +59,7 @@ def _clarabel_full(X: np.ndarray, edges: np.ndarray, d2: np.ndarray) -> float | 
 @example(seed=70, n=19, k=5, scale=100.0)
 @example(seed=70, n=19, k=5, scale=0.01)
 @example(seed=6, n=19, k=5, scale=0.01)
+@example(seed=3887, n=20, k=5, scale=0.01)
 def test_the_face_holds_every_feasible_kernel_and_keeps_the_optimum(seed, n, k, scale):
     """For 3-D points (scaled from 1e-2 to 1e2) and their k-NN graph:
     - the data's own centered Gram is feasible, so it lies on the face (``<W, K> = 0``) and
