@@ -11,7 +11,7 @@ import cvxpy as cp
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import specopt
@@ -60,6 +60,7 @@ def _solve(prob, **opts):
 @given(seed=st.integers(0, 2**31), m=st.integers(8, 120), n=st.integers(2, 6),
        noise=st.sampled_from([0.3, 1.0, 2.0]), C_scale=st.sampled_from([1.05, 3.0, 40.0, 1e4]),
        spelling=st.sampled_from(["ge", "le"]), extra_row=st.booleans())
+@example(seed=317, m=17, n=6, noise=0.3, C_scale=1.05, spelling="ge", extra_row=False)
 def test_cut_master_equals_row_master_and_clarabel(seed, m, n, noise, C_scale, spelling,
                                                    extra_row):
     P, Q = _rows(seed, m, n, noise)
@@ -69,7 +70,10 @@ def test_cut_master_equals_row_master_and_clarabel(seed, m, n, noise, C_scale, s
         prob, xi = _problem(P, Q, C, spelling, extra_row)
         cert[cuts] = _solve(prob, cuts=cuts)
         if cuts:
-            assert "cuts" in cert[cuts].history  # the cut master ran
+            # the cut master ran (or stalled short of the gap and handed over to the row
+            # master: seed 317, m 17, n 6, noise 0.3, C |S| = 1.05, gap 0.14)
+            hist = cert[cuts].history
+            assert "cuts" in hist or hist.get("cut_master_stalled_gap", [0.0])[0] > 0
             xi_cut = xi.value
     ref, _ = _problem(P, Q, C, spelling, extra_row)
     with warnings.catch_warnings():
