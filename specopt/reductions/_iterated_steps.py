@@ -709,8 +709,9 @@ class StepRunner:
         try:
             compile_time = self._solve_step(step, kw, others=self.engine_tried)
             if budget is not None and scs_time_limited(step):
-                self.probe.cut(self, time.perf_counter() - t0)
-                self.stats.solve += time.perf_counter() - t0
+                cut_seconds = time.perf_counter() - t0
+                self.probe.cut(self, cut_seconds)
+                self.stats.solve += cut_seconds
                 self.stats.solves += 1
                 kw, t0 = self._backend_opts(), time.perf_counter()
                 compile_time = self._solve_step(step, kw, others=self.engine_tried)

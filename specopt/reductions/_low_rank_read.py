@@ -179,16 +179,6 @@ def symmetry_pairs(A: Any, n: int) -> np.ndarray | None:
     return np.unique(np.minimum(ia, ja) * n + np.maximum(ia, ja))
 
 
-def is_symmetry_map(A: Any, n: int) -> bool:
-    """Whether the ``(n^2, n^2)`` coefficient block ``A`` (column-major vec of ``K``) says
-    ``K == K.T``: every nonzero row is ``a (K_ij - K_ji)`` with ``i != j``, and every pair
-    ``i < j`` has one (the diagonal's rows are zero)."""
-    if sp.csr_array(A).shape != (n * n, n * n):
-        return False
-    pairs = symmetry_pairs(A, n)
-    return pairs is not None and pairs.size == n * (n - 1) // 2
-
-
 def _objective_matrix(desc: Any, problem: cp.Problem, K: cp.Variable,
                       symmetrize: bool = False) -> SymOp:
     """``C`` of the linear objective ``<C, K> + const`` (dense when over a quarter full);
@@ -305,11 +295,7 @@ def _implied_trace_bound(A: SparseRows, b: np.ndarray, centered: bool,
     """``tr K <= T`` implied by the rows: fixed diagonal, or connected distance rows + centering
     (equality rows only)."""
     if ineq is not None:
-        keep = ~ineq
-        idx = np.cumsum(keep) - 1
-        on = keep[A.rows]
-        A = SparseRows(idx[A.rows[on]], A.ii[on], A.jj[on], A.vals[on], int(keep.sum()), A.n)
-        b = b[keep]
+        A, b = A.subset(~ineq), b[~ineq]
     n = A.n
     single = np.bincount(A.rows, minlength=A.m) == 1 if A.m else np.zeros(0, bool)
     if A.m:

@@ -81,6 +81,14 @@ class SparseRows:
         M.sum_duplicates()
         return np.sqrt(np.asarray(M.multiply(M).sum(axis=1)).ravel())
 
+    def subset(self, keep: np.ndarray) -> SparseRows:
+        """The rows where the bool mask ``keep`` is True, renumbered in order."""
+        keep = np.asarray(keep, dtype=bool)
+        index = np.cumsum(keep) - 1
+        on = keep[self.rows]
+        return SparseRows(index[self.rows[on]], self.ii[on], self.jj[on], self.vals[on],
+                          int(keep.sum()), self.n)
+
     def scaled(self, row_scale: np.ndarray) -> SparseRows:
         return SparseRows(self.rows, self.ii, self.jj, self.vals * row_scale[self.rows],
                           self.m, self.n)

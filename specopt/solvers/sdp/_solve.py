@@ -122,13 +122,9 @@ def _without_empty_rows(solve: Callable[..., LowRankSDPResult]
             return solve(C, A, b, *args, **kwargs)
         if ineq is not None:
             kwargs["ineq"] = le[keep]
-        new_index = np.cumsum(keep) - 1
-        on = keep[A.rows]
-        sub = SparseRows(new_index[A.rows[on]], A.ii[on], A.jj[on], A.vals[on],
-                         int(keep.sum()), A.n)
         if kwargs.get("y0") is not None:
             kwargs["y0"] = np.asarray(kwargs["y0"], dtype=float).ravel()[keep]
-        res = solve(C, sub, b[keep], *args, **kwargs)
+        res = solve(C, A.subset(keep), b[keep], *args, **kwargs)
         y = np.zeros(A.m)
         y[keep] = res.y
         res.y = y
